@@ -1,0 +1,253 @@
+"""The scikit-learn style estimator :class:`OneBitMultiLabel`."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from . import metrics
+from ._validation import (as_generator, check_choice, check_features, check_int, check_observations,
+                          check_rank)
+from .algorithm import initialise, step
+from .engine import LocalEngine
+from .kernels import normalised_factors, sign, step_size
+from .sources import ArraySource
+from .synthetic import SyntheticProblem
+
+DENSE_LIMIT = 50_000_000  # entries of W that coef_ may materialise
+
+
+class OneBitMultiLabel(BaseEstimator):
+    r"""Low-rank multi-label model learned from one-bit, single-label feedback.
+
+    Alternating power iteration on the Hermitian dilation (Algorithm 1 of Qiu,
+    Luo, Ye, Lin), in factored form: the state is an orthonormal
+    ``(d1 + d2) x 2k`` basis ``Q`` and ``V = M_dil Q``; the estimate is
+    ``W = colnorm(Q[:d1] V[d1:]^T) = A B^T``. Each step uses a fresh batch of
+    ``m`` observations ``(x_i, j_i, y_i)``:
+
+    .. math::
+
+        r_i = y_i - \mathrm{sign}(x_i^T W e_{j_i}), \quad
+        H = \frac{d_2}{m \lambda} \sum_i r_i x_i e_{j_i}^T, \quad
+        Q' = \mathrm{qr}((W + \eta_t H)_{dil} Q), \quad V' = (W + \eta_t H)_{dil} Q'.
+
+    Memory is ``O(k (d1 + d2))`` plus one batch; a step costs ``O(m d1 k)``.
+
+    Parameters
+    ----------
+    rank : int
+        Rank ``k`` of the model, ``1 <= k <= min(d1, d2)``.
+    batch_size : int, default 100000
+        Observations ``m`` per batch (the initialisation uses one batch too).
+    n_iter : int, default 10
+        Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
+    step : {"paper", "averaged"}, default "paper"
+        ``"paper"``: ``eta_t = 1`` (Algorithm 1). ``"averaged"``: ``eta_t = 1`` for
+        ``t < 3``, then ``1 / (t - 1)``; averages batches so the error keeps
+        falling under noise.
+    n_shards : int, default 4
+        Pieces each batch is split into (at most ``d2`` for synthetic problems).
+        It fixes the data, not where they are computed: results do not depend on
+        the number of workers.
+    init_power_iter : int, default 4
+        Subspace iterations of the matrix-free initial SVD.
+    random_state : int, RandomState, Generator or None
+        Seeds the start block of the initial subspace iteration.
+    client : distributed.Client or None
+        ``None`` computes in this process; a client computes each shard on the
+        Dask workers.
+    progress : bool, default False
+        Show a progress bar of the steps on stderr.
+
+    Attributes
+    ----------
+    Q_ : ndarray of shape (d1 + d2, 2 rank)
+        Orthonormal basis of the dilation.
+    V_ : ndarray of shape (d1 + d2, 2 rank)
+        ``M_dil Q_`` of the last step.
+    A_, B_ : ndarray of shape (d1, 2 rank) and (d2, 2 rank)
+        Factors of the estimate ``W = A_ @ B_.T`` (unit-norm columns).
+    n_features_in_ : int
+        ``d1``.
+    n_labels_ : int
+        ``d2``.
+    n_steps_ : int
+        Steps done after the initialisation.
+    n_samples_seen_ : int
+        Observations used, the initial batch included.
+    history_ : list of dict
+        One entry per iteration (0 = after the initialisation): ``iteration``,
+        ``n_samples``, ``n_active`` (observations with a non-zero residual),
+        ``fit_s`` (cumulative training time) and, when the data come with a test
+        set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``.
+    """
+
+    def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
+                 init_power_iter=4, random_state=None, client=None, progress=False):
+        self.rank = rank
+        self.batch_size = batch_size
+        self.n_iter = n_iter
+        self.step = step
+        self.n_shards = n_shards
+        self.init_power_iter = init_power_iter
+        self.random_state = random_state
+        self.client = client
+        self.progress = progress
+
+    # -- parameters -----------------------------------------------------------
+    def _check_params(self, d1: int, d2: int) -> None:
+        check_rank(self.rank, d1, d2)
+        check_int("batch_size", self.batch_size, low=1)
+        check_int("n_iter", self.n_iter, low=0)
+        check_choice("step", self.step, ("paper", "averaged"))
+        check_int("n_shards", self.n_shards, low=1)
+        check_int("init_power_iter", self.init_power_iter, low=0)
+        as_generator(self.random_state)
+
+    def _engine(self):
+        if self.client is None:
+            return LocalEngine()
+        from .dask_engine import DaskEngine
+
+        return DaskEngine(self.client)
+
+    # -- fitting ----------------------------------------------------------------
+    def fit(self, X, labels=None, y=None, *, n_labels=None):
+        """Learn from a problem's fresh batches or from given observations.
+
+        Parameters
+        ----------
+        X : SyntheticProblem or array-like of shape (n, d1)
+            A problem streams ``n_iter + 1`` fresh batches of ``batch_size`` and
+            records the test metrics of every iteration in ``history_``.
+            Otherwise the features of single-label observations.
+        labels : array-like of int of shape (n,)
+            Observed label index of each row, in ``[0, d2)``.
+        y : array-like of shape (n,)
+            The observed bit, ``-1`` or ``+1``.
+        n_labels : int, optional
+            ``d2``; defaults to ``labels.max() + 1``.
+
+        Returns
+        -------
+        self
+        """
+        if isinstance(X, SyntheticProblem):
+            if labels is not None or y is not None:
+                raise TypeError("fit(problem) takes no labels or y: the problem draws them")
+            problem = X
+            self._check_params(problem.d1, problem.d2)
+            batches = lambda t: problem.batch(t, self.batch_size, self.n_shards)  # noqa: E731
+            return self._fit_batches(batches, problem.d1, problem.d2, problem)
+        if labels is None or y is None:
+            raise TypeError("fit(X, labels, y): labels and y are required with an array X")
+        X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
+        self._check_params(X.shape[1], d2)
+        source = ArraySource(X, labels, y, d2, self.batch_size)
+        source.warn_if_cycling(self.n_iter + 1)
+        return self._fit_batches(lambda t: source.batch(t, self.n_shards), X.shape[1], d2)
+
+    def partial_fit(self, X, labels, y, *, n_labels=None):
+        """One step on the batch ``(X, labels, y)`` (the first call initialises).
+
+        ``n_labels`` (``d2``) is required on the first call.
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "Q_")
+        if first and n_labels is None:
+            raise TypeError("n_labels=None is not allowed on the first call to partial_fit: "
+                            "pass n_labels=d2, the number of labels")
+        if not first:
+            n_labels = self.n_labels_
+        X, labels, y, d2 = check_observations(
+            X, labels, y, n_labels=n_labels, n_features=None if first else self.n_features_in_)
+        self._check_params(X.shape[1], d2)
+        shards = ArraySource(X, labels, y, d2, X.shape[0]).batch(0, self.n_shards)
+        if first:
+            self._start(X.shape[1], d2)
+        self._advance(self._engine(), shards, None)
+        return self
+
+    def _start(self, d1, d2):
+        self.n_features_in_, self.n_labels_ = d1, d2
+        self.n_steps_ = -1  # the first batch initialises
+        self.n_samples_seen_ = 0
+        self.history_ = []
+        self._fit_s = 0.0
+        self._rng = as_generator(self.random_state)
+
+    def _fit_batches(self, batches, d1, d2, problem=None):
+        self._start(d1, d2)
+        for attr in ("Q_", "V_", "A_", "B_"):
+            self.__dict__.pop(attr, None)
+        engine = self._engine()
+        evaluation = (problem.test_set(), problem.truth) if problem is not None else None
+        from .progress import StepProgress
+
+        with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
+            for t in range(self.n_iter + 1):
+                self._advance(engine, batches(t), evaluation)
+                bar.update(self.history_[-1])
+        return self
+
+    def _advance(self, engine, shards, evaluation):
+        """Initialise (first batch) or take one step, then record the iteration."""
+        d1, d2 = self.n_features_in_, self.n_labels_
+        start = time.perf_counter()
+        if self.n_steps_ < 0:
+            batch = engine.open_batch(shards, d1, d2)
+            self.Q_, self.V_ = initialise(batch, d1, d2, self.rank, self._rng,
+                                          self.init_power_iter)
+        else:
+            eta = step_size(self.step, self.n_steps_)
+            batch = engine.open_batch(shards, d1, d2, self.A_, self.B_)
+            self.Q_, self.V_ = step(batch, self.Q_, self.A_, self.B_, d2, eta)
+        batch.release()
+        self.A_, self.B_ = normalised_factors(self.Q_, self.V_, d1)
+        self.n_steps_ += 1
+        self.n_samples_seen_ += batch.n_obs
+        self._fit_s += time.perf_counter() - start
+        record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
+                  "n_active": batch.n_active, "fit_s": self._fit_s}
+        if evaluation is not None:
+            record.update(metrics.evaluate(evaluation[0], evaluation[1], self.A_, self.B_))
+        self.history_.append(record)
+
+    # -- prediction ---------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "A_"):
+            raise AttributeError(f"This {type(self).__name__} is not fitted yet: call fit first")
+
+    def decision_function(self, X, labels=None):
+        """Scores ``X W`` of shape ``(n, d2)``, or ``(n, len(labels))`` for given labels."""
+        self._check_fitted()
+        X = check_features(X, n_features=self.n_features_in_)
+        B = self.B_
+        if labels is not None:
+            labels = np.asarray(labels)
+            if labels.dtype.kind not in "iu" or labels.ndim != 1 or (
+                    labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
+                raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
+                                 f"of integers in [0, {self.n_labels_})")
+            B = B[labels]
+        return (X.astype(np.float64) @ self.A_) @ B.T
+
+    def predict(self, X, labels=None):
+        """Signs ``sign(X W)`` in ``{-1, +1}`` (int8), shape as :meth:`decision_function`."""
+        return sign(self.decision_function(X, labels)).astype(np.int8)
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """The dense ``d1 x d2`` estimate ``W`` (refused above 5e7 entries: use ``A_``, ``B_``)."""
+        self._check_fitted()
+        size = self.A_.shape[0] * self.B_.shape[0]
+        if size > DENSE_LIMIT:
+            raise MemoryError(f"coef_ would have {size} entries (> {DENSE_LIMIT}): use the factors "
+                              "A_ and B_ (W = A_ @ B_.T) or decision_function")
+        return self.A_ @ self.B_.T

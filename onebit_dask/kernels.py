@@ -1,0 +1,167 @@
+r"""Pure NumPy kernels of the one-bit estimator (no Dask import here).
+
+Notation (``../shared/ALGORITHM.md``): ``W = A B^T`` is the ``d1 x d2`` estimate
+with unit-norm columns, ``P = [P_top; P_bot]`` a ``(d1 + d2) x l`` block, and one
+shard of a batch is ``(X, j, y)`` with ``X`` of shape ``(m_s, d1)``.
+
+The batch part of the dilation product is split by shard:
+
+.. math::
+
+    H P_{bot} = c \sum_i w_i x_i P_{bot}[j_i], \qquad
+    H^T P_{top} = c \sum_i w_i e_{j_i} (x_i^T P_{top}),
+
+with weights ``w = y`` (initialisation) or ``w = r = y - sign(s)`` (a step).
+:func:`shard_apply` returns one shard's two sums (without ``c``), and
+:func:`reduce_shards` adds them in shard order, so the result does not depend on
+where the shards ran.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import scipy.linalg
+
+LAMBDA = float(np.sqrt(2.0 / np.pi))
+"""``E[sign(x^T w) x] = LAMBDA * w`` for ``x ~ N(0, I)`` and a unit ``w`` (Lemma 1)."""
+
+
+def scale_constant(d2: int, m: int) -> float:
+    """The constant ``c = d2 / (m * lambda)`` of one batch of ``m`` observations."""
+    return d2 / (m * LAMBDA)
+
+
+def sign(x: np.ndarray) -> np.ndarray:
+    """``sign`` with ``sign(0) = +1``, as float64."""
+    return np.where(x >= 0, 1.0, -1.0)
+
+
+def column_norms(A: np.ndarray, V_bot: np.ndarray) -> np.ndarray:
+    r"""Norms ``n_j = ||A v_j||`` of the columns of ``A V_bot^T``, in ``O(d2 l^2)``.
+
+    ``n_j^2 = v_j^T (A^T A) v_j``; a zero column gets norm 1 (it stays zero).
+    """
+    gram = A.T @ A
+    sq = np.einsum("ij,jk,ik->i", V_bot, gram, V_bot, optimize=True)
+    norms = np.sqrt(np.maximum(sq, 0.0))
+    norms[norms == 0] = 1.0
+    return norms
+
+
+def normalised_factors(Q: np.ndarray, V: np.ndarray, d1: int):
+    """The factors ``(A, B)`` of ``W = colnorm(Q[:d1] V[d1:]^T) = A B^T``."""
+    A = Q[:d1]
+    V_bot = V[d1:]
+    B = V_bot / column_norms(A, V_bot)[:, None]
+    return A, B
+
+
+def lowrank_apply(A: np.ndarray, B: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """The dilation of ``W = A B^T`` applied to ``P``: ``[W P_bot; W^T P_top]``."""
+    d1 = A.shape[0]
+    return np.vstack([A @ (B.T @ P[d1:]), B @ (A.T @ P[:d1])])
+
+
+def cholqr2(Y: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of a tall ``Y`` by Cholesky-QR2.
+
+    Two passes of ``Q = Y R^{-1}`` with ``R = chol(Y^T Y)``; falls back to
+    Householder QR (``scipy.linalg.qr``) when the Gram matrix is not numerically
+    positive definite. Columns keep the sign convention ``diag(R) > 0``.
+    """
+    Q = Y
+    try:
+        for _ in range(2):
+            R = scipy.linalg.cholesky(Q.T @ Q, lower=False)
+            Q = scipy.linalg.solve_triangular(R, Q.T, trans="T", lower=False).T
+        if not np.all(np.isfinite(Q)):
+            raise np.linalg.LinAlgError("non-finite Cholesky-QR")
+        return np.ascontiguousarray(Q)
+    except np.linalg.LinAlgError:
+        Q, R = scipy.linalg.qr(Y, mode="economic")
+        signs = np.where(np.diag(R) < 0, -1.0, 1.0)
+        return Q * signs
+
+
+def step_size(step: str, t: int, t0: int = 3) -> float:
+    """``eta_t`` of ALGORITHM.md section 2 (``t`` counts steps from 0)."""
+    if step == "paper" or t < t0:
+        return 1.0
+    return 1.0 / (t - t0 + 2)
+
+
+class ActiveRows(NamedTuple):
+    """The observations of one shard that take part in the ``H`` products."""
+
+    X: np.ndarray  # (n_active, d1), float32 or float64
+    labels: np.ndarray  # (n_active,), int64, global label indices
+    weights: np.ndarray  # (n_active,), float64
+    n_obs: int  # observations in the shard before selection
+
+
+def shard_scores(X: np.ndarray, labels: np.ndarray, A: np.ndarray, B_rows: np.ndarray,
+                 offset: int = 0) -> np.ndarray:
+    """Scores ``s_i = x_i^T A B[j_i]``; ``B_rows`` holds rows ``offset..`` of ``B``.
+
+    Computed in the dtype of ``X`` (float32 features give float32 scores).
+    """
+    XA = X @ A.astype(X.dtype, copy=False)
+    return np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
+
+
+def shard_active_rows(X, labels, y, A=None, B_rows=None, offset: int = 0) -> ActiveRows:
+    """Keep the rows with a non-zero weight.
+
+    Without ``A`` (initialisation) the weights are ``y`` and every row is kept;
+    otherwise they are the residuals ``r = y - sign(s)`` in ``{-2, 0, 2}`` and only
+    rows with ``r != 0`` are kept. The kept features are float64.
+    """
+    n = X.shape[0]
+    if A is None:
+        return ActiveRows(X.astype(np.float64), labels, np.asarray(y, dtype=np.float64), n)
+    r = y - sign(shard_scores(X, labels, A, B_rows, offset))
+    keep = np.flatnonzero(r)
+    return ActiveRows(X[keep].astype(np.float64), labels[keep], r[keep], n)
+
+
+def scatter_rows(labels: np.ndarray, rows: np.ndarray):
+    """Sum ``rows`` by label: returns ``(unique_labels, sums)``.
+
+    ``np.unique`` + one ``np.bincount`` per column (much faster than ``np.add.at``),
+    summing in row order, so the result is deterministic.
+    """
+    uniq, inverse = np.unique(labels, return_inverse=True)
+    sums = np.empty((uniq.size, rows.shape[1]), dtype=np.float64)
+    for col in range(rows.shape[1]):
+        sums[:, col] = np.bincount(inverse, weights=rows[:, col], minlength=uniq.size)
+    return uniq, sums
+
+
+class ShardProduct(NamedTuple):
+    """One shard's share of the batch part of a dilation product (without ``c``)."""
+
+    top: np.ndarray  # (d1, l): sum_i w_i x_i P_bot[j_i]
+    labels: np.ndarray  # (u,): the labels this shard touches
+    rows: np.ndarray  # (u, l): sum over the shard's rows with that label of w_i x_i^T P_top
+
+
+def shard_apply(active: ActiveRows, P_top: np.ndarray, P_bot_rows: np.ndarray,
+                offset: int = 0) -> ShardProduct:
+    """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64."""
+    X = active.X
+    w = active.weights[:, None]
+    top = X.T @ (w * P_bot_rows[active.labels - offset])
+    uniq, rows = scatter_rows(active.labels, w * (X @ P_top))
+    return ShardProduct(top, uniq, rows)
+
+
+def reduce_shards(products: Sequence[ShardProduct], d1: int, d2: int, width: int) -> np.ndarray:
+    """Sum shard products in shard order into the ``(d1 + d2) x width`` block."""
+    out = np.zeros((d1 + d2, width))
+    top, bottom = out[:d1], out[d1:]
+    for prod in products:
+        top += prod.top
+        bottom[prod.labels] += prod.rows
+    return out

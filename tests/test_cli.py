@@ -1,0 +1,63 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from onebit_dask.cli import main
+
+SMALL = ["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--batch-size", "3000",
+         "--n-iter", "3", "--n-test", "300"]
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "onebit_dask", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_fit_json_is_one_object():
+    proc = run_cli(*SMALL, "--json", "--seed", "4")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # exactly one JSON document
+    for key in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "wall_s",
+                "n_samples", "d1", "d2", "rank", "seed"):
+        assert key in result
+    assert result["n_samples"] == 4 * 3000
+    assert (result["d1"], result["d2"], result["rank"], result["seed"]) == (20, 10, 2, 4)
+    assert 0.5 < result["auc"] <= 1 and 0 <= result["frobenius_error"] <= 2
+
+
+def test_fit_same_seed_same_numbers(capsys):
+    outs = []
+    for _ in range(2):
+        assert main([*SMALL, "--json", "--quiet"]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    for key in ("auc", "spectral_error", "frobenius_error", "hamming_loss"):
+        assert outs[0][key] == outs[1][key]
+
+
+def test_fit_human_summary(capsys):
+    assert main([*SMALL, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "auc" in out and "frobenius_error" in out and "observations" in out
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--rank", "0"], "rank=0 is not allowed"),
+    (["--rank", "11"], "rank=11 is not allowed: rank must be <= min(d1, d2) = 10"),
+    (["--batch-size", "0"], "batch_size=0 is not allowed"),
+    (["--n-iter", "-1"], "n_iter=-1 is not allowed"),
+    (["--flip", "0.5"], "flip=0.5 is not allowed"),
+    (["--noise-std", "-0.1"], "noise_std=-0.1 is not allowed"),
+    (["--step", "fast"], "step='fast' is not allowed"),
+    (["--seed", "-3"], "seed=-3 is not allowed"),
+    (["--d1", "abc"], "argument --d1: invalid int value: 'abc'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_input_exits_2_with_one_line(args, fragment):
+    proc = run_cli(*SMALL, *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert fragment in lines[0] and "Traceback" not in proc.stderr
+    assert proc.stdout == ""

@@ -1,0 +1,181 @@
+import numpy as np
+import pytest
+
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask import metrics
+
+
+@pytest.fixture(scope="module")
+def planted():
+    problem = SyntheticProblem(60, 30, 2, seed=0, n_test=2000)
+    est = OneBitMultiLabel(2, batch_size=20_000, n_iter=8, random_state=0).fit(problem)
+    return problem, est
+
+
+def colwise_error(problem, n):
+    """Column-wise one-bit estimate (normalised mean of y x per label) on n observations.
+
+    Ignoring the low-rank link, column j sees about n / d2 observations and has
+    an RMS error near sqrt(d1 d2 / n) / lambda.
+    """
+    X, labels, y = problem.draw(0, n)
+    W = np.zeros((problem.d1, problem.d2))
+    np.add.at(W.T, labels, y[:, None] * X)
+    W /= np.linalg.norm(W, axis=0)
+    return metrics.frobenius_error(*problem.truth, W, np.eye(problem.d2))
+
+
+def test_planted_recovery(planted):
+    problem, est = planted
+    errors = [h["frobenius_error"] for h in est.history_]
+    assert len(errors) == 9
+    assert errors[-1] < 0.5 * errors[0]
+    assert np.mean(errors[-3:]) < np.mean(errors[1:4])
+    # the low-rank method beats the column-wise one on as many observations by >= 3x
+    assert errors[-1] < colwise_error(problem, est.n_samples_seen_) / 3
+    assert est.history_[-1]["auc"] > 0.99
+    assert est.history_[-1]["spectral_error"] < est.history_[0]["spectral_error"]
+
+
+def test_fitted_state(planted):
+    problem, est = planted
+    assert est.Q_.shape == (90, 4) and est.V_.shape == (90, 4)
+    np.testing.assert_allclose(est.Q_.T @ est.Q_, np.eye(4), atol=1e-10)
+    assert est.A_.shape == (60, 4) and est.B_.shape == (30, 4)
+    np.testing.assert_allclose(np.linalg.norm(est.coef_, axis=0), 1.0, rtol=1e-10)
+    assert est.n_features_in_ == 60 and est.n_labels_ == 30
+    assert est.n_steps_ == 8 and est.n_samples_seen_ == 9 * 20_000
+    assert [h["n_samples"] for h in est.history_] == [20_000 * (i + 1) for i in range(9)]
+    X = problem.test_set().X[:50]
+    np.testing.assert_allclose(est.decision_function(X), X @ est.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(est.predict(X), np.where(X @ est.coef_ >= 0, 1, -1))
+    np.testing.assert_allclose(est.decision_function(X, labels=[3, 7]),
+                               (X @ est.coef_)[:, [3, 7]], rtol=1e-10, atol=1e-12)
+
+
+def test_same_seed_same_result_other_seed_other_result():
+    problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100)
+    fit = lambda rs: OneBitMultiLabel(2, batch_size=2000, n_iter=3, random_state=rs).fit(problem)
+    a, b, c = fit(1), fit(1), fit(2)
+    np.testing.assert_array_equal(a.Q_, b.Q_)
+    assert a.history_[-1]["auc"] == b.history_[-1]["auc"]
+    assert not np.allclose(a.Q_, c.Q_)
+
+
+def test_fit_on_arrays_equals_fit_on_problem():
+    problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100)
+    m, T = 3000, 3
+    est_p = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0).fit(problem)
+    X, labels, y = map(np.concatenate, zip(*(problem.draw(t, m, 3) for t in range(T + 1))))
+    est_a = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0)
+    est_a.fit(X, labels, y, n_labels=10)
+    np.testing.assert_allclose(est_a.coef_, est_p.coef_, rtol=1e-8, atol=1e-10)
+    assert "auc" not in est_a.history_[0]
+
+
+def test_partial_fit_equals_fit():
+    problem = SyntheticProblem(20, 10, 2, seed=3)
+    m = 2000
+    X, labels, y = map(np.concatenate, zip(*(problem.draw(t, m) for t in range(4))))
+    full = OneBitMultiLabel(2, batch_size=m, n_iter=3, random_state=0).fit(X, labels, y,
+                                                                           n_labels=10)
+    est = OneBitMultiLabel(2, random_state=0)
+    for b in range(4):
+        rows = slice(b * m, (b + 1) * m)
+        assert est.partial_fit(X[rows], labels[rows], y[rows], n_labels=10) is est
+    np.testing.assert_array_equal(est.Q_, full.Q_)
+    assert est.n_steps_ == 3 and est.n_samples_seen_ == 4 * m
+
+
+def test_reused_batches_warn():
+    problem = SyntheticProblem(10, 5, 1, seed=3)
+    X, labels, y = problem.draw(0, 500)
+    with pytest.warns(UserWarning, match="batches are reused"):
+        OneBitMultiLabel(1, batch_size=200, n_iter=3).fit(X, labels, y, n_labels=5)
+
+
+def test_zero_iterations_is_the_initialisation():
+    problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100)
+    est = OneBitMultiLabel(2, batch_size=5000, n_iter=0, random_state=0).fit(problem)
+    assert est.n_steps_ == 0 and len(est.history_) == 1
+
+
+def test_graph_params_roundtrip():
+    est = OneBitMultiLabel(3, batch_size=10, step="averaged")
+    assert est.get_params()["step"] == "averaged"
+    assert est.set_params(n_iter=2).n_iter == 2
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 6))
+    labels = rng.integers(0, 4, 40)
+    y = np.where(rng.random(40) < 0.5, -1, 1)
+    return X, labels, y
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(rank=0), "rank=0 is not allowed: rank must be >= 1"),
+    (dict(rank=5), r"rank=5 is not allowed: rank must be <= min\(d1, d2\) = 4"),
+    (dict(rank=1, batch_size=0), "batch_size=0 is not allowed: batch_size must be >= 1"),
+    (dict(rank=1, n_iter=-1), "n_iter=-1 is not allowed: n_iter must be >= 0"),
+    (dict(rank=1, step="fast"), "step='fast' is not allowed: choose one of 'paper', 'averaged'"),
+    (dict(rank=1, n_shards=0), "n_shards=0 is not allowed"),
+])
+def test_bad_parameters(data, params, match):
+    with pytest.raises(ValueError, match=match):
+        OneBitMultiLabel(**params).fit(*data, n_labels=4)
+
+
+def test_bad_random_state(data):
+    with pytest.raises(TypeError, match="random_state='x'"):
+        OneBitMultiLabel(1, random_state="x").fit(*data)
+
+
+def test_bad_observations(data):
+    X, labels, y = data
+    est = OneBitMultiLabel(1)
+    with pytest.raises(ValueError, match=r"labels\[\d+\]=3 is not allowed: .*\[0, 3\)"):
+        est.fit(X, labels, y, n_labels=3)
+    with pytest.raises(ValueError, match=r"labels\[0\]=-1 is not allowed"):
+        est.fit(X, np.r_[-1, labels[1:]], y)
+    with pytest.raises(TypeError, match="labels has dtype float64: labels must be integers"):
+        est.fit(X, labels + 0.5, y)
+    with pytest.raises(ValueError, match=r"y\[0\]=0 is not allowed: y must be -1 or \+1"):
+        est.fit(X, labels, np.r_[0, y[1:]])
+    X_nan = X.copy()
+    X_nan[3, 2] = np.nan
+    with pytest.raises(ValueError, match=r"X\[3, 2\]=nan is not allowed: X must be finite"):
+        est.fit(X_nan, labels, y)
+    with pytest.raises(ValueError, match=r"labels has shape \(39,\), but X has 40 rows"):
+        est.fit(X, labels[1:], y)
+    with pytest.raises(ValueError, match=r"y has shape \(41,\), but X has 40 rows"):
+        est.fit(X, labels, np.r_[y, 1])
+    with pytest.raises(TypeError, match="labels and y are required"):
+        est.fit(X)
+
+
+def test_feature_count_after_fitting(data):
+    X, labels, y = data
+    est = OneBitMultiLabel(1, random_state=0).partial_fit(X, labels, y, n_labels=4)
+    with pytest.raises(ValueError, match="X has 5 features, but the estimator was fitted with 6"):
+        est.partial_fit(X[:, :5], labels, y)
+    with pytest.raises(ValueError, match="X has 5 features, but the estimator was fitted with 6"):
+        est.predict(X[:, :5])
+    with pytest.raises(ValueError, match=r"labels=.* is not allowed: .*\[0, 4\)"):
+        est.decision_function(X, labels=[4])
+
+
+def test_partial_fit_needs_n_labels_and_predict_needs_fit(data):
+    with pytest.raises(TypeError, match="n_labels=None is not allowed on the first call"):
+        OneBitMultiLabel(1).partial_fit(*data)
+    with pytest.raises(AttributeError, match="not fitted yet"):
+        OneBitMultiLabel(1).predict(data[0])
+
+
+def test_coef_refuses_huge_dense():
+    est = OneBitMultiLabel(1)
+    est.A_, est.B_ = np.zeros((1000, 2)), np.zeros((100_000, 2))
+    with pytest.raises(MemoryError, match="use the factors"):
+        est.coef_

@@ -1,0 +1,117 @@
+import numpy as np
+import pytest
+
+from onebit_dask.kernels import LAMBDA
+from onebit_dask.synthetic import SyntheticProblem
+
+
+def test_truth_is_rank_k_with_unit_columns():
+    p = SyntheticProblem(20, 15, 3, seed=4)
+    W = p.W()
+    np.testing.assert_allclose(np.linalg.norm(W, axis=0), 1.0, rtol=1e-12)
+    assert np.linalg.matrix_rank(W) == 3
+
+
+def test_batch_is_the_same_whoever_draws_it():
+    p = SyntheticProblem(10, 12, 2, flip=0.1, noise_std=0.2, seed=7)
+    shards = p.batch(3, 1000, 4)
+    forward = [sh.load() for sh in shards]
+    backward = [sh.load() for sh in reversed(shards)][::-1]
+    for a, b in zip(forward, backward):
+        for x, z in zip(a, b):
+            np.testing.assert_array_equal(x, z)
+    assert sum(sh.n_obs for sh in shards) == 1000
+    for sh, (X, labels, y) in zip(shards, forward):
+        assert X.dtype == np.float32 and X.shape == (sh.n_obs, 10)
+        assert labels.min() >= sh.lo and labels.max() < sh.hi
+        assert set(np.unique(y)) <= {-1.0, 1.0}
+
+
+def test_seeds_and_batches_differ():
+    a = SyntheticProblem(10, 12, 2, seed=1)
+    b = SyntheticProblem(10, 12, 2, seed=2)
+    assert not np.array_equal(a.draw(0, 100)[0], b.draw(0, 100)[0])
+    assert not np.array_equal(a.draw(0, 100)[0], a.draw(1, 100)[0])
+    assert not np.array_equal(a.truth[0], b.truth[0])
+    np.testing.assert_array_equal(a.draw(5, 100)[0], SyntheticProblem(10, 12, 2, seed=1).draw(5, 100)[0])
+
+
+def test_noise_free_labels_are_signs_of_the_truth():
+    p = SyntheticProblem(8, 6, 2, seed=3)
+    X, labels, y = p.draw(0, 2000, 3)
+    z = np.einsum("ij,ji->i", X.astype(np.float64), p.W()[:, labels])
+    clear = np.abs(z) > 1e-4  # float32 features: signs agree away from zero
+    np.testing.assert_array_equal(y[clear], np.where(z[clear] >= 0, 1.0, -1.0))
+
+
+def test_flip_rate():
+    clean = SyntheticProblem(8, 6, 2, seed=3).draw(0, 100_000)[2]
+    noisy = SyntheticProblem(8, 6, 2, flip=0.2, seed=3).draw(0, 100_000)[2]
+    rate = np.mean(clean != noisy)
+    assert abs(rate - 0.2) < 5 * np.sqrt(0.2 * 0.8 / 100_000)
+
+
+def test_gaussian_noise_agreement_rate():
+    # P(sign(z) = sign(z + xi g)) = 1 - arctan(xi) / pi for z, g standard normal
+    xi = 0.5
+    clean = SyntheticProblem(8, 6, 2, seed=3).draw(0, 100_000)[2]
+    noisy = SyntheticProblem(8, 6, 2, noise_std=xi, seed=3).draw(0, 100_000)[2]
+    p = np.arctan(xi) / np.pi
+    assert abs(np.mean(clean != noisy) - p) < 5 * np.sqrt(p * (1 - p) / 100_000)
+
+
+def test_expected_initial_matrix_is_the_truth():
+    """E[c sum_i y_i x_i e_{j_i}^T] = W* with c = d2 / (m lambda)."""
+    p = SyntheticProblem(5, 3, 2, seed=8)
+    m = 300_000
+    X, labels, y = p.draw(0, m, 2)
+    H0 = np.zeros((5, 3))
+    for j in range(3):
+        H0[:, j] = (y[labels == j, None] * X[labels == j]).sum(axis=0)
+    H0 *= 3 / (m * LAMBDA)
+    # each entry has standard deviation <= sqrt(d2 / m) / lambda
+    assert np.abs(H0 - p.W()).max() < 5 * np.sqrt(3 / m) / LAMBDA
+
+
+def test_test_set_and_label_subset():
+    p = SyntheticProblem(6, 50, 2, n_test=30, max_eval_labels=10, seed=1)
+    ts = p.test_set()
+    assert ts.X.shape == (30, 6) and ts.labels.shape == (10,) and ts.Y.shape == (30, 10)
+    np.testing.assert_array_equal(ts.Y, np.where(ts.X @ p.W()[:, ts.labels] >= 0, 1, -1))
+    np.testing.assert_array_equal(ts.labels, p.eval_labels)  # fixed subset
+    assert np.all(np.diff(ts.labels) > 0)
+
+
+def test_full_observation_data():
+    p = SyntheticProblem(6, 4, 2, seed=1)
+    X, Y = p.full_observation(50)
+    assert X.shape == (50, 6) and Y.shape == (50, 4) and Y.dtype == np.int8
+    np.testing.assert_array_equal(Y, np.where(X @ p.W() >= 0, 1, -1))
+
+
+def test_more_shards_than_labels_uses_one_shard_a_label():
+    shards = SyntheticProblem(6, 3, 1).batch(0, 100, 8)
+    assert [(sh.lo, sh.hi) for sh in shards] == [(0, 1), (1, 2), (2, 3)]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(d1=0, d2=5, rank=1), "d1=0"),
+    (dict(d1=5, d2=5, rank=0), "rank=0"),
+    (dict(d1=5, d2=3, rank=4), r"rank=4 .*min\(d1, d2\) = 3"),
+    (dict(d1=5, d2=5, rank=1, flip=0.5), r"flip=0.5 .*\[0.0, 0.5\)"),
+    (dict(d1=5, d2=5, rank=1, flip=-0.1), "flip=-0.1"),
+    (dict(d1=5, d2=5, rank=1, noise_std=-1), "noise_std=-1"),
+    (dict(d1=5, d2=5, rank=1, noise_std=float("nan")), "noise_std=nan"),
+    (dict(d1=5, d2=5, rank=1, seed=-1), "seed=-1"),
+    (dict(d1=5, d2=5, rank=1, seed=2**32), "seed=4294967296"),
+])
+def test_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SyntheticProblem(**kwargs)
+
+
+def test_bad_types():
+    with pytest.raises(TypeError, match="rank=2.5"):
+        SyntheticProblem(5, 5, 2.5)
+    with pytest.raises(TypeError, match="flip='a'"):
+        SyntheticProblem(5, 5, 1, flip="a")
