@@ -55,6 +55,18 @@ def initialise(batch, d1: int, d2: int, rank: int, rng: np.random.Generator,
     return Q0, dilation_product(batch, Q0, d2)
 
 
+def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
+    r"""``Q0, V0`` from the dense ``H0 = c S^T`` (``S`` is ``d2 x d1``), by an exact SVD.
+
+    ``Q0 = [[U_k, U_k], [V_k, -V_k]] / sqrt(2)`` and ``V0 = H0_dil Q0``.
+    """
+    H0 = scale_constant(d2, n_obs) * S.T
+    U, _, Vt = scipy.linalg.svd(H0, full_matrices=False)
+    U, V = U[:, :rank], Vt[:rank].T
+    Q0 = np.block([[U, U], [V, -V]]) / np.sqrt(2.0)
+    return Q0, np.vstack([H0 @ Q0[d1:], H0.T @ Q0[:d1]])
+
+
 def step(batch, Q: np.ndarray, A: np.ndarray, B: np.ndarray, d2: int, eta: float):
     """One step: ``Q' = qr(M_dil Q)``, ``V' = M_dil Q'`` with ``M = W + eta H`` (same batch)."""
     Q_new = cholqr2(dilation_product(batch, Q, d2, eta, A, B))

@@ -7,47 +7,62 @@ An engine turns a list of shard descriptors into a *batch* with
   of the dilation product, without the constant ``c``, summed in shard order;
 * ``release()``: drop the batch.
 
-:class:`onebit_dask.dask_engine.DaskEngine` implements the same on Dask workers.
+:class:`onebit_dask.dask_engine.DaskEngine` does the same on Dask workers, with the
+same two shard functions below, so both engines give the same numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from .kernels import reduce_shards, shard_active_rows, shard_apply
+from .kernels import (add_label_rows, reduce_shards, shard_active_rows, shard_apply,
+                      shard_label_sums)
 
 
-def label_rows(shard, M: np.ndarray):
-    """The rows of a ``d2 x l`` matrix a shard needs, and their offset."""
+def label_rows(shard, M: np.ndarray | None):
+    """The rows of a ``d2 x l`` matrix that a shard needs, and their offset."""
     if shard.label_range is None or M is None:
         return M, 0
     lo, hi = shard.label_range
     return M[lo:hi], lo
 
 
-def activate_shard(shard, A=None, B=None):
+def activate_shard(shard, A=None, B_rows=None, offset: int = 0):
     """Load a shard and keep the rows that take part in the ``H`` products."""
     X, labels, y = shard.load()
-    B_rows, offset = label_rows(shard, B)
     return shard_active_rows(X, labels, y, A, B_rows, offset)
 
 
-def apply_shard(active, shard, P_top, P_bot):
-    P_rows, offset = label_rows(shard, P_bot)
-    return shard_apply(active, P_top, P_rows, offset)
+def label_sums_shard(shard):
+    """One shard's ``(n_obs, unique_labels, sum of y_i x_i per label)``."""
+    X, labels, y = shard.load()
+    return (X.shape[0], *shard_label_sums(X, labels, y))
+
+
+def reduce_label_sums(parts, d1: int, d2: int):
+    """``(n_obs, S)`` with the ``d2 x d1`` sums ``S`` added in shard order."""
+    S = add_label_rows(np.zeros((d2, d1)), ((labels, rows) for _, labels, rows in parts))
+    return sum(n for n, _, _ in parts), S
 
 
 class LocalBatch:
+    """Shards computed one after the other with one BLAS thread, as on a Dask worker
+    (``threads_per_worker=1``), so both engines give bit-identical numbers."""
+
     def __init__(self, shards, d1: int, d2: int, A=None, B=None):
         self.shards = shards
         self.d1, self.d2 = d1, d2
-        self.active = [activate_shard(sh, A, B) for sh in shards]
+        with threadpool_limits(1, user_api="blas"):
+            self.active = [activate_shard(sh, A, *label_rows(sh, B)) for sh in shards]
         self.n_obs = sum(a.n_obs for a in self.active)
         self.n_active = sum(a.labels.size for a in self.active)
 
     def apply(self, P: np.ndarray) -> np.ndarray:
         P_top, P_bot = P[: self.d1], P[self.d1:]
-        products = [apply_shard(a, sh, P_top, P_bot) for a, sh in zip(self.active, self.shards)]
+        with threadpool_limits(1, user_api="blas"):
+            products = [shard_apply(a, P_top, *label_rows(sh, P_bot))
+                        for a, sh in zip(self.active, self.shards)]
         return reduce_shards(products, self.d1, self.d2, P.shape[1])
 
     def release(self) -> None:
@@ -61,3 +76,7 @@ class LocalEngine:
 
     def open_batch(self, shards, d1, d2, A=None, B=None) -> LocalBatch:
         return LocalBatch(shards, d1, d2, A, B)
+
+    def label_sums(self, shards, d1, d2):
+        with threadpool_limits(1, user_api="blas"):
+            return reduce_label_sums([label_sums_shard(sh) for sh in shards], d1, d2)

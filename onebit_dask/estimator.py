@@ -10,13 +10,14 @@ from sklearn.base import BaseEstimator
 from . import metrics
 from ._validation import (as_generator, check_choice, check_features, check_int, check_observations,
                           check_rank)
-from .algorithm import initialise, step
+from .algorithm import initialise, initialise_dense, step
 from .engine import LocalEngine
 from .kernels import normalised_factors, sign, step_size
 from .sources import ArraySource
 from .synthetic import SyntheticProblem
 
 DENSE_LIMIT = 50_000_000  # entries of W that coef_ may materialise
+DENSE_INIT_LIMIT = 10_000_000  # entries of H0 that init_svd="auto" forms
 
 
 class OneBitMultiLabel(BaseEstimator):
@@ -52,10 +53,17 @@ class OneBitMultiLabel(BaseEstimator):
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
         It fixes the data, not where they are computed: results do not depend on
         the number of workers.
+    init_svd : {"auto", "dense", "randomized"}, default "auto"
+        How the top-``k`` SVD of the first batch's ``H0`` is found. ``"dense"``:
+        ``H0`` (``d1 x d2``) is summed in one pass over the batch and decomposed
+        exactly. ``"randomized"``: matrix-free randomised subspace iteration on the
+        dilation, ``O(k (d1 + d2))`` memory. ``"auto"``: dense when
+        ``d1 * d2 <= 10**7``.
     init_power_iter : int, default 4
-        Subspace iterations of the matrix-free initial SVD.
+        Subspace iterations of the randomised initial SVD.
     random_state : int, RandomState, Generator or None
-        Seeds the start block of the initial subspace iteration.
+        Seeds the start block of the randomised initial SVD (the only random
+        choice of the estimator; the data carry their own seeds).
     client : distributed.Client or None
         ``None`` computes in this process; a client computes each shard on the
         Dask workers.
@@ -86,12 +94,14 @@ class OneBitMultiLabel(BaseEstimator):
     """
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
-                 init_power_iter=4, random_state=None, client=None, progress=False):
+                 init_svd="auto", init_power_iter=4, random_state=None, client=None,
+                 progress=False):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
         self.step = step
         self.n_shards = n_shards
+        self.init_svd = init_svd
         self.init_power_iter = init_power_iter
         self.random_state = random_state
         self.client = client
@@ -104,6 +114,7 @@ class OneBitMultiLabel(BaseEstimator):
         check_int("n_iter", self.n_iter, low=0)
         check_choice("step", self.step, ("paper", "averaged"))
         check_int("n_shards", self.n_shards, low=1)
+        check_choice("init_svd", self.init_svd, ("auto", "dense", "randomized"))
         check_int("init_power_iter", self.init_power_iter, low=0)
         as_generator(self.random_state)
 
@@ -200,24 +211,33 @@ class OneBitMultiLabel(BaseEstimator):
         """Initialise (first batch) or take one step, then record the iteration."""
         d1, d2 = self.n_features_in_, self.n_labels_
         start = time.perf_counter()
-        if self.n_steps_ < 0:
-            batch = engine.open_batch(shards, d1, d2)
-            self.Q_, self.V_ = initialise(batch, d1, d2, self.rank, self._rng,
-                                          self.init_power_iter)
+        if self.n_steps_ < 0 and self._dense_init(d1, d2):
+            n_obs, S = engine.label_sums(shards, d1, d2)
+            self.Q_, self.V_ = initialise_dense(S, n_obs, d1, d2, self.rank)
+            n_active = n_obs
         else:
-            eta = step_size(self.step, self.n_steps_)
-            batch = engine.open_batch(shards, d1, d2, self.A_, self.B_)
-            self.Q_, self.V_ = step(batch, self.Q_, self.A_, self.B_, d2, eta)
-        batch.release()
+            if self.n_steps_ < 0:
+                batch = engine.open_batch(shards, d1, d2)
+                self.Q_, self.V_ = initialise(batch, d1, d2, self.rank, self._rng,
+                                              self.init_power_iter)
+            else:
+                eta = step_size(self.step, self.n_steps_)
+                batch = engine.open_batch(shards, d1, d2, self.A_, self.B_)
+                self.Q_, self.V_ = step(batch, self.Q_, self.A_, self.B_, d2, eta)
+            batch.release()
+            n_obs, n_active = batch.n_obs, batch.n_active
         self.A_, self.B_ = normalised_factors(self.Q_, self.V_, d1)
         self.n_steps_ += 1
-        self.n_samples_seen_ += batch.n_obs
+        self.n_samples_seen_ += n_obs
         self._fit_s += time.perf_counter() - start
         record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
-                  "n_active": batch.n_active, "fit_s": self._fit_s}
+                  "n_active": n_active, "fit_s": self._fit_s}
         if evaluation is not None:
             record.update(metrics.evaluate(evaluation[0], evaluation[1], self.A_, self.B_))
         self.history_.append(record)
+
+    def _dense_init(self, d1: int, d2: int) -> bool:
+        return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
 
     # -- prediction ---------------------------------------------------------------
     def _check_fitted(self):

@@ -23,6 +23,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 LAMBDA = float(np.sqrt(2.0 / np.pi))
 """``E[sign(x^T w) x] = LAMBDA * w`` for ``x ~ N(0, I)`` and a unit ``w`` (Lemma 1)."""
@@ -126,17 +127,19 @@ def shard_active_rows(X, labels, y, A=None, B_rows=None, offset: int = 0) -> Act
     return ActiveRows(X[keep].astype(np.float64), labels[keep], r[keep], n)
 
 
-def scatter_rows(labels: np.ndarray, rows: np.ndarray):
-    """Sum ``rows`` by label: returns ``(unique_labels, sums)``.
+def scatter_rows(labels: np.ndarray, rows: np.ndarray, weights: np.ndarray | None = None):
+    """Weighted sums of ``rows`` by label: ``(unique_labels, sums)`` with
+    ``sums[u] = sum_{i: labels_i = unique_labels[u]} weights_i rows_i`` in float64.
 
-    ``np.unique`` + one ``np.bincount`` per column (much faster than ``np.add.at``),
-    summing in row order, so the result is deterministic.
+    A ``scipy.sparse`` product ``E @ rows`` with the ``u x n`` one-hot matrix ``E``
+    (several times faster than ``np.add.at``; it sums in row order, so it is
+    deterministic).
     """
     uniq, inverse = np.unique(labels, return_inverse=True)
-    sums = np.empty((uniq.size, rows.shape[1]), dtype=np.float64)
-    for col in range(rows.shape[1]):
-        sums[:, col] = np.bincount(inverse, weights=rows[:, col], minlength=uniq.size)
-    return uniq, sums
+    n = labels.shape[0]
+    data = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    E = scipy.sparse.csr_matrix((data, (inverse, np.arange(n))), shape=(uniq.size, n))
+    return uniq, np.asarray(E @ rows, dtype=np.float64)
 
 
 class ShardProduct(NamedTuple):
@@ -151,17 +154,28 @@ def shard_apply(active: ActiveRows, P_top: np.ndarray, P_bot_rows: np.ndarray,
                 offset: int = 0) -> ShardProduct:
     """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64."""
     X = active.X
-    w = active.weights[:, None]
-    top = X.T @ (w * P_bot_rows[active.labels - offset])
-    uniq, rows = scatter_rows(active.labels, w * (X @ P_top))
+    top = X.T @ (active.weights[:, None] * P_bot_rows[active.labels - offset])
+    uniq, rows = scatter_rows(active.labels, X @ P_top, active.weights)
     return ShardProduct(top, uniq, rows)
+
+
+def shard_label_sums(X, labels, y) -> tuple[np.ndarray, np.ndarray]:
+    """``(unique_labels, S)`` with ``S[u] = sum_{i: j_i = u} y_i x_i``: one shard's rows of
+    ``H0^T / c`` (the dense initialisation), in one pass over the data."""
+    return scatter_rows(labels, X, y)
+
+
+def add_label_rows(out: np.ndarray, parts) -> np.ndarray:
+    """``out[labels] += rows`` for each ``(labels, rows)`` in order (labels unique per part)."""
+    for labels, rows in parts:
+        out[labels] += rows
+    return out
 
 
 def reduce_shards(products: Sequence[ShardProduct], d1: int, d2: int, width: int) -> np.ndarray:
     """Sum shard products in shard order into the ``(d1 + d2) x width`` block."""
     out = np.zeros((d1 + d2, width))
-    top, bottom = out[:d1], out[d1:]
     for prod in products:
-        top += prod.top
-        bottom[prod.labels] += prod.rows
+        out[:d1] += prod.top
+    add_label_rows(out[d1:], ((prod.labels, prod.rows) for prod in products))
     return out

@@ -55,11 +55,22 @@ def test_fitted_state(planted):
 
 def test_same_seed_same_result_other_seed_other_result():
     problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100)
-    fit = lambda rs: OneBitMultiLabel(2, batch_size=2000, n_iter=3, random_state=rs).fit(problem)
+    fit = lambda rs: OneBitMultiLabel(2, batch_size=2000, n_iter=3, init_svd="randomized",
+                                      random_state=rs).fit(problem)
     a, b, c = fit(1), fit(1), fit(2)
     np.testing.assert_array_equal(a.Q_, b.Q_)
     assert a.history_[-1]["auc"] == b.history_[-1]["auc"]
     assert not np.allclose(a.Q_, c.Q_)
+
+
+def test_randomized_and_dense_initialisation_agree():
+    problem = SyntheticProblem(40, 25, 2, seed=5, n_test=500)
+    fits = {init: OneBitMultiLabel(2, batch_size=20_000, n_iter=0, init_svd=init,
+                                   init_power_iter=6, random_state=0).fit(problem)
+            for init in ("dense", "randomized")}
+    dense, rand = fits["dense"], fits["randomized"]
+    assert np.abs(dense.coef_ - rand.coef_).max() < 1e-4
+    assert dense.history_[0]["auc"] == pytest.approx(rand.history_[0]["auc"], abs=1e-4)
 
 
 def test_fit_on_arrays_equals_fit_on_problem():
@@ -122,6 +133,7 @@ def data():
     (dict(rank=1, n_iter=-1), "n_iter=-1 is not allowed: n_iter must be >= 0"),
     (dict(rank=1, step="fast"), "step='fast' is not allowed: choose one of 'paper', 'averaged'"),
     (dict(rank=1, n_shards=0), "n_shards=0 is not allowed"),
+    (dict(rank=1, init_svd="svd"), "init_svd='svd' is not allowed: choose one of 'auto'"),
 ])
 def test_bad_parameters(data, params, match):
     with pytest.raises(ValueError, match=match):

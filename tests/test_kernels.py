@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from onebit_dask.algorithm import dilation_product, initialise, step
-from onebit_dask.engine import LocalBatch
+from onebit_dask.algorithm import dilation_product, initialise, initialise_dense, step
+from onebit_dask.engine import LocalBatch, LocalEngine
 from onebit_dask.kernels import (LAMBDA, cholqr2, column_norms, normalised_factors, scatter_rows,
                                  step_size)
 from onebit_dask.sources import ArraySource
@@ -102,6 +102,24 @@ def test_initialisation_finds_top_singular_subspace():
     ref = np.block([[U[:, :k], U[:, :k]], [Vt[:k].T, -Vt[:k].T]]) / np.sqrt(2)
     angles = scipy.linalg.subspace_angles(Q0, ref)
     assert angles.max() < 1e-3
+    np.testing.assert_allclose(Q0.T @ Q0, np.eye(2 * k), atol=1e-12)
+    np.testing.assert_allclose(V0, dense_dilation(H0) @ Q0, rtol=1e-10, atol=1e-12)
+
+
+def test_dense_initialisation_matches_svd():
+    rng = np.random.default_rng(0)
+    d1, d2, k, m = 12, 9, 2, 500
+    X = rng.standard_normal((m, d1))
+    labels = rng.integers(0, d2, m)
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    H0 = dense_H(X, labels, y, d2)
+    n_obs, S = LocalEngine().label_sums(ArraySource(X, labels, y, d2, m).batch(0, 3), d1, d2)
+    assert n_obs == m
+    np.testing.assert_allclose(S.T * d2 / (m * LAMBDA), H0, rtol=1e-12, atol=1e-14)
+    Q0, V0 = initialise_dense(S, n_obs, d1, d2, k)
+    U, _, Vt = np.linalg.svd(H0)
+    ref = np.block([[U[:, :k], U[:, :k]], [Vt[:k].T, -Vt[:k].T]]) / np.sqrt(2)
+    assert scipy.linalg.subspace_angles(Q0, ref).max() < 1e-10
     np.testing.assert_allclose(Q0.T @ Q0, np.eye(2 * k), atol=1e-12)
     np.testing.assert_allclose(V0, dense_dilation(H0) @ Q0, rtol=1e-10, atol=1e-12)
 
