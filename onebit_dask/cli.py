@@ -35,10 +35,33 @@ def _add_fit(sub):
     p.add_argument("--n-test", type=int, default=10_000, help="test instances")
     p.add_argument("--max-eval-labels", type=int, default=1000,
                    help="labels scored for AUC/Hamming above this many labels")
-    p.add_argument("--shards", type=int, default=4, help="shards per batch")
+    p.add_argument("--shards", type=int, default=4,
+                   help="shards per batch, independent of the workers (default 4)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
+    _add_target(p)
     p.set_defaults(run=_run_fit)
+
+
+def _add_target(p):
+    g = p.add_argument_group("where it runs (default: an embedded LocalCluster, one worker a core)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="embedded LocalCluster of N worker processes on 127.0.0.1; 0: in-process")
+    g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
+                   "tcp://HOST:PORT or tls://HOST:PORT")
+    g.add_argument("--cluster", default=None, help="a cluster config file (see cluster/)")
+    g.add_argument("--tls-ca-file", default=None, help="CA certificate for a tls:// scheduler")
+    g.add_argument("--tls-cert", default=None, help="client certificate for a tls:// scheduler")
+    g.add_argument("--tls-key", default=None, help="client key for a tls:// scheduler")
+    g.add_argument("--connect-timeout", type=float, default=10.0,
+                   help="seconds to wait for the scheduler (default 10)")
+
+
+def _target(args) -> dict:
+    tls = None
+    if any((args.tls_ca_file, args.tls_cert, args.tls_key)):
+        tls = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
+    return dict(workers=args.workers, scheduler=args.scheduler, cluster=args.cluster, tls=tls)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_fit(args) -> int:
     from . import OneBitMultiLabel, SyntheticProblem
+    from .session import check_target, open_client
 
     try:
+        check_target(**_target(args))
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
                                    noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels)
@@ -59,24 +84,30 @@ def _run_fit(args) -> int:
                                step=args.step, n_shards=args.shards, random_state=args.seed,
                                progress=not args.quiet)
         est._check_params(problem.d1, problem.d2)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
-    start = time.perf_counter()
-    est.fit(problem)
-    wall = time.perf_counter() - start
+    try:
+        with open_client(**_target(args), timeout=args.connect_timeout, quiet=args.quiet) as client:
+            n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
+            start = time.perf_counter()
+            est.set_params(client=client).fit(problem)
+            wall = time.perf_counter() - start
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
     last = est.history_[-1]
     result = {key: last[key] for key in ("spectral_error", "frobenius_error", "hamming_loss", "auc")}
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=args.d1, d2=args.d2,
         rank=args.rank, seed=args.seed, flip=args.flip, noise_std=args.noise_std,
         step=args.step, batch_size=args.batch_size, n_iter=args.n_iter,
-        n_shards=min(args.shards, args.d2), n_workers=0, history=est.history_,
+        n_shards=min(args.shards, args.d2), n_workers=n_workers, history=est.history_,
     )
     if args.json:
         print(json.dumps(result))
     else:
         print(f"onebit fit d1={args.d1} d2={args.d2} rank={args.rank} m={args.batch_size} "
-              f"T={args.n_iter} flip={args.flip} noise_std={args.noise_std} step={args.step}")
+              f"T={args.n_iter} flip={args.flip} noise_std={args.noise_std} step={args.step} "
+              f"workers={n_workers or 'in-process'} shards={result['n_shards']}")
         for key in ("auc", "hamming_loss", "frobenius_error", "spectral_error"):
             print(f"  {key:16s} {result[key]:.4f}")
         print(f"  {'observations':16s} {result['n_samples']:,}")

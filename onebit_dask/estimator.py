@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -13,7 +14,8 @@ from ._validation import (as_generator, check_choice, check_features, check_int,
 from .algorithm import initialise, initialise_dense, step
 from .engine import LocalEngine
 from .kernels import normalised_factors, sign, step_size
-from .sources import ArraySource
+from .io import ZarrSource
+from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import SyntheticProblem
 
 DENSE_LIMIT = 50_000_000  # entries of W that coef_ may materialise
@@ -131,10 +133,12 @@ class OneBitMultiLabel(BaseEstimator):
 
         Parameters
         ----------
-        X : SyntheticProblem or array-like of shape (n, d1)
+        X : SyntheticProblem, str or os.PathLike, or array-like of shape (n, d1)
             A problem streams ``n_iter + 1`` fresh batches of ``batch_size`` and
-            records the test metrics of every iteration in ``history_``.
-            Otherwise the features of single-label observations.
+            records the test metrics of every iteration in ``history_``. A path
+            is an observations store (:mod:`onebit_dask.io`), read shard by shard
+            where the shards run. Otherwise the features of single-label
+            observations.
         labels : array-like of int of shape (n,)
             Observed label index of each row, in ``[0, d2)``.
         y : array-like of shape (n,)
@@ -153,12 +157,20 @@ class OneBitMultiLabel(BaseEstimator):
             self._check_params(problem.d1, problem.d2)
             batches = lambda t: problem.batch(t, self.batch_size, self.n_shards)  # noqa: E731
             return self._fit_batches(batches, problem.d1, problem.d2, problem)
+        if isinstance(X, (str, os.PathLike)):
+            if labels is not None or y is not None or n_labels is not None:
+                raise TypeError("fit(path) takes no labels, y or n_labels: the store holds them")
+            check_int("batch_size", self.batch_size, low=1)
+            source = ZarrSource(X, self.batch_size)
+            self._check_params(source.d1, source.d2)
+            source_warn_if_cycling(source, self.n_iter + 1)
+            return self._fit_batches(lambda t: source.batch(t, self.n_shards), source.d1, source.d2)
         if labels is None or y is None:
             raise TypeError("fit(X, labels, y): labels and y are required with an array X")
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         self._check_params(X.shape[1], d2)
         source = ArraySource(X, labels, y, d2, self.batch_size)
-        source.warn_if_cycling(self.n_iter + 1)
+        source_warn_if_cycling(source, self.n_iter + 1)
         return self._fit_batches(lambda t: source.batch(t, self.n_shards), X.shape[1], d2)
 
     def partial_fit(self, X, labels, y, *, n_labels=None):

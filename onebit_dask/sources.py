@@ -23,6 +23,17 @@ def row_bounds(n: int, parts: int) -> list[int]:
     return [p * n // parts for p in range(parts + 1)]
 
 
+def source_warn_if_cycling(source, n_batches: int) -> None:
+    """Warn when a source of ``source.n_batches`` batches is asked for more."""
+    if n_batches > source.n_batches:
+        warnings.warn(
+            f"{n_batches} batches of batch_size={source.batch_size} were asked for, but the "
+            f"data hold {source.n_batches}: batches are reused. Pass more observations, a "
+            f"smaller batch_size or a smaller n_iter for fresh batches.",
+            UserWarning, stacklevel=3,
+        )
+
+
 @dataclass(frozen=True)
 class ArrayShard:
     X: np.ndarray
@@ -53,15 +64,6 @@ class ArraySource:
         self.d2 = n_labels
         self.batch_size = min(batch_size, X.shape[0])
         self.n_batches = -(-X.shape[0] // self.batch_size)
-
-    def warn_if_cycling(self, n_batches: int) -> None:
-        if n_batches > self.n_batches:
-            warnings.warn(
-                f"{n_batches} batches of batch_size={self.batch_size} were asked for, but the "
-                f"data hold {self.n_batches}: batches are reused. Pass more observations, a "
-                f"smaller batch_size or a smaller n_iter for fresh batches.",
-                UserWarning, stacklevel=3,
-            )
 
     def batch(self, t: int, n_shards: int) -> list[ArrayShard]:
         b = t % self.n_batches

@@ -6,7 +6,7 @@ import pytest
 
 from onebit_dask.cli import main
 
-SMALL = ["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--batch-size", "3000",
+SMALL = ["fit", "--workers", "0", "--d1", "20", "--d2", "10", "--rank", "2", "--batch-size", "3000",
          "--n-iter", "3", "--n-test", "300"]
 
 

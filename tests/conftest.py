@@ -1,0 +1,122 @@
+"""Shared fixtures: real Dask schedulers and workers on 127.0.0.1."""
+
+import contextlib
+import datetime
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+# keep BLAS single-threaded in worker subprocesses, as the Nanny does
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@contextlib.contextmanager
+def local_client(n_workers, **kwargs):
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None, **kwargs) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def client2():
+    with local_client(2) as client:
+        yield client
+
+
+def _wait_for_file(path, proc, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            try:
+                with open(path) as fh:
+                    return json.load(fh)
+            except json.JSONDecodeError:
+                pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"scheduler exited with {proc.returncode}")
+        time.sleep(0.1)
+    raise TimeoutError(path)
+
+
+class DaskProcesses:
+    """``dask scheduler`` and ``dask worker`` started as subprocesses."""
+
+    def __init__(self, tmp_path, n_workers=2, tls_args=()):
+        self.scheduler_file = str(tmp_path / "scheduler.json")
+        base = [sys.executable, "-m", "dask"]
+        protocol = ["--protocol", "tls"] if tls_args else []
+        self.scheduler = subprocess.Popen(
+            [*base, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", self.scheduler_file, *protocol, *tls_args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.address = _wait_for_file(self.scheduler_file, self.scheduler)["address"]
+        self.workers = [
+            subprocess.Popen(
+                [*base, "worker", self.address, "--nthreads", "1", "--no-nanny",
+                 "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}", *tls_args],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for i in range(n_workers)
+        ]
+
+    def close(self):
+        for proc in [*self.workers, self.scheduler]:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in [*self.workers, self.scheduler]:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def dask_processes(tmp_path):
+    procs = DaskProcesses(tmp_path)
+    yield procs
+    procs.close()
+
+
+def make_certificates(directory):
+    """A CA and a certificate for 127.0.0.1 / localhost signed by it (PEM files)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    period = dict(not_valid_before=now - datetime.timedelta(days=1),
+                  not_valid_after=now + datetime.timedelta(days=2))
+
+    def build(subject, issuer, public_key, signing_key, ca, san=None):
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                   .public_key(public_key).serial_number(x509.random_serial_number())
+                   .not_valid_before(period["not_valid_before"])
+                   .not_valid_after(period["not_valid_after"])
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "onebit-dask test CA")])
+    ca_cert = build(ca_name, ca_name, ca_key.public_key(), ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    cert = build(name, ca_name, key.public_key(), ca_key, False,
+                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    files = {"ca_file": directory / "ca.pem", "cert": directory / "cert.pem",
+             "key": directory / "key.pem"}
+    files["ca_file"].write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    files["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    return {k: str(v) for k, v in files.items()}

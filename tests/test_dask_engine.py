@@ -1,0 +1,156 @@
+"""The Dask path against the in-process path, on real local clusters and subprocesses."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from distributed import Client
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+from conftest import DaskProcesses, local_client, make_certificates
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+PROBLEM = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500)
+PARAMS = dict(batch_size=8000, n_iter=3, n_shards=4, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
+
+
+def assert_same_fit(a, b):
+    np.testing.assert_array_equal(a.Q_, b.Q_)
+    np.testing.assert_array_equal(a.V_, b.V_)
+    for ha, hb in zip(a.history_, b.history_):
+        assert {k: v for k, v in ha.items() if k != "fit_s"} == \
+               {k: v for k, v in hb.items() if k != "fit_s"}
+
+
+@pytest.mark.parametrize("n_workers", [1, 2, 4])
+def test_dask_equals_in_process(reference, n_workers):
+    with local_client(n_workers) as client:
+        est = OneBitMultiLabel(2, client=client, **PARAMS).fit(PROBLEM)
+    assert_same_fit(reference, est)
+
+
+def test_randomized_init_on_dask_equals_in_process(client2):
+    params = dict(PARAMS, init_svd="randomized")
+    a = OneBitMultiLabel(2, **params).fit(PROBLEM)
+    b = OneBitMultiLabel(2, client=client2, **params).fit(PROBLEM)
+    assert_same_fit(a, b)
+
+
+class TaskSpecSizes(SchedulerPlugin):
+    """Records the pickled size of every task the client submits."""
+
+    name = "task-spec-sizes"
+
+    def __init__(self):
+        self.sizes = {}
+
+    def update_graph(self, scheduler, *, keys=(), **kwargs):
+        for key in keys:
+            ts = scheduler.tasks.get(key)
+            if ts is not None and ts.run_spec is not None:
+                self.sizes[str(key)] = len(pickle.dumps(ts.run_spec, protocol=5))
+
+
+def test_no_task_carries_the_features_from_the_client(client2):
+    problem = SyntheticProblem(200, 30, 2, seed=1, n_test=100)
+    m, shards = 40_000, 4
+    client2.register_plugin(TaskSpecSizes())
+    OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=shards, client=client2).fit(problem)
+    sizes = client2.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
+    assert len(sizes) >= 3 * shards
+    shard_bytes = m // shards * problem.d1 * 4  # one shard's float32 features: 2 MB
+    # the largest task carries (d1 + d2/S) x 2k factors, a few kB
+    assert max(sizes.values()) < shard_bytes / 100, max(sizes.values())
+
+
+def test_subprocess_scheduler_via_cli(dask_processes):
+    args = ["fit", "--d1", "40", "--d2", "30", "--rank", "2", "--batch-size", "8000",
+            "--n-iter", "3", "--flip", "0.02", "--seed", "9", "--n-test", "500", "--json"]
+    local = subprocess.run([sys.executable, "-m", "onebit_dask", *args, "--workers", "0"],
+                           capture_output=True, text=True, timeout=300)
+    remote = subprocess.run([sys.executable, "-m", "onebit_dask", *args, "--scheduler",
+                             dask_processes.address], capture_output=True, text=True, timeout=300)
+    assert remote.returncode == 0, remote.stderr
+    a, b = json.loads(local.stdout), json.loads(remote.stdout)
+    assert b["n_workers"] == 2 and a["n_workers"] == 0
+    for key in ("auc", "spectral_error", "frobenius_error", "hamming_loss", "n_samples"):
+        assert a[key] == b[key]
+
+
+def test_tls_scheduler_via_cli(tmp_path):
+    certs = make_certificates(tmp_path)
+    tls_args = ["--tls-ca-file", certs["ca_file"], "--tls-cert", certs["cert"],
+                "--tls-key", certs["key"]]
+    procs = DaskProcesses(tmp_path, tls_args=tls_args)
+    try:
+        assert procs.address.startswith("tls://")
+        base = [sys.executable, "-m", "onebit_dask", "fit", "--d1", "30", "--d2", "20", "--rank",
+                "2", "--batch-size", "4000", "--n-iter", "2", "--n-test", "200", "--json",
+                "--scheduler", procs.address]
+        proc = subprocess.run([*base, *tls_args], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["n_workers"] == 2
+        # without certificates the CLI refuses before connecting
+        plain = subprocess.run(base, capture_output=True, text=True, timeout=60)
+        assert plain.returncode == 2 and "uses TLS" in plain.stderr
+    finally:
+        procs.close()
+
+
+def test_worker_killed_mid_fit_gives_the_same_result(dask_processes):
+    problem = SyntheticProblem(100, 50, 2, seed=2, n_test=300)
+    params = dict(batch_size=150_000, n_iter=8, n_shards=4, random_state=0)
+    reference = OneBitMultiLabel(2, **params).fit(problem)
+    with Client(dask_processes.address, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+        est = OneBitMultiLabel(2, client=client, **params)
+        thread = threading.Thread(target=est.fit, args=(problem,))
+        thread.start()
+        deadline = time.time() + 120
+        while len(getattr(est, "history_", [])) < 3 and time.time() < deadline:
+            time.sleep(0.01)
+        victim = dask_processes.workers[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        done_at_kill = len(est.history_)
+        thread.join(timeout=300)
+        assert not thread.is_alive()
+        assert victim.wait(timeout=10) == -signal.SIGKILL
+        assert len(client.scheduler_info()["workers"]) == 1
+        assert done_at_kill < 5, "the kill came too late to test anything"
+    assert_same_fit(reference, est)
+
+
+def test_unreachable_scheduler_is_a_clear_error():
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--scheduler",
+                           "tcp://127.0.0.1:9", "--connect-timeout", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "could not reach the scheduler at tcp://127.0.0.1:9 within 2 s" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert time.time() - start < 60
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:8786", "http://x:1", "tcp://host"])
+def test_bad_scheduler_address(address):
+    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--scheduler", address],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "tcp://HOST:PORT" in proc.stderr
+
+
+def test_embedded_cluster_listens_on_loopback(client2):
+    addresses = [client2.scheduler.address, *client2.scheduler_info()["workers"]]
+    assert all(a.startswith("tcp://127.0.0.1:") for a in addresses)
