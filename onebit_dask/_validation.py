@@ -68,8 +68,12 @@ def check_rank(rank, d1: int, d2: int) -> int:
     return rank
 
 
-def check_features(X, *, n_features: int | None = None, name: str = "X") -> np.ndarray:
-    """A finite 2-D float array; float32 stays float32, anything else becomes float64."""
+def check_features(X, *, n_features: int | None = None, name: str = "X",
+                   row_offset: int = 0) -> np.ndarray:
+    """A finite 2-D float array; float32 stays float32, anything else becomes float64.
+
+    ``row_offset`` is added to the row named in an error (for a slice of a store).
+    """
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"{name} has shape {X.shape}: {name} must be 2-D (n_samples, n_features)")
@@ -80,7 +84,7 @@ def check_features(X, *, n_features: int | None = None, name: str = "X") -> np.n
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise ValueError(
-            f"{name}[{bad[0]}, {bad[1]}]={X[bad[0], bad[1]]} is not allowed: "
+            f"{name}[{bad[0] + row_offset}, {bad[1]}]={X[bad[0], bad[1]]} is not allowed: "
             f"{name} must be finite (no NaN or inf); drop or impute those rows first"
         )
     if n_features is not None and X.shape[1] != n_features:

@@ -24,12 +24,12 @@ def dilation_product(batch, P, d2: int, eta: float = 1.0, A=None, B=None) -> np.
     out = batch.apply(P)
     out *= eta * scale_constant(d2, batch.n_obs)
     if A is not None:
-        out += lowrank_apply(A, B, P)
+        lowrank_apply(A, B, P, out=out)
     return out
 
 
 def initialise(batch, d1: int, d2: int, rank: int, rng: np.random.Generator,
-               n_power: int = 4, oversampling: int = 10):
+               n_power: int = 4, oversampling: int = 4):
     r"""``Q0, V0`` from the first batch (ALGORITHM.md section 3).
 
     ``H0 = c sum_i y_i x_i e_{j_i}^T``; its top-``k`` singular pairs ``(U_k, V_k)``

@@ -87,7 +87,7 @@ def _check_type(where: str, key: str, value, expected) -> None:
 def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "") -> None:
     for key, value in mapping.items():
         if key not in allowed:
-            raise ClusterConfigError(f"{where}: unknown key {prefix}{key!r}{_suggest(key, allowed)};"
+            raise ClusterConfigError(f"{where}: unknown key '{prefix}{key}'{_suggest(key, allowed)};"
                                      f" allowed: {', '.join(sorted(allowed))}")
         _check_type(where, prefix + str(key), value, allowed[key])
 

@@ -1,6 +1,7 @@
 """The in-process engine: a batch's shards loaded and multiplied in this process.
 
-An engine turns a list of shard descriptors into a *batch* with
+An engine ``load``s a list of shard descriptors (the Dask engine starts drawing
+them at once, behind the current step) and opens the loaded shards as a *batch* with
 
 * ``n_obs``: observations in the batch, ``n_active``: rows with a non-zero weight;
 * ``apply(P)``: the batch part ``sum_shards [X^T (w * P_bot[j]); scatter(j, w * (X P_top))]``
@@ -28,15 +29,20 @@ def label_rows(shard, M: np.ndarray | None):
     return M[lo:hi], lo
 
 
-def activate_shard(shard, A=None, B_rows=None, offset: int = 0):
-    """Load a shard and keep the rows that take part in the ``H`` products."""
-    X, labels, y = shard.load()
+def load_shard(shard):
+    """Draw or read a shard's ``(X, labels, y)``."""
+    return shard.load()
+
+
+def activate_loaded(data, A=None, B_rows=None, offset: int = 0):
+    """Keep the rows of loaded shard data that take part in the ``H`` products."""
+    X, labels, y = data
     return shard_active_rows(X, labels, y, A, B_rows, offset)
 
 
-def label_sums_shard(shard):
+def label_sums_loaded(data):
     """One shard's ``(n_obs, unique_labels, sum of y_i x_i per label)``."""
-    X, labels, y = shard.load()
+    X, labels, y = data
     return (X.shape[0], *shard_label_sums(X, labels, y))
 
 
@@ -54,7 +60,7 @@ class LocalBatch:
         self.shards = shards
         self.d1, self.d2 = d1, d2
         with threadpool_limits(1, user_api="blas"):
-            self.active = [activate_shard(sh, A, *label_rows(sh, B)) for sh in shards]
+            self.active = [activate_loaded(sh.load(), A, *label_rows(sh, B)) for sh in shards]
         self.n_obs = sum(a.n_obs for a in self.active)
         self.n_active = sum(a.labels.size for a in self.active)
 
@@ -70,13 +76,20 @@ class LocalBatch:
 
 
 class LocalEngine:
-    """Runs every shard in this process, one after the other."""
+    """Runs every shard in this process, one after the other.
+
+    ``load`` is lazy here: a shard is drawn when its batch opens, so at most one
+    batch is in memory.
+    """
 
     n_workers = 0
 
-    def open_batch(self, shards, d1, d2, A=None, B=None) -> LocalBatch:
-        return LocalBatch(shards, d1, d2, A, B)
+    def load(self, shards):
+        return list(shards)
 
-    def label_sums(self, shards, d1, d2):
+    def open_batch(self, loaded, d1, d2, A=None, B=None) -> LocalBatch:
+        return LocalBatch(loaded, d1, d2, A, B)
+
+    def label_sums(self, loaded, d1, d2):
         with threadpool_limits(1, user_api="blas"):
-            return reduce_label_sums([label_sums_shard(sh) for sh in shards], d1, d2)
+            return reduce_label_sums([label_sums_loaded(sh.load()) for sh in loaded], d1, d2)

@@ -69,6 +69,11 @@ class OneBitMultiLabel(BaseEstimator):
     client : distributed.Client or None
         ``None`` computes in this process; a client computes each shard on the
         Dask workers.
+    eval_every : int, default 1
+        With a problem's test set, record the metrics every ``eval_every``
+        iterations and always at the last one; ``0``: only at the last one. The
+        evaluation runs on the client between steps (on the Dask engine, while
+        the workers already draw the next batch).
     progress : bool, default False
         Show a progress bar of the steps on stderr.
 
@@ -97,7 +102,7 @@ class OneBitMultiLabel(BaseEstimator):
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, client=None,
-                 progress=False):
+                 eval_every=1, progress=False):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -107,6 +112,7 @@ class OneBitMultiLabel(BaseEstimator):
         self.init_power_iter = init_power_iter
         self.random_state = random_state
         self.client = client
+        self.eval_every = eval_every
         self.progress = progress
 
     # -- parameters -----------------------------------------------------------
@@ -119,6 +125,7 @@ class OneBitMultiLabel(BaseEstimator):
         check_choice("init_svd", self.init_svd, ("auto", "dense", "randomized"))
         check_int("init_power_iter", self.init_power_iter, low=0)
         as_generator(self.random_state)
+        check_int("eval_every", self.eval_every, low=0)
 
     def _engine(self):
         if self.client is None:
@@ -194,7 +201,8 @@ class OneBitMultiLabel(BaseEstimator):
         shards = ArraySource(X, labels, y, d2, X.shape[0]).batch(0, self.n_shards)
         if first:
             self._start(X.shape[1], d2)
-        self._advance(self._engine(), shards, None)
+        engine = self._engine()
+        self._advance(engine, engine.load(shards), None)
         return self
 
     def _start(self, d1, d2):
@@ -214,27 +222,34 @@ class OneBitMultiLabel(BaseEstimator):
         from .progress import StepProgress
 
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
+            upcoming = engine.load(batches(0))
             for t in range(self.n_iter + 1):
-                self._advance(engine, batches(t), evaluation)
+                loaded = upcoming
+                # the Dask engine draws batch t + 1 on the workers while step t runs
+                upcoming = engine.load(batches(t + 1)) if t < self.n_iter else None
+                last = t == self.n_iter
+                due = last or (self.eval_every and t % self.eval_every == 0)
+                self._advance(engine, loaded, evaluation if due else None)
+                del loaded
                 bar.update(self.history_[-1])
         return self
 
-    def _advance(self, engine, shards, evaluation):
+    def _advance(self, engine, loaded, evaluation):
         """Initialise (first batch) or take one step, then record the iteration."""
         d1, d2 = self.n_features_in_, self.n_labels_
         start = time.perf_counter()
         if self.n_steps_ < 0 and self._dense_init(d1, d2):
-            n_obs, S = engine.label_sums(shards, d1, d2)
+            n_obs, S = engine.label_sums(loaded, d1, d2)
             self.Q_, self.V_ = initialise_dense(S, n_obs, d1, d2, self.rank)
             n_active = n_obs
         else:
             if self.n_steps_ < 0:
-                batch = engine.open_batch(shards, d1, d2)
+                batch = engine.open_batch(loaded, d1, d2)
                 self.Q_, self.V_ = initialise(batch, d1, d2, self.rank, self._rng,
                                               self.init_power_iter)
             else:
                 eta = step_size(self.step, self.n_steps_)
-                batch = engine.open_batch(shards, d1, d2, self.A_, self.B_)
+                batch = engine.open_batch(loaded, d1, d2, self.A_, self.B_)
                 self.Q_, self.V_ = step(batch, self.Q_, self.A_, self.B_, d2, eta)
             batch.release()
             n_obs, n_active = batch.n_obs, batch.n_active

@@ -75,7 +75,7 @@ class ZarrShard:
 
     def load(self):
         group = zarr.open_group(self.path, mode="r")
-        X = check_features(group["X"][self.lo: self.hi], name=f"X[{self.lo}:{self.hi}]")
+        X = check_features(group["X"][self.lo: self.hi], row_offset=self.lo)
         return X, group["labels"][self.lo: self.hi], group["y"][self.lo: self.hi].astype(np.float64)
 
 

@@ -59,10 +59,17 @@ def normalised_factors(Q: np.ndarray, V: np.ndarray, d1: int):
     return A, B
 
 
-def lowrank_apply(A: np.ndarray, B: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """The dilation of ``W = A B^T`` applied to ``P``: ``[W P_bot; W^T P_top]``."""
+def lowrank_apply(A: np.ndarray, B: np.ndarray, P: np.ndarray, out: np.ndarray | None = None):
+    """The dilation of ``W = A B^T`` applied to ``P``: ``[W P_bot; W^T P_top]``.
+
+    With ``out``, the product is added to it in place (no ``(d1 + d2) x l`` temporary).
+    """
     d1 = A.shape[0]
-    return np.vstack([A @ (B.T @ P[d1:]), B @ (A.T @ P[:d1])])
+    if out is None:
+        out = np.zeros((d1 + B.shape[0], P.shape[1]))
+    out[:d1] += A @ (B.T @ P[d1:])
+    out[d1:] += B @ (A.T @ P[:d1])
+    return out
 
 
 def cholqr2(Y: np.ndarray) -> np.ndarray:
@@ -73,13 +80,14 @@ def cholqr2(Y: np.ndarray) -> np.ndarray:
     positive definite. Columns keep the sign convention ``diag(R) > 0``.
     """
     Q = Y
+    eye = np.eye(Y.shape[1])
     try:
         for _ in range(2):
             R = scipy.linalg.cholesky(Q.T @ Q, lower=False)
-            Q = scipy.linalg.solve_triangular(R, Q.T, trans="T", lower=False).T
+            Q = Q @ scipy.linalg.solve_triangular(R, eye, lower=False)  # one n x l allocation
         if not np.all(np.isfinite(Q)):
             raise np.linalg.LinAlgError("non-finite Cholesky-QR")
-        return np.ascontiguousarray(Q)
+        return Q
     except np.linalg.LinAlgError:
         Q, R = scipy.linalg.qr(Y, mode="economic")
         signs = np.where(np.diag(R) < 0, -1.0, 1.0)

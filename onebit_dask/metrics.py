@@ -26,7 +26,8 @@ import numpy as np
 import scipy.linalg
 import scipy.stats
 
-__all__ = ["spectral_error", "frobenius_error", "hamming_loss", "auc", "evaluate"]
+__all__ = ["spectral_error", "frobenius_error", "hamming_loss", "auc", "auc_per_label",
+           "evaluate"]
 
 
 def _difference_factors(A_true, B_true, A, B):
@@ -41,9 +42,9 @@ def spectral_error(A_true, B_true, A, B) -> float:
     A_true, B_true : ndarray of shape (d1, k) and (d2, k)
     A, B : ndarray of shape (d1, l) and (d2, l)
     """
-    L, R = _difference_factors(A_true, B_true, A, B)
-    RL = scipy.linalg.qr(L, mode="r")[0][: L.shape[1]]
-    RR = scipy.linalg.qr(R, mode="r")[0][: R.shape[1]]
+    L, R = _difference_factors(A_true, B_true, A, B)  # fresh arrays: QR may overwrite them
+    RL = scipy.linalg.qr(L, mode="r", overwrite_a=True)[0][: L.shape[1]]
+    RR = scipy.linalg.qr(R, mode="r", overwrite_a=True)[0][: R.shape[1]]
     return float(scipy.linalg.svdvals(RL @ RR.T)[0])
 
 
@@ -62,24 +63,27 @@ def hamming_loss(Y_true, scores) -> float:
     return float(np.mean((np.asarray(Y_true) > 0) != (np.asarray(scores) >= 0)))
 
 
+def auc_per_label(Y_true, scores) -> np.ndarray:
+    """ROC AUC of each column; NaN where the column has one class."""
+    Y = np.asarray(Y_true) > 0
+    pos = Y.sum(axis=0).astype(np.float64)
+    neg = Y.shape[0] - pos
+    ranks = scipy.stats.rankdata(np.asarray(scores), axis=0)
+    u = np.einsum("ij,ij->j", ranks, Y) - pos * (pos + 1) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((pos > 0) & (neg > 0), u / (pos * neg), np.nan)
+
+
 def auc(Y_true, scores) -> float:
     """Macro ROC AUC over the labels (columns) that have both classes.
 
     Returns NaN when no column has both classes.
     """
-    Y = np.asarray(Y_true) > 0
-    pos = Y.sum(axis=0)
-    keep = (pos > 0) & (pos < Y.shape[0])
-    if not keep.any():
-        return float("nan")
-    Y, pos = Y[:, keep], pos[keep]
-    ranks = scipy.stats.rankdata(np.asarray(scores)[:, keep], axis=0)
-    neg = Y.shape[0] - pos
-    u = np.sum(ranks * Y, axis=0) - pos * (pos + 1) / 2.0
-    return float(np.mean(u / (pos * neg)))
+    per_label = auc_per_label(Y_true, scores)
+    return float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan")
 
 
-def evaluate(test_set, truth, A, B) -> dict:
+def evaluate(test_set, truth, A, B, chunk_labels: int = 128) -> dict:
     """All four metrics of the estimate ``W = A B^T`` against a test set and the truth.
 
     Parameters
@@ -90,12 +94,22 @@ def evaluate(test_set, truth, A, B) -> dict:
     truth : tuple of ndarray
         ``(A*, B*)``.
     A, B : ndarray of shape (d1, l) and (d2, l)
+    chunk_labels : int
+        Labels scored at a time, which bounds the memory to ``n_test x chunk_labels``.
     """
     A_true, B_true = truth
-    scores = (test_set.X @ A) @ B[test_set.labels].T
+    XA = test_set.X @ A
+    errors, per_label = 0, []
+    for lo in range(0, test_set.labels.size, chunk_labels):
+        cols = slice(lo, lo + chunk_labels)
+        scores = XA @ B[test_set.labels[cols]].T
+        Y = test_set.Y[:, cols]
+        errors += np.count_nonzero((Y > 0) != (scores >= 0))
+        per_label.append(auc_per_label(Y, scores))
+    per_label = np.concatenate(per_label)
     return {
         "spectral_error": spectral_error(A_true, B_true, A, B),
         "frobenius_error": frobenius_error(A_true, B_true, A, B),
-        "hamming_loss": hamming_loss(test_set.Y, scores),
-        "auc": auc(test_set.Y, scores),
+        "hamming_loss": errors / test_set.Y.size,
+        "auc": float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan"),
     }

@@ -59,7 +59,7 @@ class TestSet(NamedTuple):
 
     X: np.ndarray  # (n_test, d1) float64
     labels: np.ndarray  # (n_eval,) the evaluated label indices
-    Y: np.ndarray  # (n_test, n_eval) in {-1, +1}: sign(X W*[:, labels])
+    Y: np.ndarray  # (n_test, n_eval) int8 in {-1, +1}: sign(X W*[:, labels])
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class SyntheticProblem:
         X = _rng(self.seed, TEST_TAG).standard_normal((self.n_test, self.d1))
         labels = self.eval_labels
         A, B = self.truth
-        return TestSet(X, labels, sign((X @ A) @ B[labels].T))
+        return TestSet(X, labels, np.where((X @ A) @ B[labels].T >= 0, 1, -1).astype(np.int8))
 
     def full_observation(self, n: int):
         """The full-observation data set of the paper's Sec. 5.2.

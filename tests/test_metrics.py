@@ -53,3 +53,17 @@ def test_perfect_scores():
     Y = np.array([[1, -1], [-1, 1], [1, 1], [-1, -1]])
     assert metrics.auc(Y, Y * 2.0) == 1.0
     assert metrics.hamming_loss(Y, Y * 2.0) == 0.0
+
+
+def test_evaluate_in_chunks_matches_whole():
+    from onebit_dask import SyntheticProblem
+
+    p = SyntheticProblem(8, 300, 2, n_test=400, seed=3)
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((8, 4)), rng.standard_normal((300, 4))
+    ts = p.test_set()
+    scores = (ts.X @ A) @ B.T
+    chunked = metrics.evaluate(ts, p.truth, A, B, chunk_labels=7)
+    assert chunked["auc"] == pytest.approx(
+        sklearn.metrics.roc_auc_score(ts.Y > 0, scores, average="macro"), rel=1e-12)
+    assert chunked["hamming_loss"] == pytest.approx(metrics.hamming_loss(ts.Y, scores), abs=1e-15)

@@ -1,0 +1,131 @@
+"""Engine benchmark: in-process vs Dask vs the data floor, and a 10^6-label run.
+
+    python benchmarks/bench_engine.py                 # paper setting, ratios side by side
+    python benchmarks/bench_engine.py --large         # d2 = 10^6, d1 = 100, k = 5, m = 10^6, 3 steps
+    python benchmarks/bench_engine.py --smoke         # a tiny run of everything (CI)
+
+The data floor is the time to draw the same shards (features, labels, bits) on the
+same workers and discard them: the work no implementation can avoid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+import numpy as np
+
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+
+def _draw(shard):
+    shard.load()
+    return shard.n_obs
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def data_floor(client, problem, batch_size, n_iter, n_shards) -> float:
+    shards = [sh for t in range(n_iter + 1) for sh in problem.batch(t, batch_size, n_shards)]
+    start = time.perf_counter()
+    client.gather(client.map(_draw, shards, pure=False))
+    return time.perf_counter() - start
+
+
+def timed_fit(problem, client=None, **params):
+    est = OneBitMultiLabel(problem.rank, client=client, random_state=0, eval_every=0, **params)
+    start = time.perf_counter()
+    est.fit(problem)
+    return est, time.perf_counter() - start
+
+
+def paper_setting(args):
+    from distributed import Client, LocalCluster
+
+    problem = SyntheticProblem(args.d1, args.d2, args.rank, seed=0, n_test=args.n_test)
+    params = dict(batch_size=args.batch_size, n_iter=args.n_iter, n_shards=args.shards)
+    rows = []
+    local, _ = timed_fit(problem, **params)
+    rows.append(("in-process", local.history_[-1]["fit_s"], local.history_[-1]["auc"]))
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        floor = data_floor(client, problem, **params)
+        est, _ = timed_fit(problem, client, **params)
+        rows.append((f"dask {args.workers} workers", est.history_[-1]["fit_s"],
+                     est.history_[-1]["auc"]))
+        floor_again = data_floor(client, problem, **params)
+    floor = min(floor, floor_again)
+    rows.append((f"data floor, {args.workers} workers", floor, float("nan")))
+    dask_s = rows[1][1]
+    print(f"# d1={args.d1} d2={args.d2} k={args.rank} m={args.batch_size} T={args.n_iter} "
+          f"shards={args.shards}; {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} cores, numpy {np.__version__}")
+    print(f"{'run':28s} {'train s':>8s} {'auc':>7s}")
+    for name, seconds, auc in rows:
+        print(f"{name:28s} {seconds:8.2f} {auc:7.4f}")
+    print(f"speedup dask/in-process       {rows[0][1] / dask_s:6.2f}x  (goal >= 1.7x)")
+    print(f"dask / data floor             {dask_s / floor:6.2f}x  (goal <= 1.15x)")
+    print(f"bit-identical results         {np.array_equal(local.Q_, est.Q_)}")
+
+
+def large(args):
+    """The scheduler and workers run as subprocesses (as on a real cluster), so the
+    client's peak is the client's own."""
+    from distributed import Client
+    from distributed.deploy.subprocess import SubprocessCluster
+
+    problem = SyntheticProblem(100, args.large_d2, 5, seed=0, n_test=args.n_test)
+    params = dict(batch_size=args.large_m, n_iter=args.large_steps, n_shards=args.shards)
+    with SubprocessCluster(host="127.0.0.1", n_workers=args.workers, threads_per_worker=1,
+                           dashboard_address="127.0.0.1:0",
+                           worker_kwargs={"memory_limit": 0}) as cluster, Client(cluster) as client:
+        client.wait_for_workers(args.workers, timeout=120)
+        est, wall = timed_fit(problem, client, **params)
+        workers = client.run(peak_rss_mib)
+        scheduler = client.run_on_scheduler(peak_rss_mib)
+    report = {"d1": 100, "d2": args.large_d2, "rank": 5, "batch_size": args.large_m,
+              "n_iter": args.large_steps, "n_shards": args.shards,
+              "wall_s": round(wall, 1), "train_s": round(est.history_[-1]["fit_s"], 1),
+              "auc": round(est.history_[-1]["auc"], 4),
+              "frobenius_error": round(est.history_[-1]["frobenius_error"], 4),
+              "client_peak_mib": round(peak_rss_mib()), "scheduler_peak_mib": round(scheduler),
+              "worker_peak_mib": sorted(round(v) for v in workers.values())}
+    print(json.dumps(report))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--large", action="store_true", help="the 10^6-label run")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--d1", type=int, default=500)
+    p.add_argument("--d2", type=int, default=200)
+    p.add_argument("--rank", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=100_000)
+    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--n-test", type=int, default=10_000)
+    p.add_argument("--large-d2", type=int, default=1_000_000)
+    p.add_argument("--large-m", type=int, default=1_000_000)
+    p.add_argument("--large-steps", type=int, default=3)
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.d1, args.d2, args.batch_size, args.n_iter, args.n_test = 30, 20, 4000, 2, 200
+        args.large_d2, args.large_m = 5000, 20_000
+        paper_setting(args)
+        large(args)
+    elif args.large:
+        large(args)
+    else:
+        paper_setting(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
