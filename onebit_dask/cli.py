@@ -64,10 +64,30 @@ def _target(args) -> dict:
     return dict(workers=args.workers, scheduler=args.scheduler, cluster=args.cluster, tls=tls)
 
 
+def _add_sweep(sub):
+    p = sub.add_parser("sweep", help="run (or resume) a sweep spec into a zarr result cube")
+    p.add_argument("spec", help="a sweep spec, e.g. pipelines/quickstart.yaml")
+    p.add_argument("--out", required=True, help="the result cube's zarr store")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a store made from another spec")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_target(p)
+    p.set_defaults(run=_run_sweep)
+
+
+def _add_report(sub):
+    p = sub.add_parser("report", help="tables (and figures) from a result cube")
+    p.add_argument("store", help="a sweep's zarr store")
+    p.add_argument("--plots", default=None, help="write PNG figures into this directory")
+    p.set_defaults(run=_run_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="onebit-dask", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_fit(sub)
+    _add_sweep(sub)
+    _add_report(sub)
     return parser
 
 
@@ -112,6 +132,49 @@ def _run_fit(args) -> int:
             print(f"  {key:16s} {result[key]:.4f}")
         print(f"  {'observations':16s} {result['n_samples']:,}")
         print(f"  {'wall time':16s} {wall:.2f} s (training {last['fit_s']:.2f} s)")
+    return 0
+
+
+def _run_sweep(args) -> int:
+    from .session import check_target, open_client
+    from .sweep import load_spec, run_sweep
+    from .sweep.store import check_output
+
+    try:
+        spec = load_spec(args.spec)
+        check_target(**_target(args))
+        check_output(args.out, spec, args.overwrite)
+    except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
+        raise UsageError(str(exc)) from None
+    try:
+        with open_client(**_target(args), timeout=args.connect_timeout, quiet=args.quiet) as client:
+            summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
+                                progress=not args.quiet)
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"sweep {spec.name}: {summary}; results in {args.out}")
+    if summary.failed:
+        from .sweep.store import failures_path
+
+        print(f"onebit-dask: {summary.failed} cell(s) failed: see {failures_path(args.out)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_report(args) -> int:
+    import os
+
+    from .sweep.report import report
+    from .sweep.store import FORMAT, read_attrs
+
+    attrs = read_attrs(args.store) if os.path.isdir(args.store) else None
+    if attrs is None or attrs.get("format") != FORMAT:
+        raise UsageError(f"store={args.store!r} is not an onebit-dask sweep store")
+    text, paths = report(args.store, args.plots)
+    print(text)
+    for path in paths:
+        print(f"wrote {path}")
     return 0
 
 

@@ -1,0 +1,53 @@
+"""The methods a sweep can run, each on one cell's synthetic problem.
+
+A method returns per-iteration arrays ``spectral_error``, ``frobenius_error``,
+``hamming_loss``, ``auc`` and ``n_samples`` (at most ``n_iter + 1`` entries; a
+method without iterations gives one entry, stored at its last iteration) and the
+training time ``wall_s``. ``uses_step`` says whether the ``step`` dimension
+applies; a method without it is run once and its result stored along ``step``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..estimator import OneBitMultiLabel
+from ..synthetic import SyntheticProblem
+from .spec import parse_noise
+
+METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
+
+
+@dataclass(frozen=True)
+class Method:
+    run: Callable
+    uses_step: bool
+    description: str
+
+
+def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
+    model, level = parse_noise(params["noise"])
+    return SyntheticProblem(
+        params["d1"], params["d2"], params["rank"],
+        flip=level if model == "flip" else 0.0,
+        noise_std=level if model == "gaussian" else 0.0,
+        seed=params["seed"], n_test=fixed["n_test"], max_eval_labels=fixed["max_eval_labels"])
+
+
+def run_onebit(params: dict, fixed: dict) -> dict:
+    problem = make_problem(params, fixed)
+    est = OneBitMultiLabel(params["rank"], batch_size=params["batch_size"],
+                           n_iter=params["n_iter"], step=params["step"],
+                           n_shards=fixed["n_shards"], random_state=params["seed"])
+    est.fit(problem)
+    out = {key: np.array([h[key] for h in est.history_]) for key in (*METRICS, "n_samples")}
+    out["wall_s"] = est.history_[-1]["fit_s"]
+    return out
+
+
+METHODS = {
+    "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)"),
+}

@@ -1,0 +1,154 @@
+"""Tables and figures from a sweep's result cube.
+
+Tables: mean +- std over seeds of the last iteration, methods (and step rules)
+as rows and noise settings as columns, like the paper's Table 1. Figures (PNG):
+error vs iteration per noise setting (the paper's Fig. 1), error vs observations
+on log-log axes, and AUC per method and noise setting.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import xarray as xr
+
+from .store import open_cube
+
+TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss")
+
+
+def final(ds: xr.Dataset) -> xr.Dataset:
+    """Values at each cell's last iteration (``n_iter``), done cells only."""
+    last = ds.sel(iteration=ds["n_iter"].clip(max=int(ds.iteration[-1])))
+    keep = ds["done"]
+    return last.where(keep)
+
+
+def _other_dims(ds, exclude):
+    return [d for d in ds["done"].dims if d not in exclude and ds.sizes[d] > 1]
+
+
+def tables(ds: xr.Dataset, metrics=TABLE_METRICS) -> str:
+    """Text tables of mean +- std over seeds: rows method/step, columns noise.
+
+    (Selections use the dict form of ``.sel``: ``method`` is also a keyword of it.)
+    """
+    fin = final(ds).drop_vars([v for v in ("noise_model", "noise_level") if v in ds.coords])
+    mean = fin.mean("seed").compute()
+    std = fin.std("seed", ddof=1 if ds.sizes["seed"] > 1 else 0).compute()
+    count = fin["done"].sum("seed").compute() if "done" in fin else None
+    lines = []
+    groups = _other_dims(ds, {"method", "step", "noise", "seed"})
+    for combo in itertools.product(*(ds[d].values for d in groups)):
+        sel = dict(zip(groups, combo))
+        fixed = {d: ds[d].values[0] for d in ds["done"].dims
+                 if d not in ("method", "step", "noise", "seed") and d not in sel}
+        header = ", ".join(f"{k}={v}" for k, v in {**fixed, **sel}.items())
+        for metric in metrics:
+            scale, unit = (100.0, " (%)") if metric == "auc" else (1.0, "")
+            lines.append(f"{metric}{unit}, mean +- std over {ds.sizes['seed']} seeds; {header}")
+            cols = [str(n) for n in ds["noise"].values]
+            width = max(17, *(len(c) + 2 for c in cols))
+            lines.append(f"{'method / step':22s}" + "".join(f"{c:>{width}s}" for c in cols))
+            for method, step in itertools.product(ds["method"].values, ds["step"].values):
+                row = f"{method + ' / ' + step:22s}"
+                for noise in ds["noise"].values:
+                    where = dict(sel, method=method, step=step, noise=noise)
+                    where.update({d: v for d, v in fixed.items()})
+                    m = float(mean[metric].sel(where).squeeze())
+                    s = float(std[metric].sel(where).squeeze())
+                    cell = "-" if np.isnan(m) else f"{m * scale:.2f}+-{s * scale:.2f}" \
+                        if metric == "auc" else f"{m:.4f}+-{s:.4f}"
+                    row += f"{cell:>{width}s}"
+                lines.append(row)
+            lines.append("")
+    n_done, n_all = int(ds["done"].sum()), int(ds["done"].size)
+    lines.append(f"{n_done} of {n_all} cells done, {int(ds['failed'].sum())} failed")
+    return "\n".join(lines)
+
+
+def _squeeze_others(da: xr.DataArray, keep) -> xr.DataArray:
+    for dim in da.dims:
+        if dim not in keep:
+            da = da.isel({dim: 0}) if da.sizes[dim] == 1 else da.mean(dim)
+    return da
+
+
+def plots(ds: xr.Dataset, directory) -> list[str]:
+    """Write the figures as PNG into ``directory``; return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    data = ds.where(ds["done"]).compute()
+    panels = [(m, s) for m in data["method"].values for s in data["step"].values]
+
+    # 1. error vs iteration per noise setting (the paper's Fig. 1)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False,
+                             sharey=True)
+    for ax, (method, step) in zip(axes[0], panels):
+        sub = data["frobenius_error"].sel({"method": method, "step": step})
+        for noise in data["noise"].values:
+            curve = _squeeze_others(sub.sel(noise=noise), {"iteration", "seed"})
+            mean, std = curve.mean("seed"), curve.std("seed")
+            ax.errorbar(curve["iteration"], mean, yerr=std, marker="o", ms=3, capsize=2,
+                        label=str(noise))
+        ax.set(title=f"{method} / {step}", xlabel="iteration", yscale="log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("frobenius_error (RMS column error)")
+    axes[0][-1].legend(title="noise", fontsize=8)
+    fig.suptitle("Recovery error vs iteration (mean +- std over seeds)")
+    paths.append(_save(fig, directory, "error_vs_iteration.png"))
+
+    # 2. error vs observations, log-log
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for (method, step), noise in itertools.product(panels, data["noise"].values):
+        sub = data.sel({"method": method, "step": step, "noise": noise})
+        err = _squeeze_others(sub["frobenius_error"], {"iteration", "seed", "batch_size"})
+        obs = _squeeze_others(sub["n_samples"], {"iteration", "seed", "batch_size"})
+        x = obs.mean("seed").values.ravel()
+        y = err.mean("seed").values.ravel()
+        ok = np.isfinite(x) & np.isfinite(y)
+        order = np.argsort(x[ok])
+        ax.plot(x[ok][order], y[ok][order], marker=".", label=f"{method}/{step}, {noise}")
+    ax.set(xscale="log", yscale="log", xlabel="observations used", ylabel="frobenius_error",
+           title="Recovery error vs observations")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    paths.append(_save(fig, directory, "error_vs_observations.png"))
+
+    # 3. AUC per method and noise
+    fin = final(ds).compute()
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * ds.sizes["noise"] * len(panels) / 2), 4.5))
+    noises = list(data["noise"].values)
+    width = 0.8 / len(panels)
+    for k, (method, step) in enumerate(panels):
+        auc = _squeeze_others(fin["auc"].sel({"method": method, "step": step}), {"noise", "seed"})
+        ax.bar(np.arange(len(noises)) + k * width, 100 * auc.mean("seed"), width,
+               yerr=100 * auc.std("seed"), capsize=2, label=f"{method} / {step}")
+    ax.set_xticks(np.arange(len(noises)) + width * (len(panels) - 1) / 2, noises, rotation=20)
+    lows = 100 * fin["auc"].min().item() if np.isfinite(fin["auc"].min().item()) else 50
+    ax.set(ylabel="AUC (%)", ylim=(max(50, lows - 1), 100.2), title="AUC at the last iteration")
+    ax.legend(fontsize=8)
+    paths.append(_save(fig, directory, "auc_per_method.png"))
+    return paths
+
+
+def _save(fig, directory, name) -> str:
+    import matplotlib.pyplot as plt
+
+    path = os.path.join(directory, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report(path, plot_dir=None) -> tuple[str, list[str]]:
+    ds = open_cube(path)
+    return tables(ds), (plots(ds, plot_dir) if plot_dir else [])
