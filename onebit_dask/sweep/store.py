@@ -125,7 +125,7 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not _writable(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} is not writable")
     if not os.path.exists(path):
         return True
@@ -142,6 +142,20 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
                              "to replace them")
         return True
     return overwrite
+
+
+def _writable(directory: str) -> bool:
+    """Whether a file can be created in ``directory`` (tried for real: ``os.access``
+    says yes to root even on a read-only file system)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".onebit-write-probe-")
+    except OSError:
+        return False
+    os.close(fd)
+    os.remove(probe)
+    return True
 
 
 def read_attrs(path: str) -> dict | None:
@@ -192,10 +206,10 @@ def write_cell(path: str, spec: SweepSpec, index: tuple, result: dict | None,
             data = {}
             for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples"):
                 values = np.full(n_it, np.nan)
-                series = np.asarray(result[name], dtype=float)
                 # a method without iterations reports its final value at the last iteration
-                start = min(len(series), spec.grid["n_iter"][index[dims.index("n_iter")]] + 1)
-                values[start - len(series): start] = series
+                end = spec.grid["n_iter"][index[dims.index("n_iter")]] + 1
+                series = np.asarray(result[name], dtype=float)[-end:]
+                values[end - len(series): end] = series
                 data[name] = ((*dims, "iteration"), np.broadcast_to(values, (*shape, n_it)))
             data["wall_s"] = (dims, np.full(shape, float(result["wall_s"])))
             xr.Dataset(data).to_zarr(path, region=region, mode="r+", consolidated=False)

@@ -1,0 +1,73 @@
+import pathlib
+
+import pytest
+
+from onebit_dask.sweep.spec import SpecError, load_spec, parse_noise, parse_spec
+
+PIPELINES = sorted((pathlib.Path(__file__).parents[1] / "pipelines").glob("*.yaml"))
+GOOD = """
+grid:
+  d1: [20, 30]
+  d2: 10
+  rank: [2]
+  batch_size: [1000]
+  noise: [none, flip=0.1]
+fixed: {n_test: 100}
+"""
+
+
+@pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
+def test_shipped_pipelines_parse(path):
+    spec = load_spec(path)
+    assert spec.dims[0] == "method" and spec.n_iterations >= 2
+
+
+def test_defaults_and_cells():
+    spec = parse_spec(GOOD, "good.yaml")
+    assert spec.name == "good"
+    assert spec.grid["d2"] == [10] and spec.grid["step"] == ["paper"]
+    assert spec.grid["seed"] == [0] and spec.fixed["n_shards"] == 4 and spec.fixed["n_test"] == 100
+    cells = list(spec.cells())
+    assert len(cells) == 4 and cells[0][1]["d1"] == 20 and cells[-1][1]["noise"] == "flip=0.1"
+    assert spec.fingerprint() == parse_spec(GOOD + "\n# a comment\n").fingerprint()
+
+
+def test_noise_labels():
+    assert parse_noise("none") == ("none", 0.0)
+    assert parse_noise("flip=0.05") == ("flip", 0.05)
+    assert parse_noise("gaussian=0.3") == ("gaussian", 0.3)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixd: {}\n",
+     r"unknown key 'fixd' \(did you mean 'fixed'\?\)"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, seeds: [1]}\n",
+     r"unknown key 'grid.seeds' \(did you mean 'seed'\?\)"),
+    ("grid: {d1: 5, d2: 5, rank: 1}\n", r"missing key 'grid.batch_size'"),
+    ("grid: {d1: 5, d2: 3, rank: [1, 4], batch_size: 10}\n",
+     r"grid.rank: rank=4 is not allowed: rank must be <= min\(d1, d2\) = 3"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, noise: [flip=0.5]}\n",
+     r"grid.noise: 'flip=0.5': flip=0.5 is not allowed"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, noise: [salt=1]}\n",
+     r"grid.noise: 'salt=1' is not allowed"),
+    ("grid: {d1: five, d2: 5, rank: 1, batch_size: 10}\n", r"grid.d1: d1='five' is not allowed"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, method: [onebitt]}\n",
+     r"method='onebitt' is not allowed \(did you mean 'onebit'\?\)"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, step: [fast]}\n", r"grid.step: step='fast'"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, seed: [1, 1]}\n", r"grid.seed: repeated"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, seed: []}\n", r"grid.seed: an empty list"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {n_test: 0}\n",
+     r"fixed.n_test: n_test=0 is not allowed"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {shards: 2}\n",
+     r"unknown key 'fixed.shards' \(did you mean 'n_shards'\?\)"),
+    ("grid: [1, 2]\n", r"'grid' must be a mapping"),
+    ("grid: {d1: [5\n", r"not valid YAML"),
+])
+def test_bad_specs_name_the_key(text, match):
+    with pytest.raises(SpecError, match=match):
+        parse_spec(text)
+
+
+def test_missing_spec_file(tmp_path):
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
