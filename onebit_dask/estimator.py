@@ -15,6 +15,7 @@ from .algorithm import initialise, initialise_dense, step
 from .engine import LocalEngine
 from .kernels import normalised_factors, sign, step_size
 from .io import ZarrSource
+from .progress import StepProgress
 from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import SyntheticProblem
 
@@ -158,8 +159,9 @@ class OneBitMultiLabel(BaseEstimator):
         self
         """
         if isinstance(X, SyntheticProblem):
-            if labels is not None or y is not None:
-                raise TypeError("fit(problem) takes no labels or y: the problem draws them")
+            if labels is not None or y is not None or n_labels is not None:
+                raise TypeError("fit(problem) takes no labels, y or n_labels: the problem "
+                                "draws them")
             problem = X
             self._check_params(problem.d1, problem.d2)
             batches = lambda t: problem.batch(t, self.batch_size, self.n_shards)  # noqa: E731
@@ -219,8 +221,6 @@ class OneBitMultiLabel(BaseEstimator):
             self.__dict__.pop(attr, None)
         engine = self._engine()
         evaluation = (problem.test_set(), problem.truth) if problem is not None else None
-        from .progress import StepProgress
-
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
             upcoming = engine.load(batches(0))
             for t in range(self.n_iter + 1):

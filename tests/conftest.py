@@ -72,7 +72,7 @@ class DaskProcesses:
                 proc.terminate()
         for proc in [*self.workers, self.scheduler]:
             try:
-                proc.wait(timeout=20)
+                proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
 
