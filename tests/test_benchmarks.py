@@ -1,0 +1,20 @@
+"""A tiny smoke run of the benchmark command (no timing is asserted)."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+BENCH = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_engine.py"
+
+
+def test_engine_benchmark_smoke():
+    proc = subprocess.run([sys.executable, str(BENCH), "--smoke"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "speedup dask/in-process" in out and "dask / data floor" in out
+    assert "bit-identical results         True" in out
+    large = json.loads(out.strip().splitlines()[-1])
+    assert large["d2"] == 5000 and large["client_peak_mib"] > 0
+    assert len(large["worker_peak_mib"]) == 2
