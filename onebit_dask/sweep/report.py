@@ -101,7 +101,7 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
         ax.set(title=f"{method} / {step}", xlabel="iteration", yscale="log")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("frobenius_error (RMS column error)")
-    axes[0][-1].legend(title="noise", fontsize=8)
+    axes[0][-1].legend(title="noise", fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle("Recovery error vs iteration (mean +- std over seeds)")
     paths.append(_save(fig, directory, "error_vs_iteration.png"))
 
