@@ -5,25 +5,24 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
 from sklearn.base import BaseEstimator
 
 from . import metrics
-from ._validation import (as_generator, check_choice, check_features, check_int, check_observations,
+from ._base import FactorPredictor
+from ._validation import (as_generator, check_choice, check_int, check_observations,
                           check_rank)
 from .algorithm import initialise, initialise_dense, step
 from .engine import LocalEngine
-from .kernels import normalised_factors, sign, step_size
+from .kernels import normalised_factors, step_size
 from .io import ZarrSource
 from .progress import StepProgress
 from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import SyntheticProblem
 
-DENSE_LIMIT = 50_000_000  # entries of W that coef_ may materialise
 DENSE_INIT_LIMIT = 10_000_000  # entries of H0 that init_svd="auto" forms
 
 
-class OneBitMultiLabel(BaseEstimator):
+class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     r"""Low-rank multi-label model learned from one-bit, single-label feedback.
 
     Alternating power iteration on the Hermitian dilation (Algorithm 1 of Qiu,
@@ -265,36 +264,3 @@ class OneBitMultiLabel(BaseEstimator):
 
     def _dense_init(self, d1: int, d2: int) -> bool:
         return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
-
-    # -- prediction ---------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "A_"):
-            raise AttributeError(f"This {type(self).__name__} is not fitted yet: call fit first")
-
-    def decision_function(self, X, labels=None):
-        """Scores ``X W`` of shape ``(n, d2)``, or ``(n, len(labels))`` for given labels."""
-        self._check_fitted()
-        X = check_features(X, n_features=self.n_features_in_)
-        B = self.B_
-        if labels is not None:
-            labels = np.asarray(labels)
-            if labels.dtype.kind not in "iu" or labels.ndim != 1 or (
-                    labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
-                raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
-                                 f"of integers in [0, {self.n_labels_})")
-            B = B[labels]
-        return (X.astype(np.float64) @ self.A_) @ B.T
-
-    def predict(self, X, labels=None):
-        """Signs ``sign(X W)`` in ``{-1, +1}`` (int8), shape as :meth:`decision_function`."""
-        return sign(self.decision_function(X, labels)).astype(np.int8)
-
-    @property
-    def coef_(self) -> np.ndarray:
-        """The dense ``d1 x d2`` estimate ``W`` (refused above 5e7 entries: use ``A_``, ``B_``)."""
-        self._check_fitted()
-        size = self.A_.shape[0] * self.B_.shape[0]
-        if size > DENSE_LIMIT:
-            raise MemoryError(f"coef_ would have {size} entries (> {DENSE_LIMIT}): use the factors "
-                              "A_ and B_ (W = A_ @ B_.T) or decision_function")
-        return self.A_ @ self.B_.T

@@ -173,6 +173,16 @@ def shard_label_sums(X, labels, y) -> tuple[np.ndarray, np.ndarray]:
     return scatter_rows(labels, X, y)
 
 
+def label_sums(X, labels, y, d2: int, block: int = 65_536) -> np.ndarray:
+    """The ``d2 x d1`` sums ``S[j] = sum_{i: j_i = j} y_i x_i`` over row blocks (bounded
+    float64 temporaries for large float32 ``X``)."""
+    S = np.zeros((d2, X.shape[1]))
+    for a in range(0, X.shape[0], block):
+        rows = slice(a, a + block)
+        add_label_rows(S, [shard_label_sums(X[rows], labels[rows], y[rows])])
+    return S
+
+
 def add_label_rows(out: np.ndarray, parts) -> np.ndarray:
     """``out[labels] += rows`` for each ``(labels, rows)`` in order (labels unique per part)."""
     for labels, rows in parts:

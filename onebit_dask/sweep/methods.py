@@ -9,11 +9,14 @@ applies; a method without it is run once and its result stored along ``step``.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from .. import metrics
+from ..baselines import LEML, ColumnwiseOneBit, OneVsAll
 from ..estimator import OneBitMultiLabel
 from ..synthetic import SyntheticProblem
 from .spec import parse_noise
@@ -48,6 +51,33 @@ def run_onebit(params: dict, fixed: dict) -> dict:
     return out
 
 
+def observations(params: dict, fixed: dict, problem: SyntheticProblem):
+    """The observations the one-bit estimator of the same cell uses: batches
+    ``0..n_iter`` of ``batch_size``, drawn with the same shards."""
+    parts = [problem.draw(t, params["batch_size"], fixed["n_shards"])
+             for t in range(params["n_iter"] + 1)]
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+
+
+def _run_baseline(estimator):
+    def run(params: dict, fixed: dict) -> dict:
+        problem = make_problem(params, fixed)
+        X, labels, y = observations(params, fixed, problem)
+        start = time.perf_counter()
+        est = estimator(params).fit(X, labels, y, n_labels=problem.d2)
+        wall = time.perf_counter() - start
+        scores = metrics.evaluate(problem.test_set(), problem.truth, est.A_, est.B_)
+        return {**{k: [v] for k, v in scores.items()}, "n_samples": [X.shape[0]],
+                "wall_s": wall}
+    return run
+
+
 METHODS = {
     "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)"),
+    "leml": Method(_run_baseline(lambda p: LEML(p["rank"], random_state=p["seed"])), False,
+                   "LEML, squared loss, lambda by a validation split"),
+    "onevsall": Method(_run_baseline(lambda p: OneVsAll()), False,
+                       "one logistic regression per label"),
+    "colwise_1bit": Method(_run_baseline(lambda p: ColumnwiseOneBit()), False,
+                           "column-wise one-bit compressed sensing"),
 }
