@@ -1,7 +1,7 @@
 """onebit-dask: low-rank multi-label models from one-bit, single-label feedback, on Dask."""
 
 from .estimator import OneBitMultiLabel
-from .synthetic import SyntheticProblem
+from .synthetic import FullObservationProblem, SyntheticProblem
 
 __version__ = "0.1.0"
-__all__ = ["OneBitMultiLabel", "SyntheticProblem", "__version__"]
+__all__ = ["OneBitMultiLabel", "SyntheticProblem", "FullObservationProblem", "__version__"]

@@ -17,7 +17,7 @@ from .kernels import normalised_factors, step_size
 from .io import ZarrSource
 from .progress import StepProgress
 from .sources import ArraySource, source_warn_if_cycling
-from .synthetic import SyntheticProblem
+from .synthetic import FullObservationProblem, SyntheticProblem
 
 DENSE_INIT_LIMIT = 10_000_000  # entries of H0 that init_svd="auto" forms
 
@@ -140,9 +140,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
         Parameters
         ----------
-        X : SyntheticProblem, str or os.PathLike, or array-like of shape (n, d1)
-            A problem streams ``n_iter + 1`` fresh batches of ``batch_size`` and
-            records the test metrics of every iteration in ``history_``. A path
+        X : SyntheticProblem, FullObservationProblem, str or os.PathLike, or array-like
+            A problem streams ``n_iter + 1`` fresh batches of ``batch_size`` (for a
+            :class:`FullObservationProblem`, pairs drawn from its ``n`` fully
+            labelled instances) and records the test metrics in ``history_``. A path
             is an observations store (:mod:`onebit_dask.io`), read shard by shard
             where the shards run. Otherwise the features of single-label
             observations.
@@ -157,7 +158,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         -------
         self
         """
-        if isinstance(X, SyntheticProblem):
+        if isinstance(X, (SyntheticProblem, FullObservationProblem)):
             if labels is not None or y is not None or n_labels is not None:
                 raise TypeError("fit(problem) takes no labels, y or n_labels: the problem "
                                 "draws them")

@@ -62,6 +62,17 @@ class TestSet(NamedTuple):
     Y: np.ndarray  # (n_test, n_eval) int8 in {-1, +1}: sign(X W*[:, labels])
 
 
+def _label_blocks(problem, t, batch_size, n_shards):
+    """``(t, s, n_obs, lo, hi)`` of each shard of batch ``t``: ``min(n_shards, d2)``
+    contiguous label blocks with multinomial counts from ``[seed, t, 2**32-1]``."""
+    t = check_int("t", t, low=0, high=2**31)
+    m = check_int("batch_size", batch_size, low=1)
+    S = min(check_int("n_shards", n_shards, low=1), problem.d2)
+    bounds = [s * problem.d2 // S for s in range(S + 1)]
+    counts = _rng(problem.seed, t, COUNT_TAG).multinomial(m, np.diff(bounds) / problem.d2)
+    return [(t, s, int(counts[s]), bounds[s], bounds[s + 1]) for s in range(S)]
+
+
 @dataclass(frozen=True)
 class SyntheticShard:
     """Descriptor of shard ``s`` of batch ``t``: small, picklable, drawn where loaded."""
@@ -157,14 +168,8 @@ class SyntheticProblem:
     # -- batches ----------------------------------------------------------------
     def batch(self, t: int, batch_size: int, n_shards: int) -> list[SyntheticShard]:
         """The shards of batch ``t``: ``min(n_shards, d2)`` label blocks."""
-        t = check_int("t", t, low=0, high=2**31)
-        m = check_int("batch_size", batch_size, low=1)
-        S = min(check_int("n_shards", n_shards, low=1), self.d2)
-        bounds = [s * self.d2 // S for s in range(S + 1)]
-        sizes = np.diff(bounds)
-        counts = _rng(self.seed, t, COUNT_TAG).multinomial(m, sizes / self.d2)
-        return [SyntheticShard(self, t, s, int(counts[s]), bounds[s], bounds[s + 1])
-                for s in range(S)]
+        return [SyntheticShard(self, *block) for block in _label_blocks(self, t, batch_size,
+                                                                         n_shards)]
 
     def draw(self, t: int, batch_size: int, n_shards: int = 1):
         """Batch ``t`` drawn in this process: ``(X, labels, y)`` concatenated in shard order."""
@@ -193,7 +198,9 @@ class SyntheticProblem:
         Returns ``X`` of shape ``(n, d1)`` and ``Y`` of shape ``(n, d2)`` (int8, every
         label of every instance, with this problem's noise and flips).
         """
-        n = check_int("n", n, low=1)
+        return _full_data(self, check_int("n", n, low=1))
+
+    def _full_observation(self, n: int):
         rng = _rng(self.seed, FULL_TAG)
         X = rng.standard_normal((n, self.d1))
         A, B = self.truth
@@ -204,3 +211,72 @@ class SyntheticProblem:
         if self.flip > 0:
             Y[rng.random(Y.shape) < self.flip] *= -1.0
         return X, Y.astype(np.int8)
+
+
+@lru_cache(maxsize=2)
+def _full_data(problem: SyntheticProblem, n: int):
+    X, Y = problem._full_observation(n)
+    X.setflags(write=False)
+    Y.setflags(write=False)
+    return X, Y
+
+
+@dataclass(frozen=True)
+class FullObservationShard:
+    """Shard ``s`` of batch ``t`` of a full-observation problem: ``n_obs`` pairs
+    ``(i, j)``, ``i`` uniform on the instances, ``j`` uniform on the block ``[lo, hi)``,
+    drawn from ``SeedSequence([seed, t, s])``."""
+
+    data: "FullObservationProblem"
+    t: int
+    s: int
+    n_obs: int
+    lo: int
+    hi: int
+
+    @property
+    def label_range(self) -> tuple[int, int]:
+        return self.lo, self.hi
+
+    def pairs(self):
+        rng = _rng(self.data.problem.seed, self.t, self.s)
+        rows = rng.integers(0, self.data.n, size=self.n_obs, dtype=np.int64)
+        labels = self.lo + rng.integers(0, self.hi - self.lo, size=self.n_obs, dtype=np.int64)
+        return rows, labels
+
+    def load(self):
+        X, Y = self.data.arrays()
+        rows, labels = self.pairs()
+        return X[rows], labels, Y[rows, labels].astype(np.float64)
+
+
+@dataclass(frozen=True)
+class FullObservationProblem:
+    """The full-observation setting of the paper's Sec. 5.2: ``n`` training instances
+    with every label observed (``problem.full_observation(n)``). A batch is
+    ``batch_size`` pairs ``(instance, label)`` drawn uniformly with replacement, in
+    the same label blocks as :class:`SyntheticProblem`; the test set and the truth
+    are the problem's.
+    """
+
+    problem: SyntheticProblem
+    n: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "n", check_int("n_train", self.n, low=1))
+
+    d1 = property(lambda self: self.problem.d1)
+    d2 = property(lambda self: self.problem.d2)
+    rank = property(lambda self: self.problem.rank)
+    truth = property(lambda self: self.problem.truth)
+
+    def test_set(self) -> TestSet:
+        return self.problem.test_set()
+
+    def arrays(self):
+        """``(X, Y)``: the ``n x d1`` instances and their ``n x d2`` labels (cached)."""
+        return self.problem.full_observation(self.n)
+
+    def batch(self, t: int, batch_size: int, n_shards: int) -> list[FullObservationShard]:
+        return [FullObservationShard(self, *block)
+                for block in _label_blocks(self.problem, t, batch_size, n_shards)]

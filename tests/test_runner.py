@@ -141,3 +141,22 @@ def test_cli_failures_exit_1_and_bad_spec_exits_2(tmp_path):
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "grid.rank: rank=50 is not allowed" in proc.stderr
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_full_observation_datasets_sweep(tmp_path):
+    spec = parse_spec("""
+datasets:
+  small: {d1: 20, d2: 8, rank: 2, n_train: 400, batch_size: 3000}
+grid:
+  method: [onebit, smt]
+  dataset: [small]
+  n_iter: [3]
+fixed: {n_test: 300, n_shards: 2}
+""")
+    summary = run_sweep(spec, str(tmp_path / "full.zarr"), progress=False)
+    assert (summary.ran, summary.failed) == (2, 0)
+    ds = open_cube(str(tmp_path / "full.zarr")).load()
+    assert int(ds["d1"].sel(dataset="small")) == 20 and int(ds["n_train"].sel(dataset="small")) == 400
+    last = ds["auc"].isel(iteration=-1).squeeze()
+    assert (last > 0.9).all()
+    assert int(ds["n_samples"].sel({"method": "smt"}).isel(iteration=-1).squeeze()) == 400 * 8

@@ -71,3 +71,38 @@ def test_bad_specs_name_the_key(text, match):
 def test_missing_spec_file(tmp_path):
     with pytest.raises(SpecError, match="does not exist"):
         load_spec(tmp_path / "nope.yaml")
+
+
+DATASETS = """
+datasets:
+  a: {d1: 20, d2: 10, rank: 2, n_train: 300, batch_size: 2000}
+  b: {d1: 30, d2: 12, rank: 2, n_train: 400, batch_size: 3000}
+grid:
+  method: [onebit, svm]
+  dataset: [a, b]
+  n_iter: [2]
+"""
+
+
+def test_datasets_expand_into_cells():
+    spec = parse_spec(DATASETS)
+    assert "d1" not in spec.dims and "dataset" in spec.dims
+    params = [p for _, p in spec.cells()]
+    assert {(p["dataset"], p["d1"], p["n_train"]) for p in params} == {("a", 20, 300),
+                                                                        ("b", 30, 400)}
+
+
+@pytest.mark.parametrize("text, match", [
+    (DATASETS.replace("n_train: 300", "n_trian: 300"),
+     r"unknown key 'datasets.a.n_trian' \(did you mean 'n_train'\?\)"),
+    (DATASETS.replace("dataset: [a, b]", "dataset: [a, c]"), r"'c' is not in datasets"),
+    (DATASETS.replace("n_iter: [2]", "n_iter: [2]\n  d1: [5]"), "d1 is set both in grid"),
+    (DATASETS.replace("rank: 2, n_train: 300", "rank: 25, n_train: 300"), "rank=25"),
+    (DATASETS.replace("n_train: 300", "n_train: 0").replace("n_train: 400", "n_train: 0"),
+     "method='svm' does not run on single-observation data"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, method: [onevsall], n_train: [50]}\n",
+     "method='onevsall' does not run on full-observation data"),
+])
+def test_bad_datasets(text, match):
+    with pytest.raises(SpecError, match=match):
+        parse_spec(text)

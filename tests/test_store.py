@@ -77,7 +77,8 @@ def test_region_writes_from_parallel_tasks(cube, client2):
 
 
 def test_one_value_method_lands_on_its_last_iteration_and_all_steps(cube):
-    index = (0, 1, 0, 0, 2, 0, 0, 1, 1)  # n_iter = 3
+    where = {"d1": 1, "noise": 2, "n_iter": 1, "seed": 1}  # n_iter = 3
+    index = tuple(where.get(dim, 0) for dim in SPEC.dims)
     store.write_cell(cube, SPEC, index, _result(7.0, 1), all_steps=True)
     ds = store.open_cube(cube).load()
     for step in range(2):

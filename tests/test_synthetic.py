@@ -115,3 +115,36 @@ def test_bad_types():
         SyntheticProblem(5, 5, 2.5)
     with pytest.raises(TypeError, match="flip='a'"):
         SyntheticProblem(5, 5, 1, flip="a")
+
+
+def test_full_observation_pairs_are_uniform():
+    """Chi-square test (fixed seed) that batches draw (instance, label) pairs uniformly."""
+    import scipy.stats
+
+    from onebit_dask import FullObservationProblem
+
+    data = FullObservationProblem(SyntheticProblem(5, 8, 2, seed=2), 25)
+    counts = np.zeros((25, 8))
+    for t in range(3):
+        for shard in data.batch(t, 40_000, 3):
+            rows, labels = shard.pairs()
+            np.add.at(counts, (rows, labels), 1)
+    assert counts.sum() == 120_000
+    stat, p_value = scipy.stats.chisquare(counts.ravel())
+    assert p_value > 1e-3, (stat, p_value)
+    # and the bits are the fully observed labels of those pairs
+    X_all, Y_all = data.arrays()
+    shard = data.batch(0, 500, 3)[1]
+    X, labels, y = shard.load()
+    rows, _ = shard.pairs()
+    np.testing.assert_array_equal(X, X_all[rows])
+    np.testing.assert_array_equal(y, Y_all[rows, labels])
+
+
+def test_full_observation_fit_recovers():
+    from onebit_dask import FullObservationProblem, OneBitMultiLabel
+
+    data = FullObservationProblem(SyntheticProblem(30, 12, 2, seed=1, n_test=500), 3000)
+    est = OneBitMultiLabel(2, batch_size=6000, n_iter=5, random_state=0).fit(data)
+    assert est.history_[-1]["auc"] > 0.98
+    assert est.history_[-1]["frobenius_error"] < est.history_[0]["frobenius_error"]

@@ -71,6 +71,9 @@ class LEML(FactorPredictor, BaseEstimator):
     cg_iter : int, default 10
         Conjugate-gradient iterations per ``U`` update.
     validation_fraction : float, default 0.1
+    validation_iter : int, default 3
+        Alternations of each validation fit (the refit on all observations uses
+        ``n_iter``): the held-out errors of the grid values differ early.
     random_state : int or None
         Seeds the validation split.
 
@@ -84,25 +87,24 @@ class LEML(FactorPredictor, BaseEstimator):
     """
 
     def __init__(self, rank=3, *, lam="auto", lam_grid=(1e-2, 1.0, 1e2), n_iter=10,
-                 cg_iter=10, validation_fraction=0.1, random_state=0):
+                 cg_iter=10, validation_fraction=0.1, validation_iter=3, random_state=0):
         self.rank = rank
         self.lam = lam
         self.lam_grid = lam_grid
         self.n_iter = n_iter
         self.cg_iter = cg_iter
         self.validation_fraction = validation_fraction
+        self.validation_iter = validation_iter
         self.random_state = random_state
 
-    def fit(self, X, labels, y, *, n_labels=None):
+    def fit(self, X, labels, y=None, *, n_labels=None):
+        """Single-label observations ``fit(X, labels, y)``, or a full label matrix
+        ``fit(X, Y)`` with ``Y`` of shape ``(n, d2)`` in ``{-1, +1}``."""
+        if y is None and np.ndim(labels) == 2:
+            return self._fit_dense(X, labels)
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
-        check_int("rank", self.rank, low=1, high=min(X.shape[1], d2))
-        check_int("n_iter", self.n_iter, low=1)
+        grid = self._check(X.shape[1], d2)
         check_int("cg_iter", self.cg_iter, low=1)
-        check_float("validation_fraction", self.validation_fraction, low=0.01, high=0.5)
-        if self.lam == "auto":
-            grid = [check_float("lam_grid", v, low=0.0) for v in self.lam_grid]
-        else:
-            grid = [check_float("lam", self.lam, low=0.0)]
         self.n_features_in_, self.n_labels_ = X.shape[1], d2
         self.validation_errors_ = {}
         if len(grid) > 1:
@@ -110,23 +112,79 @@ class LEML(FactorPredictor, BaseEstimator):
             held = rng.random(X.shape[0]) < self.validation_fraction
             train = _Observations(X[~held], labels[~held], y[~held], d2)
             for lam in grid:
-                U, V, _ = self._solve(train, lam)
+                U, V, _ = self._solve(train, lam, self.validation_iter)
                 s = _Observations(X[held], labels[held], y[held], d2).scores(U, V)
                 self.validation_errors_[lam] = float(np.mean(np.where(s >= 0, 1, -1) != y[held]))
             lam = min(grid, key=lambda v: (self.validation_errors_[v], -v))
         else:
             lam = grid[0]
         self.lam_ = lam
-        self.U_, self.V_, self.objective_ = self._solve(_Observations(X, labels, y, d2), lam)
+        self.U_, self.V_, self.objective_ = self._solve(_Observations(X, labels, y, d2), lam,
+                                                        self.n_iter)
         self.A_ = self.U_
         self.B_ = self.V_ / column_norms(self.U_, self.V_)[:, None]
         return self
+
+    def _check(self, d1, d2):
+        check_int("rank", self.rank, low=1, high=min(d1, d2))
+        check_int("n_iter", self.n_iter, low=1)
+        check_float("validation_fraction", self.validation_fraction, low=0.01, high=0.5)
+        check_int("validation_iter", self.validation_iter, low=1)
+        if self.lam == "auto":
+            return [check_float("lam_grid", v, low=0.0) for v in self.lam_grid]
+        return [check_float("lam", self.lam, low=0.0)]
+
+    def _fit_dense(self, X, Y):
+        from .trace_norm import check_label_matrix
+
+        X, Y = check_label_matrix(X, Y)
+        grid = self._check(X.shape[1], Y.shape[1])
+        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
+        self.validation_errors_ = {}
+        if len(grid) > 1:
+            held = as_generator(self.random_state).random(X.shape[0]) < self.validation_fraction
+            for lam in grid:
+                U, V, _ = self._solve_dense(X[~held], Y[~held], lam, self.validation_iter)
+                pred = np.where((X[held] @ U) @ V.T >= 0, 1.0, -1.0)
+                self.validation_errors_[lam] = float(np.mean(pred != Y[held]))
+            lam = min(grid, key=lambda v: (self.validation_errors_[v], -v))
+        else:
+            lam = grid[0]
+        self.lam_ = lam
+        self.U_, self.V_, self.objective_ = self._solve_dense(X, Y, lam, self.n_iter)
+        self.A_ = self.U_
+        self.B_ = self.V_ / column_norms(self.U_, self.V_)[:, None]
+        return self
+
+    def _solve_dense(self, X, Y, lam, n_iter):
+        """Both half-steps exact: ``V = Y^T Z (Z^T Z + lam/2 I)^-1`` with ``Z = X U``, and
+        ``U`` from ``X^T X U V^T V + lam/2 U = X^T Y V`` in the eigenbases of
+        ``X^T X`` and ``V^T V``."""
+        k = self.rank
+        evals, P = np.linalg.eigh(X.T @ X)
+        XtY = X.T @ Y
+        U = np.linalg.svd(XtY, full_matrices=False)[0][:, :k]
+        objective = []
+
+        def value(U, V):
+            R = Y - (X @ U) @ V.T
+            return float(np.sum(R * R) + lam / 2 * (np.sum(U * U) + np.sum(V * V)))
+
+        for _ in range(n_iter):
+            Z = X @ U
+            V = np.linalg.solve(Z.T @ Z + lam / 2 * np.eye(k), (Y.T @ Z).T).T
+            objective.append(value(U, V))
+            mu, Qv = np.linalg.eigh(V.T @ V)
+            E = P.T @ (XtY @ V) @ Qv
+            U = P @ (E / (evals[:, None] * mu[None, :] + lam / 2)) @ Qv.T
+            objective.append(value(U, V))
+        return U, V, objective
 
     def _objective(self, data, U, V, lam):
         r = data.y - data.scores(U, V)
         return float(r @ r + lam / 2 * (np.sum(U * U) + np.sum(V * V)))
 
-    def _solve(self, data, lam):
+    def _solve(self, data, lam, n_iter):
         k, d2 = self.rank, data.d2
         # start: the top-k left singular vectors of sum_i y_i x_i e_{j_i}^T
         S = label_sums(data.X, data.labels, data.y, d2)
@@ -134,7 +192,7 @@ class LEML(FactorPredictor, BaseEstimator):
         V = np.zeros((d2, k))
         objective = []
         eye = np.eye(k)
-        for _ in range(self.n_iter):
+        for _ in range(n_iter):
             # V step: per label, (Z_j^T Z_j + lam/2 I) v_j = Z_j^T y_j
             Z = data.projected(U)
             outer = (Z[:, :, None] * Z[:, None, :]).reshape(len(Z), k * k)

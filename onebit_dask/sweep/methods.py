@@ -16,9 +16,9 @@ from typing import Callable
 import numpy as np
 
 from .. import metrics
-from ..baselines import LEML, ColumnwiseOneBit, OneVsAll
+from ..baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, TraceNormMultiLabel
 from ..estimator import OneBitMultiLabel
-from ..synthetic import SyntheticProblem
+from ..synthetic import FullObservationProblem, SyntheticProblem
 from .spec import parse_noise
 
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
@@ -29,6 +29,7 @@ class Method:
     run: Callable
     uses_step: bool
     description: str
+    modes: tuple = ("single",)  # "single": streamed single-label batches; "full": n_train > 0
 
 
 def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
@@ -42,6 +43,8 @@ def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
 
 def run_onebit(params: dict, fixed: dict) -> dict:
     problem = make_problem(params, fixed)
+    if params["n_train"] > 0:
+        problem = FullObservationProblem(problem, params["n_train"])
     est = OneBitMultiLabel(params["rank"], batch_size=params["batch_size"],
                            n_iter=params["n_iter"], step=params["step"],
                            n_shards=fixed["n_shards"], random_state=params["seed"])
@@ -60,24 +63,40 @@ def observations(params: dict, fixed: dict, problem: SyntheticProblem):
 
 
 def _run_baseline(estimator):
+    """Single-label: the cell's one-bit observations; full: the ``n_train x d2`` labels."""
     def run(params: dict, fixed: dict) -> dict:
         problem = make_problem(params, fixed)
-        X, labels, y = observations(params, fixed, problem)
+        if params["n_train"] > 0:
+            data = problem.full_observation(params["n_train"])
+            n_samples = data[1].size
+        else:
+            data = observations(params, fixed, problem)
+            n_samples = data[0].shape[0]
         start = time.perf_counter()
-        est = estimator(params).fit(X, labels, y, n_labels=problem.d2)
+        est = estimator(params)
+        est.fit(*data, **({} if params["n_train"] > 0 else {"n_labels": problem.d2}))
         wall = time.perf_counter() - start
         scores = metrics.evaluate(problem.test_set(), problem.truth, est.A_, est.B_)
-        return {**{k: [v] for k, v in scores.items()}, "n_samples": [X.shape[0]],
-                "wall_s": wall}
+        return {**{k: [v] for k, v in scores.items()}, "n_samples": [n_samples], "wall_s": wall}
     return run
 
 
+BOTH = ("single", "full")
 METHODS = {
-    "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)"),
+    "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)",
+                     BOTH),
     "leml": Method(_run_baseline(lambda p: LEML(p["rank"], random_state=p["seed"])), False,
-                   "LEML, squared loss, lambda by a validation split"),
+                   "LEML, squared loss, lambda by a validation split", BOTH),
     "onevsall": Method(_run_baseline(lambda p: OneVsAll()), False,
                        "one logistic regression per label"),
     "colwise_1bit": Method(_run_baseline(lambda p: ColumnwiseOneBit()), False,
                            "column-wise one-bit compressed sensing"),
+    "svm": Method(_run_baseline(lambda p: OneVsRestSVM()), False,
+                  "one-vs-rest linear SVM", ("full",)),
+    "lrt": Method(_run_baseline(lambda p: TraceNormMultiLabel("logistic",
+                                                              random_state=p["seed"])),
+                  False, "logistic loss + trace norm, proximal gradient", ("full",)),
+    "smt": Method(_run_baseline(lambda p: TraceNormMultiLabel("squared",
+                                                              random_state=p["seed"])),
+                  False, "squared loss + trace norm, proximal gradient", ("full",)),
 }

@@ -21,7 +21,19 @@ A spec::
       max_eval_labels: 1000
 
 A scalar in ``grid`` is a one-value list. Missing grid keys take the defaults of
-:data:`GRID_DEFAULTS`.
+:data:`GRID_DEFAULTS`. ``n_train: 0`` (the default) streams fresh single-label
+batches; ``n_train > 0`` is the full-observation setting (``n_train`` fully labelled
+instances, the paper's Sec. 5.2).
+
+Settings that go together (the paper's Synthetic1-3) are named ``datasets``::
+
+    datasets:
+      synthetic1: {d1: 500, d2: 100, n_train: 5000, batch_size: 50000}
+    grid:
+      dataset: [synthetic1]
+
+A key a dataset sets (any of :data:`DATASET_KEYS`) is then a coordinate along the
+``dataset`` dimension instead of a dimension of its own.
 """
 
 from __future__ import annotations
@@ -38,12 +50,14 @@ import yaml
 
 from .._validation import check_float, check_int, check_rank, check_seed
 
-GRID_ORDER = ("method", "d1", "d2", "rank", "noise", "step", "batch_size", "n_iter", "seed")
-GRID_DEFAULTS = {"method": ["onebit"], "noise": ["none"], "step": ["paper"], "n_iter": [10],
-                 "seed": [0]}
+GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "step",
+              "batch_size", "n_iter", "seed")
+GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
+                 "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
+DATASET_KEYS = ("d1", "d2", "rank", "n_train", "batch_size")
 FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000}
-TOP_KEYS = ("name", "description", "grid", "fixed")
+TOP_KEYS = ("name", "description", "datasets", "grid", "fixed")
 NOISE = re.compile(r"^(none|flip=(?P<flip>[0-9.eE+-]+)|gaussian=(?P<gauss>[0-9.eE+-]+))$")
 
 
@@ -80,6 +94,7 @@ class SweepSpec:
     fixed: dict
     text: str  # the spec file as written
     description: str = ""
+    datasets: dict = None  # name -> {key: value} for the keys of DATASET_KEYS
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -91,17 +106,26 @@ class SweepSpec:
 
     @property
     def n_iterations(self) -> int:
-        return max(self.grid["n_iter"]) + 1
+        return max(p["n_iter"] for _, p in self.cells()) + 1
 
     def cells(self):
-        """``(index, params)`` of every cell, in C order of the grid."""
+        """``(index, params)`` of every cell, in C order of the grid (datasets expanded)."""
         ranges = [range(n) for n in self.shape]
         for index in itertools.product(*ranges):
-            yield index, {k: self.grid[k][i] for k, i in zip(self.dims, index)}
+            yield index, self.cells_at(index)
+
+    def cells_at(self, index: tuple) -> dict:
+        """The parameters of the cell at ``index``."""
+        params = {k: self.grid[k][i] for k, i in zip(self.dims, index)}
+        if "dataset" in params:
+            params.update(self.datasets[params["dataset"]])
+        return params
 
     def fingerprint(self) -> str:
-        """Hash of the grid and the fixed settings (not of comments or layout)."""
-        canonical = json.dumps({"grid": self.grid, "fixed": self.fixed}, sort_keys=True)
+        """Hash of the grid, the datasets and the fixed settings (not of comments)."""
+        canonical = json.dumps({"grid": self.grid, "fixed": self.fixed,
+                                **({"datasets": self.datasets} if self.datasets else {})},
+                               sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
@@ -123,6 +147,7 @@ def _check_grid_values(key, values):
         "rank": lambda v: check_int("rank", v, low=1),
         "batch_size": lambda v: check_int("batch_size", v, low=1),
         "n_iter": lambda v: check_int("n_iter", v, low=0),
+        "n_train": lambda v: check_int("n_train", v, low=0),
         "seed": lambda v: check_seed("seed", v),
     }
     out = []
@@ -162,18 +187,35 @@ def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
         if key not in GRID_ORDER:
             raise SpecError(f"{where}: unknown key 'grid.{key}'{_did_you_mean(key, GRID_ORDER)}; "
                             f"allowed: {', '.join(GRID_ORDER)}")
+    datasets = _parse_datasets(data.get("datasets"), grid_in, where)
     for key in REQUIRED_GRID:
-        if key not in grid_in:
+        if key not in grid_in and not (datasets and all(key in d for d in datasets.values())):
             raise SpecError(f"{where}: missing key 'grid.{key}'")
     grid = {}
     for key in GRID_ORDER:
+        if key == "dataset" and not datasets or any(key in d for d in (datasets or {}).values()):
+            continue
         values = grid_in.get(key, GRID_DEFAULTS.get(key))
+        if values is None:
+            continue
         grid[key] = _check_grid_values(key, _as_list(key, values))
-    for d1, d2, rank in itertools.product(grid["d1"], grid["d2"], grid["rank"]):
+    if datasets:
+        unknown = [v for v in grid["dataset"] if v not in datasets]
+        if unknown:
+            raise SpecError(f"{where}: grid.dataset: {unknown[0]!r} is not in datasets "
+                            f"({', '.join(datasets)})")
+    spec_cells = SweepSpec("", grid, {}, "", datasets=datasets).cells()
+    from .methods import METHODS
+
+    for _, params in spec_cells:
         try:
-            check_rank(rank, d1, d2)
+            check_rank(params["rank"], params["d1"], params["d2"])
         except ValueError as exc:
             raise SpecError(f"{where}: grid.rank: {exc}") from None
+        mode = "full" if params["n_train"] > 0 else "single"
+        if mode not in METHODS[params["method"]].modes:
+            raise SpecError(f"{where}: method={params['method']!r} does not run on "
+                            f"{mode}-observation data (n_train={params['n_train']})")
     fixed_in = data.get("fixed") or {}
     if not isinstance(fixed_in, dict):
         raise SpecError(f"{where}: 'fixed' must be a mapping")
@@ -189,7 +231,34 @@ def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
     name = data.get("name", os.path.splitext(os.path.basename(where))[0])
     if not isinstance(name, str):
         raise SpecError(f"{where}: name={name!r} must be a string")
-    return SweepSpec(name, grid, fixed, text, str(data.get("description", "")))
+    return SweepSpec(name, grid, fixed, text, str(data.get("description", "")), datasets)
+
+
+def _parse_datasets(raw, grid_in, where):
+    if raw is None:
+        if "dataset" in grid_in:
+            raise SpecError(f"{where}: grid.dataset needs a 'datasets' mapping")
+        return None
+    if not isinstance(raw, dict) or not raw:
+        raise SpecError(f"{where}: 'datasets' must map names to settings")
+    if "dataset" not in grid_in:
+        raise SpecError(f"{where}: 'datasets' is given but grid.dataset is missing")
+    out = {}
+    for name, settings in raw.items():
+        if not isinstance(settings, dict):
+            raise SpecError(f"{where}: datasets.{name} must be a mapping")
+        for key in settings:
+            if key not in DATASET_KEYS:
+                raise SpecError(f"{where}: unknown key 'datasets.{name}.{key}'"
+                                f"{_did_you_mean(key, DATASET_KEYS)}; allowed: "
+                                f"{', '.join(DATASET_KEYS)}")
+            if key in grid_in:
+                raise SpecError(f"{where}: {key} is set both in grid and in datasets.{name}")
+        out[str(name)] = {k: _check_grid_values(k, [v])[0] for k, v in settings.items()}
+    keys = [set(d) for d in out.values()]
+    if any(k != keys[0] for k in keys):
+        raise SpecError(f"{where}: every dataset must set the same keys")
+    return out
 
 
 def load_spec(path) -> SweepSpec:

@@ -89,6 +89,10 @@ def template(spec: SweepSpec) -> xr.Dataset:
         data[name] = (dims, da.zeros(shape, dtype=bool, chunks=cell_chunks))
     noise = [parse_noise(label) for label in spec.grid["noise"]]
     coords = {dim: np.asarray(spec.grid[dim]) for dim in dims}
+    if spec.datasets:
+        names = spec.grid["dataset"]
+        for key in next(iter(spec.datasets.values())):
+            coords[key] = ("dataset", np.asarray([spec.datasets[n][key] for n in names]))
     coords["noise_model"] = ("noise", np.asarray([m for m, _ in noise]))
     coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
     coords["iteration"] = np.arange(spec.n_iterations)
@@ -196,6 +200,7 @@ def region_of(spec: SweepSpec, index: tuple, all_steps: bool) -> dict:
 def write_cell(path: str, spec: SweepSpec, index: tuple, result: dict | None,
                all_steps: bool = False) -> None:
     """Write one cell's values into its own chunks, then mark it done (or failed)."""
+    params = spec.cells_at(index)
     region = region_of(spec, index, all_steps)
     shape = tuple(s.stop - s.start for s in region.values())
     dims = spec.dims
@@ -207,7 +212,7 @@ def write_cell(path: str, spec: SweepSpec, index: tuple, result: dict | None,
             for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples"):
                 values = np.full(n_it, np.nan)
                 # a method without iterations reports its final value at the last iteration
-                end = spec.grid["n_iter"][index[dims.index("n_iter")]] + 1
+                end = params["n_iter"] + 1
                 series = np.asarray(result[name], dtype=float)[-end:]
                 values[end - len(series): end] = series
                 data[name] = ((*dims, "iteration"), np.broadcast_to(values, (*shape, n_it)))
