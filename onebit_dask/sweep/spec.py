@@ -193,7 +193,8 @@ def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
             raise SpecError(f"{where}: missing key 'grid.{key}'")
     grid = {}
     for key in GRID_ORDER:
-        if key == "dataset" and not datasets or any(key in d for d in (datasets or {}).values()):
+        set_by_dataset = any(key in d for d in (datasets or {}).values())
+        if (key == "dataset" and not datasets) or set_by_dataset:
             continue
         values = grid_in.get(key, GRID_DEFAULTS.get(key))
         if values is None:
