@@ -16,7 +16,7 @@ import xarray as xr
 
 from .store import open_cube
 
-TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss")
+TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
 
 
 def final(ds: xr.Dataset) -> xr.Dataset:
@@ -31,36 +31,39 @@ def _other_dims(ds, exclude):
 
 
 def tables(ds: xr.Dataset, metrics=TABLE_METRICS) -> str:
-    """Text tables of mean +- std over seeds: rows method/step, columns noise.
+    """Text tables of mean +- std over seeds: rows method/step, columns noise (or
+    ``dataset`` when there is one noise setting and several datasets).
 
     (Selections use the dict form of ``.sel``: ``method`` is also a keyword of it.)
     """
+    col = "noise"
+    if ds.sizes["noise"] == 1 and ds.sizes.get("dataset", 1) > 1:
+        col = "dataset"
     fin = final(ds).drop_vars([v for v in ("noise_model", "noise_level") if v in ds.coords])
     mean = fin.mean("seed").compute()
     std = fin.std("seed", ddof=1 if ds.sizes["seed"] > 1 else 0).compute()
-    count = fin["done"].sum("seed").compute() if "done" in fin else None
     lines = []
-    groups = _other_dims(ds, {"method", "step", "noise", "seed"})
+    rest = [d for d in ds["done"].dims if d not in ("method", "step", col, "seed")]
+    groups = [d for d in rest if ds.sizes[d] > 1]
     for combo in itertools.product(*(ds[d].values for d in groups)):
         sel = dict(zip(groups, combo))
-        fixed = {d: ds[d].values[0] for d in ds["done"].dims
-                 if d not in ("method", "step", "noise", "seed") and d not in sel}
+        fixed = {d: ds[d].values[0] for d in rest if d not in sel}
         header = ", ".join(f"{k}={v}" for k, v in {**fixed, **sel}.items())
         for metric in metrics:
-            scale, unit = (100.0, " (%)") if metric == "auc" else (1.0, "")
+            scale, unit = {"auc": (100.0, " (%)"), "wall_s": (1.0, " (training seconds)")}.get(
+                metric, (1.0, ""))
             lines.append(f"{metric}{unit}, mean +- std over {ds.sizes['seed']} seeds; {header}")
-            cols = [str(n) for n in ds["noise"].values]
+            cols = [str(n) for n in ds[col].values]
             width = max(17, *(len(c) + 2 for c in cols))
             lines.append(f"{'method / step':22s}" + "".join(f"{c:>{width}s}" for c in cols))
             for method, step in itertools.product(ds["method"].values, ds["step"].values):
                 row = f"{method + ' / ' + step:22s}"
-                for noise in ds["noise"].values:
-                    where = dict(sel, method=method, step=step, noise=noise)
-                    where.update({d: v for d, v in fixed.items()})
+                for value in ds[col].values:
+                    where = {**sel, **fixed, "method": method, "step": step, col: value}
                     m = float(mean[metric].sel(where).squeeze())
                     s = float(std[metric].sel(where).squeeze())
-                    cell = "-" if np.isnan(m) else f"{m * scale:.2f}+-{s * scale:.2f}" \
-                        if metric == "auc" else f"{m:.4f}+-{s:.4f}"
+                    digits = 4 if unit == "" else (2 if metric == "auc" else 1)
+                    cell = "-" if np.isnan(m) else f"{m * scale:.{digits}f}+-{s * scale:.{digits}f}"
                     row += f"{cell:>{width}s}"
                 lines.append(row)
             lines.append("")
