@@ -18,3 +18,19 @@ def test_engine_benchmark_smoke():
     large = json.loads(out.strip().splitlines()[-1])
     assert large["d2"] == 5000 and large["client_peak_mib"] > 0
     assert len(large["worker_peak_mib"]) == 2
+
+
+def test_peers_benchmark_smoke():
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_peers.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
+    assert len(lines) == 1 + 4 and "LEML" in proc.stdout and "one-vs-rest" in proc.stdout
+
+
+def test_labels_benchmark_smoke():
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_labels.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["d2"] == 2000 and 0.5 < result["auc"] <= 1

@@ -108,22 +108,44 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
     fig.suptitle("Recovery error vs iteration (mean +- std over seeds)")
     paths.append(_save(fig, directory, "error_vs_iteration.png"))
 
-    # 2. error vs observations, log-log
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for (method, step), noise in itertools.product(panels, data["noise"].values):
-        sub = data.sel({"method": method, "step": step, "noise": noise})
-        err = _squeeze_others(sub["frobenius_error"], {"iteration", "seed", "batch_size"})
-        obs = _squeeze_others(sub["n_samples"], {"iteration", "seed", "batch_size"})
-        x = obs.mean("seed").values.ravel()
-        y = err.mean("seed").values.ravel()
-        ok = np.isfinite(x) & np.isfinite(y)
-        order = np.argsort(x[ok])
-        ax.plot(x[ok][order], y[ok][order], marker=".", label=f"{method}/{step}, {noise}")
+    # 2. error vs observations, log-log: one line per cell setting, over the iterations
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    sizes = data["batch_size"].values if "batch_size" in data.dims else [None]
+    for (method, step), noise, size in itertools.product(panels, data["noise"].values, sizes):
+        where = {"method": method, "step": step, "noise": noise}
+        if size is not None:
+            where["batch_size"] = size
+        sub = data.sel(where)
+        err = _squeeze_others(sub["frobenius_error"], {"iteration", "seed"}).mean("seed")
+        obs = _squeeze_others(sub["n_samples"], {"iteration", "seed"}).mean("seed")
+        ok = np.isfinite(err.values) & np.isfinite(obs.values)
+        label = f"{method}/{step}, {noise}" + (f", m={size}" if len(sizes) > 1 else "")
+        ax.plot(obs.values[ok], err.values[ok], marker=".", label=label)
     ax.set(xscale="log", yscale="log", xlabel="observations used", ylabel="frobenius_error",
            title="Recovery error vs observations")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
     paths.append(_save(fig, directory, "error_vs_observations.png"))
+
+    # 2b. final error vs batch size m, with the fitted log-log slope (Theorem 1: -1)
+    if len(sizes) > 1:
+        fin_err = final(ds)["frobenius_error"].compute()
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        for (method, step), noise in itertools.product(panels, data["noise"].values):
+            err = _squeeze_others(fin_err.sel({"method": method, "step": step, "noise": noise}),
+                                  {"batch_size", "seed"})
+            mean = err.mean("seed").values
+            m = np.asarray(sizes, dtype=float)
+            ok = np.isfinite(mean)
+            slope = np.polyfit(np.log(m[ok]), np.log(mean[ok]), 1)[0] if ok.sum() > 1 else np.nan
+            ax.errorbar(m, mean, yerr=err.std("seed").values, marker="o", capsize=2,
+                        label=f"{method}/{step}, {noise}: slope {slope:.2f}")
+        ax.set(xscale="log", yscale="log", xlabel="batch size m",
+               ylabel="frobenius_error at the last iteration",
+               title="Sample complexity (Theorem 1: slope -1)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        paths.append(_save(fig, directory, "error_vs_batch_size.png"))
 
     # 3. AUC per method and noise
     fin = final(ds).compute()
