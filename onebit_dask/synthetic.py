@@ -74,10 +74,11 @@ def _label_blocks(problem, t, batch_size, n_shards):
 
 
 @dataclass(frozen=True)
-class SyntheticShard:
-    """Descriptor of shard ``s`` of batch ``t``: small, picklable, drawn where loaded."""
+class _BlockShard:
+    """Shard ``s`` of batch ``t``: ``n_obs`` observations of the labels ``[lo, hi)`` of
+    ``source``; small and picklable, its data are drawn where it is loaded."""
 
-    problem: "SyntheticProblem"
+    source: object
     t: int
     s: int
     n_obs: int
@@ -88,9 +89,13 @@ class SyntheticShard:
     def label_range(self) -> tuple[int, int]:
         return self.lo, self.hi
 
+
+class SyntheticShard(_BlockShard):
+    """A shard of a :class:`SyntheticProblem`'s batch."""
+
     def load(self):
         """Draw ``(X, labels, y)``: ``X`` float32 ``(n_obs, d1)``, labels in ``[lo, hi)``."""
-        p = self.problem
+        p = self.source
         rng = _rng(p.seed, self.t, self.s)
         X = rng.standard_normal((self.n_obs, p.d1), dtype=np.float32)
         labels = self.lo + rng.integers(0, self.hi - self.lo, size=self.n_obs, dtype=np.int64)
@@ -221,31 +226,19 @@ def _full_data(problem: SyntheticProblem, n: int):
     return X, Y
 
 
-@dataclass(frozen=True)
-class FullObservationShard:
-    """Shard ``s`` of batch ``t`` of a full-observation problem: ``n_obs`` pairs
-    ``(i, j)``, ``i`` uniform on the instances, ``j`` uniform on the block ``[lo, hi)``,
-    drawn from ``SeedSequence([seed, t, s])``."""
-
-    data: "FullObservationProblem"
-    t: int
-    s: int
-    n_obs: int
-    lo: int
-    hi: int
-
-    @property
-    def label_range(self) -> tuple[int, int]:
-        return self.lo, self.hi
+class FullObservationShard(_BlockShard):
+    """A shard of a :class:`FullObservationProblem`'s batch: ``n_obs`` pairs ``(i, j)``,
+    ``i`` uniform on the instances, ``j`` uniform on ``[lo, hi)``, drawn from
+    ``SeedSequence([seed, t, s])``."""
 
     def pairs(self):
-        rng = _rng(self.data.problem.seed, self.t, self.s)
-        rows = rng.integers(0, self.data.n, size=self.n_obs, dtype=np.int64)
+        rng = _rng(self.source.problem.seed, self.t, self.s)
+        rows = rng.integers(0, self.source.n, size=self.n_obs, dtype=np.int64)
         labels = self.lo + rng.integers(0, self.hi - self.lo, size=self.n_obs, dtype=np.int64)
         return rows, labels
 
     def load(self):
-        X, Y = self.data.arrays()
+        X, Y = self.source.arrays()
         rows, labels = self.pairs()
         return X[rows], labels, Y[rows, labels].astype(np.float64)
 
