@@ -17,8 +17,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .._base import FactorPredictor
-from .._validation import as_generator, check_float, check_int, check_observations
+from .._validation import check_float, check_int, check_observations
 from ..kernels import column_norms, label_sums, scatter_rows
+from ._select import best, held_out, sign_error
 
 CHUNK = 65_536  # rows per block of the data passes
 
@@ -108,14 +109,13 @@ class LEML(FactorPredictor, BaseEstimator):
         self.n_features_in_, self.n_labels_ = X.shape[1], d2
         self.validation_errors_ = {}
         if len(grid) > 1:
-            rng = as_generator(self.random_state)
-            held = rng.random(X.shape[0]) < self.validation_fraction
+            held = held_out(X.shape[0], self.validation_fraction, self.random_state)
             train = _Observations(X[~held], labels[~held], y[~held], d2)
+            valid = _Observations(X[held], labels[held], y[held], d2)
             for lam in grid:
                 U, V, _ = self._solve(train, lam, self.validation_iter)
-                s = _Observations(X[held], labels[held], y[held], d2).scores(U, V)
-                self.validation_errors_[lam] = float(np.mean(np.where(s >= 0, 1, -1) != y[held]))
-            lam = min(grid, key=lambda v: (self.validation_errors_[v], -v))
+                self.validation_errors_[lam] = sign_error(valid.scores(U, V), valid.y)
+            lam = best(self.validation_errors_)
         else:
             lam = grid[0]
         self.lam_ = lam
@@ -142,12 +142,12 @@ class LEML(FactorPredictor, BaseEstimator):
         self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         self.validation_errors_ = {}
         if len(grid) > 1:
-            held = as_generator(self.random_state).random(X.shape[0]) < self.validation_fraction
+            held = held_out(X.shape[0], self.validation_fraction, self.random_state)
+            X_train, Y_train, X_valid = X[~held], Y[~held], X[held]
             for lam in grid:
-                U, V, _ = self._solve_dense(X[~held], Y[~held], lam, self.validation_iter)
-                pred = np.where((X[held] @ U) @ V.T >= 0, 1.0, -1.0)
-                self.validation_errors_[lam] = float(np.mean(pred != Y[held]))
-            lam = min(grid, key=lambda v: (self.validation_errors_[v], -v))
+                U, V, _ = self._solve_dense(X_train, Y_train, lam, self.validation_iter)
+                self.validation_errors_[lam] = sign_error((X_valid @ U) @ V.T, Y[held])
+            lam = best(self.validation_errors_)
         else:
             lam = grid[0]
         self.lam_ = lam

@@ -16,7 +16,8 @@ import scipy.special
 from sklearn.base import BaseEstimator
 
 from .._base import FactorPredictor, dense_factors
-from .._validation import as_generator, check_choice, check_features, check_float, check_int
+from .._validation import check_choice, check_features, check_float, check_int
+from ._select import best, held_out, sign_error
 
 
 def svt(W: np.ndarray, tau: float) -> np.ndarray:
@@ -111,14 +112,13 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
         self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         self.validation_errors_ = {}
         if self.tau == "auto":
-            held = as_generator(self.random_state).random(X.shape[0]) < self.validation_fraction
+            held = held_out(X.shape[0], self.validation_fraction, self.random_state)
             train = _Loss(self.loss, X[~held], Y[~held])
             tau_max = scipy.linalg.svdvals(train.gradient(np.zeros((X.shape[1], Y.shape[1]))))[0]
             for frac in self.tau_fractions:
                 W, _ = proximal_gradient(train, tau_max * frac, self.n_iter)
-                pred = np.where(X[held] @ W >= 0, 1.0, -1.0)
-                self.validation_errors_[tau_max * frac] = float(np.mean(pred != Y[held]))
-            tau = min(self.validation_errors_, key=lambda v: (self.validation_errors_[v], -v))
+                self.validation_errors_[tau_max * frac] = sign_error(X[held] @ W, Y[held])
+            tau = best(self.validation_errors_)
         else:
             tau = check_float("tau", self.tau, low=0.0)
         self.tau_ = tau
