@@ -15,7 +15,6 @@ import argparse
 import sys
 import time
 
-import numpy as np
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, metrics
 from onebit_dask.baselines import LEML, OneVsAll
@@ -47,8 +46,7 @@ def main(argv=None):
             start = time.perf_counter()
             est.fit(problem)
             rows.append((f"onebit ({step} step)", time.perf_counter() - start, est))
-        X, labels, y = map(np.concatenate, zip(*(problem.draw(t, args.batch_size, 4)
-                                                for t in range(args.n_iter + 1))))
+        X, labels, y = problem.draw_batches(range(args.n_iter + 1), args.batch_size, 4)
         for name, peer in (("one-vs-rest logistic", OneVsAll()),
                            ("LEML (lambda by validation)", LEML(args.rank))):
             start = time.perf_counter()

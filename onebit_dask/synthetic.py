@@ -178,7 +178,12 @@ class SyntheticProblem:
 
     def draw(self, t: int, batch_size: int, n_shards: int = 1):
         """Batch ``t`` drawn in this process: ``(X, labels, y)`` concatenated in shard order."""
-        parts = [shard.load() for shard in self.batch(t, batch_size, n_shards)]
+        return self.draw_batches([t], batch_size, n_shards)
+
+    def draw_batches(self, batches, batch_size: int, n_shards: int = 1):
+        """The given batches drawn in this process and concatenated in order (e.g.
+        ``range(n_iter + 1)``: every observation a fit of ``n_iter`` steps uses)."""
+        parts = [shard.load() for t in batches for shard in self.batch(t, batch_size, n_shards)]
         return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
     # -- evaluation data ----------------------------------------------------------

@@ -77,7 +77,7 @@ def test_fit_on_arrays_equals_fit_on_problem():
     problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100)
     m, T = 3000, 3
     est_p = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0).fit(problem)
-    X, labels, y = map(np.concatenate, zip(*(problem.draw(t, m, 3) for t in range(T + 1))))
+    X, labels, y = problem.draw_batches(range(T + 1), m, 3)
     est_a = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0)
     est_a.fit(X, labels, y, n_labels=10)
     np.testing.assert_allclose(est_a.coef_, est_p.coef_, rtol=1e-8, atol=1e-10)
@@ -87,7 +87,7 @@ def test_fit_on_arrays_equals_fit_on_problem():
 def test_partial_fit_equals_fit():
     problem = SyntheticProblem(20, 10, 2, seed=3)
     m = 2000
-    X, labels, y = map(np.concatenate, zip(*(problem.draw(t, m) for t in range(4))))
+    X, labels, y = problem.draw_batches(range(4), m)
     full = OneBitMultiLabel(2, batch_size=m, n_iter=3, random_state=0).fit(X, labels, y,
                                                                            n_labels=10)
     est = OneBitMultiLabel(2, random_state=0)

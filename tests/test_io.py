@@ -12,7 +12,7 @@ PROBLEM = SyntheticProblem(30, 20, 2, seed=4)
 
 @pytest.fixture(scope="module")
 def observations():
-    return tuple(map(np.concatenate, zip(*(PROBLEM.draw(t, 3000, 2) for t in range(4)))))
+    return PROBLEM.draw_batches(range(4), 3000, 2)
 
 
 @pytest.fixture(scope="module")

@@ -57,9 +57,8 @@ def run_onebit(params: dict, fixed: dict) -> dict:
 def observations(params: dict, fixed: dict, problem: SyntheticProblem):
     """The observations the one-bit estimator of the same cell uses: batches
     ``0..n_iter`` of ``batch_size``, drawn with the same shards."""
-    parts = [problem.draw(t, params["batch_size"], fixed["n_shards"])
-             for t in range(params["n_iter"] + 1)]
-    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+    return problem.draw_batches(range(params["n_iter"] + 1), params["batch_size"],
+                                fixed["n_shards"])
 
 
 def _run_baseline(estimator):
