@@ -4,7 +4,6 @@ import os
 
 import numpy as np
 import pytest
-import xarray as xr
 
 from onebit_dask.sweep import store
 from onebit_dask.sweep.spec import parse_spec

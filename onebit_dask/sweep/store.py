@@ -10,7 +10,6 @@ text goes to ``STORE.failures.jsonl`` next to the store.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import shutil
 import subprocess
