@@ -34,3 +34,13 @@ def test_labels_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["d2"] == 2000 and 0.5 < result["auc"] <= 1
+
+
+def test_levers_benchmark_smoke():
+    # the benchmark checks that every scatter-add alternative gives the kept result
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_levers.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "ms |" not in line]
+    levers = ("normals", "scores", "active rows", "scatter-add", "Cholesky-QR2", "initialisation")
+    assert all(any(lever in r for r in rows) for lever in levers), proc.stdout

@@ -66,6 +66,22 @@ def test_full_observation_recovery(full, est):
     assert result["auc"] > 0.97, result
 
 
+def test_svm_lbfgs_reaches_the_liblinear_optimum():
+    # the summed L-BFGS fit and one LinearSVC per label minimise the same strictly
+    # convex objective: same optimum (flipped bits keep it away from separability)
+    problem = SyntheticProblem(20, 6, 2, flip=0.1, seed=5)
+    X, Y = problem.full_observation(400)
+    joint = OneVsRestSVM(tol=1e-12).fit(X, Y)
+    per_label = OneVsRestSVM(solver="liblinear", max_iter=100_000).fit(X, Y)
+    assert joint.objective_ <= per_label.objective_ * (1 + 1e-7)
+    np.testing.assert_allclose(joint.W_, per_label.W_, atol=2e-3 * np.abs(per_label.W_).max())
+
+
+def test_svm_bad_solver(full):
+    with pytest.raises(ValueError, match="solver"):
+        OneVsRestSVM(solver="sgd").fit(*full)
+
+
 def test_leml_dense_objective_decreases(full):
     est = LEML(2, lam=1.0, n_iter=5).fit(*full)
     objective = np.asarray(est.objective_)

@@ -52,3 +52,13 @@ def test_report_cli(cube, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "onebit_dask", "report", str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "is not an onebit-dask sweep store" in bad.stderr
+
+
+def test_methods_without_a_step_rule_get_one_row():
+    import xarray as xr
+
+    from onebit_dask.sweep.report import _rows
+
+    ds = xr.Dataset(coords={"method": ["onebit", "colwise_1bit"], "step": ["paper", "averaged"]})
+    assert [name for _, _, name in _rows(ds)] == [
+        "onebit / paper", "onebit / averaged", "colwise_1bit"]

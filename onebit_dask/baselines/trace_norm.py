@@ -25,10 +25,15 @@ def svt(W: np.ndarray, tau: float) -> np.ndarray:
 
     ``U diag(max(s - tau, 0)) V^T`` for ``W = U diag(s) V^T``.
     """
+    return _svt(W, tau)[0]
+
+
+def _svt(W: np.ndarray, tau: float):
+    """``svt(W, tau)`` and its non-zero singular values."""
     U, s, Vt = scipy.linalg.svd(W, full_matrices=False)
     s = np.maximum(s - tau, 0.0)
     keep = s > 0
-    return (U[:, keep] * s[keep]) @ Vt[keep]
+    return (U[:, keep] * s[keep]) @ Vt[keep], s[keep]
 
 
 def check_label_matrix(X, Y):
@@ -63,19 +68,21 @@ class _Loss:
         return float(np.sum(np.logaddexp(0.0, -self.Y * Z)) / self.n)
 
 
-def proximal_gradient(loss: _Loss, tau: float, n_iter: int, W0=None):
-    """FISTA for ``loss + tau ||W||_*``; returns ``W`` and the objective per iteration."""
+def proximal_gradient(loss: _Loss, tau: float, n_iter: int, W0=None, record: bool = True):
+    """FISTA for ``loss + tau ||W||_*``; returns ``W`` and the objective per iteration
+    (an empty list when ``record`` is false, which saves a product with ``X`` a step)."""
     d1, d2 = loss.X.shape[1], loss.Y.shape[1]
     W = np.zeros((d1, d2)) if W0 is None else W0
     Z, t = W.copy(), 1.0
     step = 1.0 / loss.lipschitz
     objective = []
     for _ in range(n_iter):
-        W_new = svt(Z - step * loss.gradient(Z), step * tau)
+        W_new, s = _svt(Z - step * loss.gradient(Z), step * tau)
         t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
         Z = W_new + ((t - 1) / t_new) * (W_new - W)
         W, t = W_new, t_new
-        objective.append(loss.value(W) + tau * np.sum(scipy.linalg.svdvals(W)))
+        if record:
+            objective.append(loss.value(W) + tau * np.sum(s))
     return W, objective
 
 
@@ -116,7 +123,7 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
             train = _Loss(self.loss, X[~held], Y[~held])
             tau_max = scipy.linalg.svdvals(train.gradient(np.zeros((X.shape[1], Y.shape[1]))))[0]
             for frac in self.tau_fractions:
-                W, _ = proximal_gradient(train, tau_max * frac, self.n_iter)
+                W, _ = proximal_gradient(train, tau_max * frac, self.n_iter, record=False)
                 self.validation_errors_[tau_max * frac] = sign_error(X[held] @ W, Y[held])
             tau = best(self.validation_errors_)
         else:

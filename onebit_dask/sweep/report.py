@@ -14,6 +14,7 @@ import os
 import numpy as np
 import xarray as xr
 
+from .methods import METHODS
 from .store import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
@@ -56,8 +57,8 @@ def tables(ds: xr.Dataset, metrics=TABLE_METRICS) -> str:
             cols = [str(n) for n in ds[col].values]
             width = max(17, *(len(c) + 2 for c in cols))
             lines.append(f"{'method / step':22s}" + "".join(f"{c:>{width}s}" for c in cols))
-            for method, step in itertools.product(ds["method"].values, ds["step"].values):
-                row = f"{method + ' / ' + step:22s}"
+            for method, step, name in _rows(ds):
+                row = f"{name:22s}"
                 for value in ds[col].values:
                     where = {**sel, **fixed, "method": method, "step": step, col: value}
                     m = float(mean[metric].sel(where).squeeze())
@@ -70,6 +71,18 @@ def tables(ds: xr.Dataset, metrics=TABLE_METRICS) -> str:
     n_done, n_all = int(ds["done"].sum()), int(ds["done"].size)
     lines.append(f"{n_done} of {n_all} cells done, {int(ds['failed'].sum())} failed")
     return "\n".join(lines)
+
+
+def _rows(ds: xr.Dataset):
+    """``(method, step, row name)``: one row per step rule for the methods that use
+    one, a single row (stored along every step) for the others."""
+    for method in ds["method"].values:
+        uses_step = METHODS[method].uses_step if method in METHODS else True
+        if not uses_step:
+            yield method, ds["step"].values[0], str(method)
+            continue
+        for step in ds["step"].values:
+            yield method, step, f"{method} / {step}"
 
 
 def _squeeze_others(da: xr.DataArray, keep) -> xr.DataArray:

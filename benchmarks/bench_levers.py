@@ -1,0 +1,159 @@
+"""The performance levers of the one-bit estimator, each against its alternative.
+
+    python benchmarks/bench_levers.py            # paper-setting shards (25000 x 500 float32)
+    python benchmarks/bench_levers.py --smoke    # tiny sizes (CI)
+
+Every row times the kept choice and its alternative side by side in one process (best
+of ``--repeat`` runs, one BLAS thread, as on a worker) and prints the ratio. The shard
+is one of the paper setting's 4 shards: 25000 observations of a 50-label block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import scipy.linalg
+from threadpoolctl import threadpool_limits
+
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.algorithm import initialise, initialise_dense
+from onebit_dask.engine import LocalEngine
+from onebit_dask.kernels import (ActiveRows, cholqr2, scatter_rows, shard_active_rows,
+                                 shard_apply, shard_scores)
+
+
+def best(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def row(name, kept, alternative, note=""):
+    print(f"| {name} | {kept * 1e3:9.2f} | {alternative * 1e3:9.2f} | "
+          f"{alternative / kept:6.1f}x | {note} |", flush=True)
+
+
+def scatter_add(labels, rows, weights, repeat):
+    """Weighted rows summed by label: scipy.sparse one-hot product vs np.add.at,
+    np.bincount per column, and sort + np.add.reduceat."""
+    u = labels.max() + 1
+
+    def add_at():
+        out = np.zeros((u, rows.shape[1]))
+        np.add.at(out, labels, weights[:, None] * rows)
+        return out
+
+    def bincount():
+        w = weights[:, None] * rows
+        return np.stack([np.bincount(labels, w[:, c], minlength=u)
+                         for c in range(rows.shape[1])], axis=1)
+
+    def reduceat():
+        order = np.argsort(labels, kind="stable")
+        sorted_labels = labels[order]
+        starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
+        return np.add.reduceat((weights[order, None] * rows[order]), starts, axis=0)
+
+    uniq, sparse = scatter_rows(labels, rows, weights)
+    dense = np.zeros((u, rows.shape[1]))
+    dense[uniq] = sparse
+    for alt in (add_at, bincount):
+        np.testing.assert_allclose(alt(), dense, rtol=1e-9, atol=1e-9)
+    kept = best(lambda: scatter_rows(labels, rows, weights), repeat)
+    shape = f"{rows.shape[0]} x {rows.shape[1]} rows"
+    row(f"scatter-add, {shape}: sparse product vs `np.add.at`", kept, best(add_at, repeat))
+    row(f"scatter-add, {shape}: sparse product vs `np.bincount` per column", kept,
+        best(bincount, repeat))
+    row(f"scatter-add, {shape}: sparse product vs sort + `np.add.reduceat`", kept,
+        best(reduceat, repeat))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--smoke", action="store_true")
+    args = p.parse_args(argv)
+    d1, d2, k, m, shards = 500, 200, 3, 100_000, 4
+    big_d2 = (10**5, 10**6)
+    if args.smoke:
+        d1, d2, m, big_d2, args.repeat = 40, 20, 4000, (2000,), 1
+    problem = SyntheticProblem(d1, d2, k, seed=0, n_test=200)
+    est = OneBitMultiLabel(k, batch_size=m, n_iter=10, random_state=0, eval_every=0,
+                           n_shards=shards).fit(problem)  # the factors after 10 steps
+    A, B = est.A_, est.B_
+    shard = problem.batch(11, m, shards)[0]
+    X, labels, y = shard.load()
+    lo, hi = shard.label_range
+    print(f"# shard of {X.shape[0]} x {d1} float32, labels [{lo}, {hi}); best of {args.repeat}")
+    print("| lever | kept ms | alternative ms | ratio | note |")
+    print("|---|---|---|---|---|")
+    with threadpool_limits(1, user_api="blas"):
+        # 1. the bit generator of the features
+        n = X.size
+        gens = {name: np.random.Generator(getattr(np.random, name)(0))
+                for name in ("PCG64", "Philox", "SFC64", "MT19937")}
+        draw = {name: best(lambda g=g: g.standard_normal(n, dtype=np.float32), args.repeat)
+                for name, g in gens.items()}
+        for name in ("Philox", "SFC64", "MT19937"):
+            row(f"float32 normals: PCG64 (kept) vs {name}", draw["PCG64"], draw[name])
+        float64 = best(lambda: gens["PCG64"].standard_normal(n), args.repeat)
+        row("normals: float32 (kept) vs float64", draw["PCG64"], float64)
+
+        # 2. scores in float32 vs float64, and how many residuals change
+        s32 = shard_scores(X, labels, A, B[lo:hi], lo)
+        X64 = X.astype(np.float64)
+        s64 = shard_scores(X64, labels, A, B[lo:hi], lo)
+        flips = int(np.sum((s32 >= 0) != (s64 >= 0)))
+        row("scores: float32 (kept) vs float64 features", best(
+            lambda: shard_scores(X, labels, A, B[lo:hi], lo), args.repeat),
+            best(lambda: shard_scores(X.astype(np.float64), labels, A, B[lo:hi], lo),
+                 args.repeat),
+            f"{flips} of {X.shape[0]} signs differ")
+
+        # 3. only the rows with a non-zero residual in the two products of a step
+        active = shard_active_rows(X, labels, y, A, B[lo:hi], lo)
+        r = y - np.where(s32 >= 0, 1.0, -1.0)
+        everything = ActiveRows(X64, labels, r, X.shape[0])
+        P = cholqr2(np.random.default_rng(0).standard_normal((d1 + d2, 2 * k)))
+        P_top, P_bot = P[:d1], P[d1 + lo:d1 + hi]
+        kept = best(lambda: shard_apply(active, P_top, P_bot, lo), args.repeat)
+        full = best(lambda: shard_apply(everything, P_top, P_bot, lo), args.repeat)
+        row("a step's product: active rows only (kept) vs all rows", kept, full,
+            f"{active.labels.size} of {X.shape[0]} rows active")
+
+        # 4. the scatter-add, in the product (active rows) and the dense initialisation
+        scatter_add(active.labels - lo, active.X @ P_top, active.weights, args.repeat)
+        scatter_add(labels - lo, X, y, max(1, args.repeat // 2))
+
+        # 5. Cholesky-QR2 vs Householder QR of the tall (d1 + d2) x 2k block
+        for rows_ in (d1 + d2, *(d1 + b for b in big_d2)):
+            Y = np.random.default_rng(1).standard_normal((rows_, 2 * k))
+            row(f"orthonormalise {rows_} x {2 * k}: Cholesky-QR2 vs Householder QR",
+                best(lambda: cholqr2(Y), args.repeat),
+                best(lambda: scipy.linalg.qr(Y, mode="economic"), args.repeat))
+
+        # 6. initialisation: exact SVD of the dense H0 vs matrix-free randomised SVD
+        engine = LocalEngine()
+        batch0 = problem.batch(0, m, shards)
+
+        def dense():
+            n_obs, S = engine.label_sums(batch0, d1, d2)
+            return initialise_dense(S, n_obs, d1, d2, k)
+
+        def randomised():
+            batch = engine.open_batch(batch0, d1, d2)
+            return initialise(batch, d1, d2, k, np.random.default_rng(0))
+
+        row(f"initialisation d2={d2}: dense H0 + SVD (kept) vs randomised", best(dense, 1),
+            best(randomised, 1), "drawing batch 0 included in both")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
