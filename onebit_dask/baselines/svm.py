@@ -82,6 +82,9 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
         else:
             W = np.zeros((d1, d2))
             for j in range(d2):
+                if np.unique(Y[:, j]).size < 2:  # LinearSVC needs both classes
+                    W[:, j] = Y[:, j] @ X
+                    continue
                 svm = LinearSVC(C=C, fit_intercept=False, dual="auto", max_iter=self.max_iter)
                 W[:, j] = svm.fit(X, Y[:, j]).coef_[0]
             self.n_iter_ = None
