@@ -102,19 +102,19 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
     os.makedirs(directory, exist_ok=True)
     paths = []
     data = ds.where(ds["done"]).compute()
-    panels = [(m, s) for m in data["method"].values for s in data["step"].values]
+    panels = list(_rows(data))  # (method, step, name): one per step rule where it applies
 
     # 1. error vs iteration per noise setting (the paper's Fig. 1)
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False,
                              sharey=True)
-    for ax, (method, step) in zip(axes[0], panels):
+    for ax, (method, step, name) in zip(axes[0], panels):
         sub = data["frobenius_error"].sel({"method": method, "step": step})
         for noise in data["noise"].values:
             curve = _squeeze_others(sub.sel(noise=noise), {"iteration", "seed"})
             mean, std = curve.mean("seed"), curve.std("seed")
             ax.errorbar(curve["iteration"], mean, yerr=std, marker="o", ms=3, capsize=2,
                         label=str(noise))
-        ax.set(title=f"{method} / {step}", xlabel="iteration", yscale="log")
+        ax.set(title=name, xlabel="iteration", yscale="log")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("frobenius_error (RMS column error)")
     axes[0][-1].legend(title="noise", fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
@@ -124,7 +124,8 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
     # 2. error vs observations, log-log: one line per cell setting, over the iterations
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     sizes = data["batch_size"].values if "batch_size" in data.dims else [None]
-    for (method, step), noise, size in itertools.product(panels, data["noise"].values, sizes):
+    for (method, step, name), noise, size in itertools.product(panels, data["noise"].values,
+                                                               sizes):
         where = {"method": method, "step": step, "noise": noise}
         if size is not None:
             where["batch_size"] = size
@@ -132,7 +133,7 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
         err = _squeeze_others(sub["frobenius_error"], {"iteration", "seed"}).mean("seed")
         obs = _squeeze_others(sub["n_samples"], {"iteration", "seed"}).mean("seed")
         ok = np.isfinite(err.values) & np.isfinite(obs.values)
-        label = f"{method}/{step}, {noise}" + (f", m={size}" if len(sizes) > 1 else "")
+        label = f"{name}, {noise}" + (f", m={size}" if len(sizes) > 1 else "")
         ax.plot(obs.values[ok], err.values[ok], marker=".", label=label)
     ax.set(xscale="log", yscale="log", xlabel="observations used", ylabel="frobenius_error",
            title="Recovery error vs observations")
@@ -144,7 +145,7 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
     if len(sizes) > 1:
         fin_err = final(ds)["frobenius_error"].compute()
         fig, ax = plt.subplots(figsize=(6, 4.5))
-        for (method, step), noise in itertools.product(panels, data["noise"].values):
+        for (method, step, name), noise in itertools.product(panels, data["noise"].values):
             err = _squeeze_others(fin_err.sel({"method": method, "step": step, "noise": noise}),
                                   {"batch_size", "seed"})
             mean = err.mean("seed").values
@@ -152,7 +153,7 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
             ok = np.isfinite(mean)
             slope = np.polyfit(np.log(m[ok]), np.log(mean[ok]), 1)[0] if ok.sum() > 1 else np.nan
             ax.errorbar(m, mean, yerr=err.std("seed").values, marker="o", capsize=2,
-                        label=f"{method}/{step}, {noise}: slope {slope:.2f}")
+                        label=f"{name}, {noise}: slope {slope:.2f}")
         ax.set(xscale="log", yscale="log", xlabel="batch size m",
                ylabel="frobenius_error at the last iteration",
                title="Sample complexity (Theorem 1: slope -1)")
@@ -165,10 +166,10 @@ def plots(ds: xr.Dataset, directory) -> list[str]:
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * ds.sizes["noise"] * len(panels) / 2), 4.5))
     noises = list(data["noise"].values)
     width = 0.8 / len(panels)
-    for k, (method, step) in enumerate(panels):
+    for k, (method, step, name) in enumerate(panels):
         auc = _squeeze_others(fin["auc"].sel({"method": method, "step": step}), {"noise", "seed"})
         ax.bar(np.arange(len(noises)) + k * width, 100 * auc.mean("seed"), width,
-               yerr=100 * auc.std("seed"), capsize=2, label=f"{method} / {step}")
+               yerr=100 * auc.std("seed"), capsize=2, label=name)
     ax.set_xticks(np.arange(len(noises)) + width * (len(panels) - 1) / 2, noises, rotation=20)
     lows = 100 * fin["auc"].min().item() if np.isfinite(fin["auc"].min().item()) else 50
     ax.set(ylabel="AUC (%)", ylim=(max(50, lows - 1), 100.2), title="AUC at the last iteration")
