@@ -27,10 +27,6 @@ def final(ds: xr.Dataset) -> xr.Dataset:
     return last.where(keep)
 
 
-def _other_dims(ds, exclude):
-    return [d for d in ds["done"].dims if d not in exclude and ds.sizes[d] > 1]
-
-
 def tables(ds: xr.Dataset, metrics=TABLE_METRICS) -> str:
     """Text tables of mean +- std over seeds: rows method/step, columns noise (or
     ``dataset`` when there is one noise setting and several datasets).
