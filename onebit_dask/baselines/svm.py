@@ -79,6 +79,7 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
                 options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 0.0})
             W = result.x.reshape(d1, d2)
             self.n_iter_ = int(result.nit)
+            self.objective_ = float(result.fun)
         else:
             W = np.zeros((d1, d2))
             for j in range(d2):
@@ -88,7 +89,7 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
                 svm = LinearSVC(C=C, fit_intercept=False, dual="auto", max_iter=self.max_iter)
                 W[:, j] = svm.fit(X, Y[:, j]).coef_[0]
             self.n_iter_ = None
+            self.objective_ = float(squared_hinge_objective(W, X, Y, C)[0])
         self.W_ = W
-        self.objective_ = float(squared_hinge_objective(W, X, Y, C)[0])
         self.A_, self.B_ = dense_factors(W)
         return self
