@@ -107,20 +107,36 @@ class LEML(FactorPredictor, BaseEstimator):
         grid = self._check(X.shape[1], d2)
         check_int("cg_iter", self.cg_iter, low=1)
         self.n_features_in_, self.n_labels_ = X.shape[1], d2
+
+        def subset(rows):
+            if rows is None:
+                return _Observations(X, labels, y, d2)
+            return _Observations(X[rows], labels[rows], y[rows], d2)
+
+        return self._select_and_refit(
+            X.shape[0], grid, subset, self._solve,
+            lambda valid, U, V: sign_error(valid.scores(U, V), valid.y))
+
+    def _select_and_refit(self, n, grid, subset, solve, error):
+        """``lam_`` from ``grid`` (with several values, the lowest sign error on a held-out
+        split of the ``n`` training rows), then the fit on all of them.
+
+        ``subset(rows)`` is the data of a boolean row mask (``None``: every row),
+        ``solve(data, lam, n_iter)`` returns ``(U, V, objective)`` and
+        ``error(data, U, V)`` is the sign error on held-out data.
+        """
         self.validation_errors_ = {}
         if len(grid) > 1:
-            held = held_out(X.shape[0], self.validation_fraction, self.random_state)
-            train = _Observations(X[~held], labels[~held], y[~held], d2)
-            valid = _Observations(X[held], labels[held], y[held], d2)
+            held = held_out(n, self.validation_fraction, self.random_state)
+            train, valid = subset(~held), subset(held)
             for lam in grid:
-                U, V, _ = self._solve(train, lam, self.validation_iter)
-                self.validation_errors_[lam] = sign_error(valid.scores(U, V), valid.y)
+                U, V, _ = solve(train, lam, self.validation_iter)
+                self.validation_errors_[lam] = error(valid, U, V)
             lam = best(self.validation_errors_)
         else:
             lam = grid[0]
         self.lam_ = lam
-        self.U_, self.V_, self.objective_ = self._solve(_Observations(X, labels, y, d2), lam,
-                                                        self.n_iter)
+        self.U_, self.V_, self.objective_ = solve(subset(None), lam, self.n_iter)
         self.A_ = self.U_
         self.B_ = self.V_ / column_norms(self.U_, self.V_)[:, None]
         return self
@@ -140,21 +156,10 @@ class LEML(FactorPredictor, BaseEstimator):
         X, Y = check_label_matrix(X, Y)
         grid = self._check(X.shape[1], Y.shape[1])
         self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
-        self.validation_errors_ = {}
-        if len(grid) > 1:
-            held = held_out(X.shape[0], self.validation_fraction, self.random_state)
-            X_train, Y_train, X_valid = X[~held], Y[~held], X[held]
-            for lam in grid:
-                U, V, _ = self._solve_dense(X_train, Y_train, lam, self.validation_iter)
-                self.validation_errors_[lam] = sign_error((X_valid @ U) @ V.T, Y[held])
-            lam = best(self.validation_errors_)
-        else:
-            lam = grid[0]
-        self.lam_ = lam
-        self.U_, self.V_, self.objective_ = self._solve_dense(X, Y, lam, self.n_iter)
-        self.A_ = self.U_
-        self.B_ = self.V_ / column_norms(self.U_, self.V_)[:, None]
-        return self
+        return self._select_and_refit(
+            X.shape[0], grid, lambda rows: (X, Y) if rows is None else (X[rows], Y[rows]),
+            lambda data, lam, n_iter: self._solve_dense(*data, lam, n_iter),
+            lambda valid, U, V: sign_error((valid[0] @ U) @ V.T, valid[1]))
 
     def _solve_dense(self, X, Y, lam, n_iter):
         """Both half-steps exact: ``V = Y^T Z (Z^T Z + lam/2 I)^-1`` with ``Z = X U``, and
