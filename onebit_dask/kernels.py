@@ -44,8 +44,13 @@ def column_norms(A: np.ndarray, V_bot: np.ndarray) -> np.ndarray:
 
     ``n_j^2 = v_j^T (A^T A) v_j``; a zero column gets norm 1 (it stays zero).
     """
-    gram = A.T @ A
-    sq = np.einsum("ij,jk,ik->i", V_bot, gram, V_bot, optimize=True)
+    return row_norms(V_bot, A.T @ A)
+
+
+def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """``n_j = sqrt(v_j^T G v_j)`` for the rows ``v_j`` of ``V_rows`` and ``G = A^T A``;
+    a zero row gets norm 1. Row by row, so a block of labels needs only ``G``."""
+    sq = np.einsum("ij,jk,ik->i", V_rows, gram, V_rows, optimize=True)
     norms = np.sqrt(np.maximum(sq, 0.0))
     norms[norms == 0] = 1.0
     return norms
