@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator
 from . import metrics
 from ._base import FactorPredictor
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ._validation import (as_generator, check_choice, check_features, check_int,
                           check_observations, check_rank)
@@ -260,6 +261,24 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         d1, d2 = self.n_features_in_, self.n_labels_
         projection = getattr(problem, "projection", lambda A=None: None)
         start = time.perf_counter()
+        with threadpool_limits(1, user_api="blas"):  # small products: no thread start-up
+            n_active, outs = self._update(engine, data, n_obs, projection, evaluation)
+        self.n_steps_ += 1
+        self.n_samples_seen_ += n_obs
+        self._fit_s += time.perf_counter() - start
+        record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
+                  "n_active": n_active, "fit_s": self._fit_s}
+        if evaluation is not None:
+            gram = sum(o[0] for o in outs)
+            B_eval = np.concatenate([o[1] for o in outs])
+            record.update(metrics.evaluate_factored(self._test_set, problem.truth_rows(0, 0)[0],
+                                                    self.A_, gram, B_eval, d2))
+        self.history_.append(record)
+
+    def _update(self, engine, data, n_obs, projection, evaluation):
+        """The initialisation or one step; returns ``(n_active, the blocks' evaluation
+        pieces)``."""
+        d1, d2 = self.n_features_in_, self.n_labels_
         if self.n_steps_ < 0:
             model = StepModel(None, projection(None))
             if self._dense_init(d1, d2):
@@ -275,17 +294,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             self._top, n_active, outs = step(engine, data, model, self._top, n_obs, d2, eta,
                                              evaluation)
         self.A_ = self._top.Q
-        self.n_steps_ += 1
-        self.n_samples_seen_ += n_obs
-        self._fit_s += time.perf_counter() - start
-        record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
-                  "n_active": n_active, "fit_s": self._fit_s}
-        if evaluation is not None:
-            gram = sum(o[0] for o in outs)
-            B_eval = np.concatenate([o[1] for o in outs])
-            record.update(metrics.evaluate_factored(self._test_set, problem.truth_rows(0, 0)[0],
-                                                    self.A_, gram, B_eval, d2))
-        self.history_.append(record)
+        return n_active, outs
 
     def _dense_init(self, d1: int, d2: int) -> bool:
         return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
