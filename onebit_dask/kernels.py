@@ -41,9 +41,9 @@ def aligned(a: np.ndarray) -> np.ndarray:
     ``dgemm`` on a row-major ``X^T`` instead of a transposed ``X``; for small
     products (``M N K`` up to about ``10^6``) OpenBLAS's SkylakeX kernels sum the
     two layouts in a different order, and the shard products differed from the
-    in-process ones by 1 ulp. Copying unaligned inputs first makes every shard kernel see the same
-    layout wherever its data came from; an aligned array (every array NumPy
-    allocates) is returned as is, without a copy.
+    in-process ones by 1 ulp. Copying unaligned inputs first makes every shard
+    kernel see the same layout wherever its data came from; an aligned array
+    (every array NumPy allocates) is returned as is, without a copy.
     """
     return a if a.flags.aligned else a.copy(order="K")
 
