@@ -29,6 +29,25 @@ LAMBDA = float(np.sqrt(2.0 / np.pi))
 """``E[sign(x^T w) x] = LAMBDA * w`` for ``x ~ N(0, I)`` and a unit ``w`` (Lemma 1)."""
 
 
+def aligned(a: np.ndarray) -> np.ndarray:
+    """``a`` itself if its data are aligned for its dtype, else an aligned copy.
+
+    An array that Dask moved between workers can land at any byte address: the
+    TCP comm reads the message header, the pickle bytes and the first out-of-band
+    buffer into one host buffer (``distributed.comm.tcp``), so that buffer's array
+    starts wherever the header ends (e.g. 6 bytes past an 8-byte boundary).
+    NumPy's ``matmul`` hands an unaligned operand to BLAS through an aligned
+    temporary copy in C order, so ``X.T @ B`` with an unaligned ``X`` becomes a
+    ``dgemm`` on a row-major ``X^T`` instead of a transposed ``X``; for small
+    products (``M N K`` up to about ``10^6``) OpenBLAS's SkylakeX kernels sum the
+    two layouts in a different order, and the shard products differed from the
+    in-process ones by 1 ulp. Copying unaligned inputs first makes every shard
+    kernel see the same layout wherever its data came from; an aligned array
+    (every array NumPy allocates) is returned as is, without a copy.
+    """
+    return a if a.flags.aligned else a.copy(order="K")
+
+
 def scale_constant(d2: int, m: int) -> float:
     """The constant ``c = d2 / (m * lambda)`` of one batch of ``m`` observations."""
     return d2 / (m * LAMBDA)
@@ -132,10 +151,11 @@ def shard_active_rows(X, labels, y, A=None, B_rows=None, offset: int = 0) -> Act
     otherwise they are the residuals ``r = y - sign(s)`` in ``{-2, 0, 2}`` and only
     rows with ``r != 0`` are kept. The kept features are float64.
     """
+    X, labels, y = aligned(X), aligned(labels), aligned(np.asarray(y))
     n = X.shape[0]
     if A is None:
         return ActiveRows(X.astype(np.float64), labels, np.asarray(y, dtype=np.float64), n)
-    r = y - sign(shard_scores(X, labels, A, B_rows, offset))
+    r = y - sign(shard_scores(X, labels, aligned(A), aligned(B_rows), offset))
     keep = np.flatnonzero(r)
     return ActiveRows(X[keep].astype(np.float64), labels[keep], r[keep], n)
 
@@ -165,10 +185,15 @@ class ShardProduct(NamedTuple):
 
 def shard_apply(active: ActiveRows, P_top: np.ndarray, P_bot_rows: np.ndarray,
                 offset: int = 0) -> ShardProduct:
-    """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64."""
-    X = active.X
-    top = X.T @ (active.weights[:, None] * P_bot_rows[active.labels - offset])
-    uniq, rows = scatter_rows(active.labels, X @ P_top, active.weights)
+    """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64.
+
+    Inputs received from another process are first made :func:`aligned`, so the
+    bits do not depend on where the shard's rows were computed.
+    """
+    X, labels, weights = aligned(active.X), aligned(active.labels), aligned(active.weights)
+    P_top, P_bot_rows = aligned(P_top), aligned(P_bot_rows)
+    top = X.T @ (weights[:, None] * P_bot_rows[labels - offset])
+    uniq, rows = scatter_rows(labels, X @ P_top, weights)
     return ShardProduct(top, uniq, rows)
 
 
