@@ -55,6 +55,15 @@ def chol_inverse(G: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, bool]:
     return scipy.linalg.solve_triangular(R, eye, lower=False), True
 
 
+def _each(evaluation, n_blocks: int) -> list:
+    """The blocks' evaluations: ``evaluation`` (one per block) or ``None`` for each."""
+    return [None] * n_blocks if evaluation is None else evaluation
+
+
+def _commit_evaluated(block, evaluation, Q, V, gram_A):
+    return B.commit(block, Q, V, gram_A, evaluation)
+
+
 def _sum(parts):
     """Sum in order (the reductions' fixed order)."""
     total = None
@@ -109,9 +118,9 @@ def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):
     S = add_label_rows(np.zeros((d2, d1)), engine.map(B.label_sums))
     Q0, V0 = initialise_dense(S, n_obs, d1, d2, rank)
     A = Q0[:d1]
-    rows = [(Q0[d1 + lo: d1 + hi], V0[d1 + lo: d1 + hi]) for lo, hi in zip(bounds[:-1],
-                                                                          bounds[1:])]
-    outs = engine.map(B.set_state, A.T @ A, evaluation, per_block=rows)
+    rows = [(Q0[d1 + lo: d1 + hi], V0[d1 + lo: d1 + hi], ev)
+            for lo, hi, ev in zip(bounds[:-1], bounds[1:], _each(evaluation, len(bounds) - 1))]
+    outs = engine.map(B.set_state, A.T @ A, per_block=rows)
     return TopState(A, V0[:d1]), outs
 
 
@@ -140,7 +149,8 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     grams = engine.map(B.transform, "P", "Y", pick @ both, True)
     Q_top = cholqr2(engine, np.hstack([U, U]), "Y", "Q", grams, n)
     V_top, _ = product(engine, c, Q_top, "Q", "V")
-    outs = engine.map(B.commit, "Q", "V", Q_top.T @ Q_top, evaluation)
+    outs = engine.map(_commit_evaluated, "Q", "V", Q_top.T @ Q_top,
+                      per_block=_each(evaluation, len(engine.handles)))
     return TopState(Q_top, V_top), outs
 
 
@@ -164,6 +174,6 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     Rinv, _ = chol_inverse(top.T @ top + _sum(grams), n_rows)
     Q_top = top @ Rinv
     outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
-                      evaluation)
+                      per_block=_each(evaluation, len(engine.handles)))
     V_top = _combine(outs, A, scale)
     return TopState(Q_top, V_top), n_active, [o[2] for o in outs]

@@ -238,7 +238,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         evaluation = None
         if problem is not None:
             self._test_set = problem.test_set()
-            evaluation = Evaluation(problem, self._test_set.labels)
+            labels = self._test_set.labels
+            evaluation = [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
+                          for lo, hi in zip(self._bounds[:-1], self._bounds[1:])]
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
             upcoming = self._prepare(engine, batches(0))
             for t in range(self.n_iter + 1):

@@ -18,6 +18,7 @@ from conftest import DaskProcesses, local_client, make_certificates
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 
 PROBLEM = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500)
+EXPLICIT = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500, sampler="explicit")
 PARAMS = dict(batch_size=8000, n_iter=3, n_shards=4, random_state=0)
 
 
@@ -38,7 +39,9 @@ def assert_same_fit(a, b):
 def test_dask_equals_in_process(reference, n_workers):
     with local_client(n_workers) as client:
         est = OneBitMultiLabel(2, client=client, **PARAMS).fit(PROBLEM)
+        explicit = OneBitMultiLabel(2, client=client, **PARAMS).fit(EXPLICIT)
     assert_same_fit(reference, est)
+    assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT), explicit)
 
 
 def test_randomized_init_on_dask_equals_in_process(client2):
@@ -66,7 +69,7 @@ class TaskSpecSizes(SchedulerPlugin):
 def test_no_task_carries_the_features_from_the_client(client2):
     problem = SyntheticProblem(200, 30, 2, seed=1, n_test=100)
     m, shards = 40_000, 4
-    client2.register_plugin(TaskSpecSizes())
+    client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
     OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=shards, client=client2).fit(problem)
     sizes = client2.run_on_scheduler(
         lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
@@ -74,6 +77,22 @@ def test_no_task_carries_the_features_from_the_client(client2):
     shard_bytes = m // shards * problem.d1 * 4  # one shard's float32 features: 2 MB
     # the largest task carries (d1 + d2/S) x 2k factors, a few kB
     assert max(sizes.values()) < shard_bytes / 100, max(sizes.values())
+
+
+def test_label_side_state_never_travels_from_the_client(client2):
+    """With the matrix-free initialisation, no task carries more than O(k (d1 + k)) numbers:
+    the label rows of Q, V and B stay in their blocks on the workers."""
+    problem = SyntheticProblem(20, 6000, 2, seed=1, n_test=100)
+    client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
+    est = OneBitMultiLabel(2, batch_size=20_000, n_iter=2, n_shards=4, init_svd="randomized",
+                           client=client2).fit(problem)
+    sizes = client2.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
+    l, d1 = 4, problem.d1
+    small = 8 * (l * (d1 + l)) * 6  # a few d1 x l and l x l blocks per task
+    label_side = 8 * problem.d2 * l  # one d2 x l array: 192 kB
+    assert max(sizes.values()) < small < label_side / 10, max(sizes.values())
+    assert est.history_[-1]["auc"] > 0.9
 
 
 def test_subprocess_scheduler_via_cli(dask_processes):

@@ -27,7 +27,7 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from ..kernels import ActiveRows, row_norms, scatter_rows, shard_active_rows
+from ..kernels import ActiveRows, aligned, row_norms, scatter_rows, shard_active_rows
 
 
 class StepModel(NamedTuple):
@@ -40,7 +40,7 @@ class StepModel(NamedTuple):
 
 class Evaluation(NamedTuple):
     """What a block reports for the metrics: ``truth`` has ``truth_rows(lo, hi)``;
-    ``labels`` are the evaluated labels (sorted, global)."""
+    ``labels`` are the evaluated labels that lie in the block (sorted, global)."""
 
     truth: Any
     labels: np.ndarray
@@ -63,6 +63,30 @@ class Block:
         return replace(self, slots=new, out=out,
                        active=active if active is not None else (self.active if keep_active
                                                                  else None))
+
+
+def _own(value):
+    """``value`` with every array in it aligned (:func:`onebit_dask.kernels.aligned`)."""
+    if isinstance(value, np.ndarray):
+        return aligned(value)
+    if isinstance(value, Block):
+        active = value.active
+        if active is not None:
+            active = ActiveRows(aligned(active.X), aligned(active.labels),
+                                aligned(active.weights), active.n_obs)
+        return replace(value, slots={k: aligned(v) for k, v in value.slots.items()},
+                       active=active)
+    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        return type(value)(_own(v) for v in value)
+    return value
+
+
+def call(fn, block: Block, *args) -> Block:
+    """``fn(block, *args)`` with the block's and the arguments' arrays aligned first: an
+    array that arrived from another process can sit at any byte address, and the BLAS
+    kernels for a transposed operand then sum in another order (1 ulp apart). Both
+    engines run every block function through here."""
+    return fn(_own(block), *(_own(a) for a in args))
 
 
 # -- data -----------------------------------------------------------------------------
@@ -176,9 +200,7 @@ def _evaluation(block: Block, evaluation: Evaluation | None):
     B = block.slots["B"]
     B_true = evaluation.truth.truth_rows(block.lo, block.hi)[1]
     R = np.hstack([B_true, B])
-    labels = evaluation.labels
-    mine = labels[(labels >= block.lo) & (labels < block.hi)] - block.lo
-    return R.T @ R, B[mine]
+    return R.T @ R, B[evaluation.labels - block.lo]
 
 
 def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None = None,
@@ -191,9 +213,10 @@ def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None =
     return replace(new, out=_evaluation(new, evaluation))
 
 
-def set_state(block: Block, rows, gram_A, evaluation: Evaluation | None = None) -> Block:
-    """The state from given rows ``(Q_s, V_s)`` (the dense initialisation)."""
-    return commit(block, "Q", "V", gram_A, evaluation, *rows)
+def set_state(block: Block, rows, gram_A) -> Block:
+    """The state from given rows ``(Q_s, V_s, evaluation)`` (the dense initialisation)."""
+    Q_rows, V_rows, evaluation = rows
+    return commit(block, "Q", "V", gram_A, evaluation, Q_rows, V_rows)
 
 
 # -- the fused rounds of a step -----------------------------------------------------------
@@ -206,8 +229,8 @@ def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float) ->
     return block.evolve(out=(n_active, top, low, Y.T @ Y), Y=Y)
 
 
-def step_close(block: Block, Rinv, Qn_top, AtQn, scale: float, gram_An,
-               evaluation: Evaluation | None) -> Block:
+def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
+               gram_An) -> Block:
     """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
     new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``."""
     Qn = block.slots["Y"] @ Rinv

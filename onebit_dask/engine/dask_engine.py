@@ -73,7 +73,7 @@ class DaskEngine:
     def map(self, fn, *args, per_block=None) -> list:
         submit = self.client.submit
         with _large_arguments_expected():
-            new = [submit(fn, h, *(() if per_block is None else (per_block[s],)), *args,
+            new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
                           pure=False, priority=1)
                    for s, h in enumerate(self.handles)]
         outs = [submit(B.out_of, f, pure=False, priority=1) for f in new]

@@ -36,7 +36,7 @@ class LocalEngine:
         """Run ``fn(block, [per_block[s],] *args)`` on every block; the small results in
         block order."""
         with threadpool_limits(1, user_api="blas"):
-            self.handles = [fn(h, *(() if per_block is None else (per_block[s],)), *args)
+            self.handles = [B.call(fn, h, *(() if per_block is None else (per_block[s],)), *args)
                             for s, h in enumerate(self.handles)]
         return [h.out for h in self.handles]
 
