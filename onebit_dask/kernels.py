@@ -132,6 +132,7 @@ class ActiveRows(NamedTuple):
     labels: np.ndarray  # (n_active,), int64, global label indices
     weights: np.ndarray  # (n_active,), float64
     n_obs: int  # observations in the shard before selection
+    by_label: bool = False  # one row per label, labels sorted (per-label sums)
 
 
 def shard_scores(X: np.ndarray, labels: np.ndarray, A: np.ndarray, B_rows: np.ndarray,

@@ -63,13 +63,15 @@ def noisy_bits(z: np.ndarray, flip: float, noise_std: float, rng) -> np.ndarray:
 def complete_rows(P: np.ndarray, coef: np.ndarray, scale: np.ndarray, rng) -> np.ndarray:
     """Rows ``P coef_i + scale_i (I - P P^T) g_i``, ``g_i ~ N(0, I_d1)``, as float64.
 
-    ``coef`` is ``(n, r)``, ``scale`` ``(n,)``; draws ``n x d1`` normals.
+    ``coef`` is ``(n, r)``, ``scale`` ``(n,)``; draws ``n x d1`` float32 normals (as the
+    explicit sampler's features are float32) and projects them in float32.
     """
-    g = rng.standard_normal((coef.shape[0], P.shape[0]))
-    g -= (g @ P) @ P.T
-    g *= scale[:, None]
-    g += coef @ P.T
-    return g
+    g = rng.standard_normal((coef.shape[0], P.shape[0]), dtype=np.float32)
+    P32 = P.astype(np.float32)
+    g -= (g @ P32) @ P32.T
+    rows = coef @ P.T
+    rows += scale[:, None] * g
+    return rows
 
 
 def projected_rows(u: np.ndarray, labels: np.ndarray, weights: np.ndarray, P: np.ndarray,
@@ -82,7 +84,7 @@ def projected_rows(u: np.ndarray, labels: np.ndarray, weights: np.ndarray, P: np
     uniq, coef = scatter_rows(labels, u, weights)
     _, sq = scatter_rows(labels, np.ones((labels.size, 1)), weights * weights)
     rows = complete_rows(P, coef, np.sqrt(sq[:, 0]), rng)
-    return ActiveRows(rows, uniq, np.ones(uniq.size), n_obs)
+    return ActiveRows(rows, uniq, np.ones(uniq.size), n_obs, by_label=True)
 
 
 def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_true: np.ndarray,

@@ -72,8 +72,8 @@ def _own(value):
     if isinstance(value, Block):
         active = value.active
         if active is not None:
-            active = ActiveRows(aligned(active.X), aligned(active.labels),
-                                aligned(active.weights), active.n_obs)
+            active = active._replace(X=aligned(active.X), labels=aligned(active.labels),
+                                     weights=aligned(active.weights))
         return replace(value, slots={k: aligned(v) for k, v in value.slots.items()},
                        active=active)
     if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
@@ -147,6 +147,8 @@ def activate(block: Block, data, model: StepModel) -> Block:
 def label_sums(block: Block) -> Block:
     """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
     a = block.active
+    if a.by_label:
+        return block.evolve(out=(a.labels, a.weights[:, None] * a.X))
     return block.evolve(out=scatter_rows(a.labels, a.X, a.weights))
 
 
@@ -154,7 +156,10 @@ def _product(block: Block, P_rows, P_top, AtP, scale):
     """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring)."""
     a = block.active
     top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
-    uniq, rows = scatter_rows(a.labels, a.X @ P_top, a.weights)
+    if a.by_label:  # one row per label: nothing to add up
+        uniq, rows = a.labels, a.weights[:, None] * (a.X @ P_top)
+    else:
+        uniq, rows = scatter_rows(a.labels, a.X @ P_top, a.weights)
     Z = np.zeros((block.hi - block.lo, P_top.shape[1]))
     Z[uniq - block.lo] += rows
     Z *= scale
