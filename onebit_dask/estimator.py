@@ -102,7 +102,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     history_ : list of dict
         One entry per iteration (0 = after the initialisation): ``iteration``,
         ``n_samples``, ``n_active`` (observations with a non-zero residual),
-        ``fit_s`` (cumulative training time) and, when the data come with a test
+        ``fit_s`` (cumulative training time), ``client_bytes`` (array bytes the
+        client sent to and gathered from the label blocks in that iteration; 0
+        in-process) and, when the data come with a test
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``.
     """
 
@@ -263,13 +265,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         d1, d2 = self.n_features_in_, self.n_labels_
         projection = getattr(problem, "projection", lambda A=None: None)
         start = time.perf_counter()
+        traffic = engine.bytes_sent + engine.bytes_received
         with threadpool_limits(1, user_api="blas"):  # small products: no thread start-up
             n_active, outs = self._update(engine, data, n_obs, projection, evaluation)
         self.n_steps_ += 1
         self.n_samples_seen_ += n_obs
         self._fit_s += time.perf_counter() - start
         record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
-                  "n_active": n_active, "fit_s": self._fit_s}
+                  "n_active": n_active, "fit_s": self._fit_s,
+                  "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
         if evaluation is not None:
             gram = sum(o[0] for o in outs)
             B_eval = np.concatenate([o[1] for o in outs])

@@ -17,6 +17,8 @@ import contextlib
 import operator
 import warnings
 
+from dask.sizeof import sizeof
+
 from . import blocks as B
 from .local import LocalEngine, _aligned
 
@@ -42,6 +44,8 @@ class DaskEngine:
     def __init__(self, client, handles=None):
         self.client = client
         self.handles = list(handles or [])
+        self.bytes_sent = 0  # array arguments the client put into block tasks
+        self.bytes_received = 0  # small results the client gathered
 
     @property
     def n_workers(self) -> int:
@@ -78,7 +82,11 @@ class DaskEngine:
                    for s, h in enumerate(self.handles)]
         outs = [submit(B.out_of, f, pure=False, priority=1) for f in new]
         self.handles = new
-        return self.client.gather(outs)
+        results = self.client.gather(outs)
+        self.bytes_sent += sizeof(args) * len(new) + (0 if per_block is None else sum(
+            sizeof(p) for p in per_block if not _holds_futures(p)))
+        self.bytes_received += sizeof(results)
+        return results
 
     def blocks(self) -> list:
         """The blocks, gathered into this process."""
@@ -86,6 +94,10 @@ class DaskEngine:
 
     def local(self) -> LocalEngine:
         return LocalEngine(self.blocks())
+
+
+def _holds_futures(value) -> bool:
+    return isinstance(value, list) and any(hasattr(v, "key") for v in value)
 
 
 def _identity(block):

@@ -16,6 +16,7 @@ class LocalEngine:
 
     n_workers = 0
     prefetches = False
+    bytes_sent = bytes_received = 0  # nothing travels
 
     def __init__(self, handles=None):
         self.handles = list(handles or [])
