@@ -40,7 +40,8 @@ _JOBQUEUE = {"cores": int, "memory": str, "processes": int, "queue": str, "accou
              "python": str, "name": str, "worker_extra_args": list,
              "death_timeout": (int, float), "scheduler_options": dict}
 # walltimes the batch system accepts (checked against a real sbatch in tests/test_backends.py)
-_WALLTIME = {"slurm": (re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|-1|(?i:infinite|unlimited))$"),
+_WALLTIME = {"slurm": (re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|-1"
+                                  r"|(?i:infinite|unlimited))$"),
                        "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"),
              "pbs": (re.compile(r"^\d+(:\d+){0,2}$"), "seconds, MM:SS or HH:MM:SS")}
 # kind -> (allowed option keys with their types, required option keys)
@@ -101,11 +102,13 @@ def _check_type(where: str, key: str, value, expected) -> None:
                                  f"expected {names}")
 
 
-def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "") -> None:
+def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "",
+                allowed_text: str | None = None) -> None:
     for key, value in mapping.items():
         if key not in allowed:
-            raise ClusterConfigError(f"{where}: unknown key '{prefix}{key}'{_suggest(key, allowed)};"
-                                     f" allowed: {', '.join(sorted(allowed))}")
+            listed = allowed_text or ", ".join(sorted(allowed))
+            raise ClusterConfigError(f"{where}: unknown key '{prefix}{key}'"
+                                     f"{_suggest(key, allowed)}; allowed: {listed}")
         _check_type(where, prefix + str(key), value, allowed[key])
 
 
@@ -158,7 +161,9 @@ def _check_ssh_connect(where: str, connect: dict) -> None:
             "off: give a known-hosts file (or leave the key out to use ~/.ssh/known_hosts)")
     allowed = _ssh_connect_keys()
     _check_keys(where, connect, {k: _SSH_CONNECT_TYPES.get(k, object) for k in allowed},
-                prefix="options.connect_options.")
+                prefix="options.connect_options.",
+                allowed_text="the options of asyncssh.SSHClientConnectionOptions, e.g. port, "
+                             "username, known_hosts, client_keys")
     files = connect.get("known_hosts", [])
     for file in [files] if isinstance(files, str) else files:
         if not isinstance(file, str) or not os.path.isfile(os.path.expanduser(file)):

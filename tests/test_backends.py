@@ -156,9 +156,9 @@ def test_slurm_sweep_equals_in_process(slurm, in_process_cube, tmp_path):
 
 
 def test_slurm_fit_equals_in_process(slurm, in_process_fit, tmp_path):
-    proc, seen = run_watching_jobs(slurm, [*FIT, "--cluster", slurm_config(tmp_path)])
+    proc, seen = run_watching_jobs(slurm, [*FIT, "--cluster", slurm_config(tmp_path, n_jobs=1)])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
-    check_jobs_ran_and_ended(slurm, seen, tmp_path, 2)
+    check_jobs_ran_and_ended(slurm, seen, tmp_path, 1)
     assert fit_numbers(json.loads(proc.stdout_text)) == in_process_fit
 
 
@@ -176,8 +176,9 @@ def test_slurm_refused_job_is_one_line(slurm, tmp_path, change, reason):
     assert time.monotonic() - start < 60 and not slurm.jobs()
 
 
-@pytest.mark.parametrize("walltime", ["90", "90:00", "02:00:00", "1-02", "1-2:3", "1-2:3:4",
-                                      "UNLIMITED", "2h", "1.5", "2:00:00:00", "1-2:3:4:5", "02:00:"])
+@pytest.mark.parametrize("walltime", [
+    "90", "90:00", "02:00:00", "1-02", "1-2:3", "1-2:3:4", "UNLIMITED",  # both accept
+    "2h", "1.5", "2:00:00:00", "1-2:3:4:5", "02:00:"])  # both refuse
 def test_walltime_check_agrees_with_sbatch(slurm, walltime):
     config = {"kind": "slurm", "options": {"cores": 1, "memory": "1GiB", "walltime": walltime}}
     try:
