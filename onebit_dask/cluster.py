@@ -14,9 +14,13 @@ A config is a YAML mapping::
       require_encryption: true
 
 :func:`load_cluster_config` checks the whole file and raises one error naming
-the key; :func:`cluster_spec` shows what would be started (a job script, the
-operator's cluster spec, keyword arguments) without starting anything;
-:func:`make_cluster` starts it.
+the key (:class:`ClusterConfigError`): keys and types, for SLURM/PBS the memory
+size, the walltime and worker flags dask-jobqueue sets itself, for SSH asyncssh's
+connection options and the known-hosts file (host keys are always checked).
+:func:`cluster_spec` shows what would be started (a job script, the operator's
+cluster spec, keyword arguments) without starting anything; :func:`make_cluster`
+starts it (a SLURM job is first offered to ``sbatch --test-only``) and raises
+:class:`ClusterStartError`, one line saying what to do, when it does not start.
 """
 
 from __future__ import annotations
@@ -140,11 +144,11 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
                 "from options.cores, options.processes and options.memory: remove it there")
 
 
-def _ssh_connect_keys() -> set:
+def _ssh_connect_keys(where: str) -> set:
     try:
         import asyncssh
     except ImportError:
-        raise ClusterConfigError("kind='ssh' needs asyncssh: pip install "
+        raise ClusterConfigError(f"{where}: kind='ssh' needs asyncssh: pip install "
                                  "'onebit-dask[cluster]'") from None
     import inspect
 
@@ -159,7 +163,7 @@ def _check_ssh_connect(where: str, connect: dict) -> None:
         raise ClusterConfigError(
             f"{where}: options.connect_options.known_hosts=None turns SSH host-key checking "
             "off: give a known-hosts file (or leave the key out to use ~/.ssh/known_hosts)")
-    allowed = _ssh_connect_keys()
+    allowed = _ssh_connect_keys(where)
     _check_keys(where, connect, {k: _SSH_CONNECT_TYPES.get(k, object) for k in allowed},
                 prefix="options.connect_options.",
                 allowed_text="the options of asyncssh.SSHClientConnectionOptions, e.g. port, "

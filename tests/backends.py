@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 ENABLE = ("run as root with the daemons installed: "
           "apt-get install -y slurm-wlm munge openssh-server (see cluster/README.md)")
 SLURM_PROGRAMS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo",
@@ -211,12 +213,25 @@ PartitionName={self.partition} Nodes={node} Default=YES MaxTime=INFINITE State=U
         return self.run("squeue", "-h", "-o", "%i").split()
 
     def stop(self) -> None:
-        try:  # leave no job behind, then stop the daemons
-            subprocess.run(["scancel", "--full", "-p", self.partition], env=self.env,
+        try:  # leave no job behind: cancel, wait until they are gone, then stop the daemons
+            subprocess.run(["scancel", "-p", self.partition], env=self.env,
                            capture_output=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
+            deadline = time.monotonic() + 30
+            while self.jobs() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        except (OSError, subprocess.SubprocessError):
             pass
         super().stop()
+        # a job step's slurmstepd outlives slurmd (and ignores SIGTERM): end any that
+        # still writes into this directory
+        for proc in psutil.process_iter(["name"]):
+            if proc.info["name"] != "slurmstepd":
+                continue
+            try:
+                if any(f.path.startswith(str(self.root)) for f in proc.open_files()):
+                    proc.kill()
+            except psutil.Error:
+                pass
 
 
 class Sshd(Daemons):
