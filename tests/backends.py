@@ -18,8 +18,9 @@ from pathlib import Path
 
 import psutil
 
-ENABLE = ("run as root with the daemons installed: "
-          "apt-get install -y slurm-wlm munge openssh-server (see cluster/README.md)")
+ENABLE = ("to run these tests, install the daemons (apt-get install -y slurm-wlm munge "
+          "openssh-server) and the cluster extra (pip install -e '.[test,cluster]'), then run "
+          "pytest as root; see cluster/README.md")
 SLURM_PROGRAMS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo",
                   "scancel")
 SSH_PROGRAMS = ("sshd", "ssh", "ssh-keygen")
@@ -48,7 +49,7 @@ def missing_sshd() -> str | None:
         import asyncssh  # noqa: F401  (distributed.SSHCluster needs it)
         extra = ()
     except ImportError:
-        extra = ("asyncssh is not installed (pip install 'onebit-dask[cluster]')",)
+        extra = ("asyncssh is not installed",)
     return _missing(SSH_PROGRAMS, extra)
 
 

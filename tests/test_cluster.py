@@ -1,6 +1,9 @@
 """Every shipped cluster config loads and turns into its cluster, job script or spec."""
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -129,3 +132,15 @@ def test_tls_files_must_exist():
         "ca_file": "/nonexistent/ca.pem", "cert": "c", "key": "k"}})
     with pytest.raises(ClusterConfigError, match="security.ca_file='/nonexistent/ca.pem'"):
         make_cluster(config)
+
+
+def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
+    """Where SLURM is not installed, the shipped config fails before a scheduler starts."""
+    config = pathlib.Path(__file__).parents[1] / "cluster" / "slurm.yaml"
+    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--d1", "20", "--d2", "10",
+                           "--rank", "2", "--n-iter", "1", "--quiet", "--cluster", str(config)],
+                          env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sbatch is not on PATH" in lines[0], proc.stderr
