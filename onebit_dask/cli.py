@@ -179,6 +179,8 @@ def _run_report(args) -> int:
 
 
 def main(argv=None) -> int:
+    from .cluster import ClusterStartError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -186,6 +188,9 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return 2
+    except ClusterStartError as exc:  # a checked config whose cluster did not start
+        print(f"onebit-dask: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
