@@ -182,6 +182,9 @@ def _run_sweep(args) -> int:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return 1
     try:
+        from .sweep.lock import StoreLock
+
+        StoreLock(args.out).probe()  # in use: refuse before starting a cluster
         with open_client(**_target(args), timeout=args.connect_timeout, quiet=args.quiet,
                          adapt=adapt) as client:
             summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,

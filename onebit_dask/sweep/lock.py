@@ -138,6 +138,17 @@ class StoreLock:
             self._refuse(moved, 0.0)
         os.remove(grave)
 
+    def probe(self) -> None:
+        """Raise :class:`StoreLockedError` now if a live runner holds the lock (a check
+        before starting a cluster; :meth:`acquire` is what decides)."""
+        holder = _read(self.path)
+        try:
+            age = time.time() - os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return
+        if self._stale(holder, age) is None:
+            self._refuse(holder, age)
+
     # -- heartbeat ----------------------------------------------------------------
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):

@@ -201,8 +201,7 @@ def _on_cluster(client, todo, fixed, retries, tick):
 
 def _full_disk(out: str, exc: OSError, written: int, left: int) -> SweepRuntimeError:
     return SweepRuntimeError(
-        f"could not write the results to {out!r}: {exc.strerror or exc} "
-        f"({'no space left on the device' if exc.errno == 28 else 'a write failed'}); "
+        f"could not write the results to {out!r}: {exc.strerror or exc}; "
         f"{written} cells written by this run are kept, {left} cells will run again: "
         "free space and run the same command again")
 

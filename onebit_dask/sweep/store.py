@@ -257,9 +257,11 @@ def _ours_without_attributes(path: str) -> bool:
 
 
 def _has_chunks(path: str) -> bool:
-    for _, _, files in os.walk(path):
-        if any(f != "zarr.json" for f in files):
-            return True
+    """Whether any result variable has a chunk written (coordinates do not count)."""
+    for name in VARIABLES:
+        for _, _, files in os.walk(os.path.join(path, name)):
+            if any(f != "zarr.json" for f in files):
+                return True
     return False
 
 
