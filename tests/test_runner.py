@@ -129,7 +129,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     np.testing.assert_array_equal(final["wall_s"].values[done_before], wall_before)
     a, b = values(killed), values(clean)
     xr.testing.assert_equal(a, b)  # values and coordinates
-    assert a.attrs["spec_fingerprint"] == b.attrs["spec_fingerprint"]
+    assert (open_cube(killed).attrs["spec_fingerprint"]
+            == open_cube(clean).attrs["spec_fingerprint"])
 
 
 def test_failed_cell_is_recorded_and_others_go_on(tmp_path, monkeypatch):
@@ -246,7 +247,8 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
 
     from conftest import local_client
 
-    spec = parse_spec(KILL_SPEC.replace("seed: [0, 1, 2, 3, 4, 5]", "seed: [0, 1]"))
+    spec = parse_spec(KILL_SPEC.replace("seed: [0, 1, 2, 3, 4, 5]", "seed: [0, 1]")
+                      .replace("noise: [none, flip=0.05]", "noise: [none]"))
     path = str(tmp_path / "w.zarr")
     with local_client(2) as client:
         pids = client.run(os.getpid)
@@ -263,21 +265,22 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
                     break
             time.sleep(0.02)
         assert victim is not None
-        time.sleep(0.2)  # into the fit
+        time.sleep(0.1)  # into the fit
+        assert client.processing()[victim], "the cell finished before the kill"
         os.kill(pids[victim], signal.SIGKILL)
         runner.join(timeout=300)
     summary = box["summary"]
-    assert (summary.ran, summary.failed) == (8, 0)
+    assert (summary.ran, summary.failed) == (4, 0)
     ds = open_cube(path)
     assert ds["done"].all() and not ds["failed"].any()
 
 
-def test_two_runners_on_one_store(tmp_path):
+def test_two_runners_on_one_store(tmp_path, in_process):
     """Started together: one runs, the other refuses at once naming the holder; the cube
     equals an undisturbed run."""
     spec_path = tmp_path / "two.yaml"
-    spec_path.write_text(KILL_SPEC)
-    shared, clean = tmp_path / "shared.zarr", tmp_path / "clean.zarr"
+    spec_path.write_text(SPEC_TEXT)
+    shared = tmp_path / "shared.zarr"
     procs = [subprocess.Popen(_sweep_cmd(spec_path, shared), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -288,8 +291,7 @@ def test_two_runners_on_one_store(tmp_path):
     assert len(refused.strip().splitlines()) == 1
     assert "in use by another sweep runner" in refused and f"pid {winner.pid}" in refused
     assert "since" in refused
-    subprocess.run(_sweep_cmd(spec_path, clean), check=True, capture_output=True, timeout=600)
-    xr.testing.assert_equal(values(shared), values(clean))
+    xr.testing.assert_equal(values(shared), values(in_process))
 
 
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
