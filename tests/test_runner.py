@@ -389,3 +389,20 @@ def test_adapt_flag(tmp_path, capsys):
     assert main([*base, "--workers", "0", "--adapt", "1:2"]) == 2
     assert "not with --scheduler or --workers" in capsys.readouterr().err
     assert not (tmp_path / "x.zarr").exists()
+
+
+def test_damaged_store_one_line_exit_1(tmp_path, in_process, capsys):
+    import shutil
+
+    from onebit_dask.cli import main
+
+    spec_path = tmp_path / "d.yaml"
+    spec_path.write_text(SPEC_TEXT)
+    broken = tmp_path / "broken.zarr"
+    shutil.copytree(in_process, broken)
+    shutil.rmtree(broken / "done")
+    assert main(["sweep", str(spec_path), "--out", str(broken), "--workers", "0",
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "is damaged (the array 'done' is missing)" in err and "--overwrite" in err

@@ -41,6 +41,7 @@ class SweepSummary:
     skipped_failed: int = 0
     failed: int = 0
     wall_s: float = 0.0
+    cell_s: float = 0.0  # seconds inside the cells (fit and evaluation), summed
 
     def __str__(self) -> str:
         earlier = (f", {self.skipped_failed} skipped (failed before; --retry-failed runs "
@@ -281,6 +282,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
                     result, where, seconds = outcome if outcome else (None, {}, 0.0)
                     writer.add(cell.index, cell.all_steps, cell.params, result, where)
                     bar.update(cell.params, error, seconds, where.get("engine", "local"))
+                    summary.cell_s += seconds
                     if error is None:
                         summary.ran += 1
                     else:

@@ -271,7 +271,7 @@ def damage(path: str, spec: SweepSpec) -> str | None:
 
     ctx = _quiet_zarr()
     try:
-        group = zarr.open_group(os.fspath(path), mode="r")
+        group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
         for name in VARIABLES:
             if name not in group:
                 return f"the array {name!r} is missing"
@@ -314,7 +314,7 @@ def flags(path: str) -> tuple[np.ndarray, np.ndarray]:
     """The ``done`` and ``failed`` masks."""
     import zarr
 
-    group = zarr.open_group(os.fspath(path), mode="r")
+    group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
     return group["done"][...], group["failed"][...]
 
 
@@ -353,7 +353,7 @@ class CubeWriter:
         import zarr
 
         self.path, self.spec = os.fspath(path), spec
-        group = zarr.open_group(self.path, mode="r+")
+        group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
         self.arrays = {name: group[name] for name in VARIABLES}
         self.before_write = before_write
         self.pending = []  # (indices, params, result or None)
