@@ -234,6 +234,9 @@ def test_large_cells_run_across_the_cluster(tmp_path, client2):
     engine = ds["engine"].squeeze()
     assert (engine.sel(batch_size=8000) == "dask").all()
     assert (engine.sel(batch_size=2000) == "local").all()
+    worker = ds["worker"].squeeze()
+    assert (worker.sel(batch_size=8000) == client2.scheduler.address).all()
+    assert set(worker.sel(batch_size=2000).values) <= set(client2.scheduler_info()["workers"])
     shard_tasks = [t for t in stream.data if not t["key"].startswith("compute_cell")]
     cell_tasks = [t for t in stream.data if t["key"].startswith("compute_cell")]
     assert len(cell_tasks) == 3
