@@ -43,6 +43,8 @@ def test_layout(cube):
         assert ds[name].dims == (*SPEC.dims, "iteration")
     for name in ("wall_s", "done", "failed", "worker", "host", "engine"):
         assert ds[name].dims == SPEC.dims
+    # every variable can be masked (the README's ds.where(..., drop=True))
+    ds.where(ds["noise_model"].load() == "flip", drop=True).load()
     for name in store.VARIABLES:
         assert "description" in ds[name].attrs and "units" in ds[name].attrs
     # one chunk holds all 96 cells of this grid
@@ -149,7 +151,7 @@ def test_creation_is_fast_and_atomic(tmp_path):
     path = str(tmp_path / "big.zarr")
     start = time.perf_counter()
     store.create(path, big)
-    assert time.perf_counter() - start < 5.0
+    assert time.perf_counter() - start < 10.0  # 27 s before; about 1 s idle
     assert sorted(os.listdir(tmp_path)) == ["big.zarr"]  # no build directory left behind
     assert store.damage(path, big) is None
     # a build interrupted by a kill leaves only a hidden directory, removed next time

@@ -51,7 +51,7 @@ CELL_VARIABLES = {
     "worker": ("", "address of the Dask worker that ran the cell; for a cell fitted across "
                    "the cluster (engine 'dask') the scheduler's address; empty in-process"),
     "host": ("", "host name of the machine that ran the cell (the runner's for engine 'dask' "
-                 "and in-process)"),
+                 "and in-process; at most 64 characters)"),
     "engine": ("", "'local': the cell's fit ran in one process (one task); 'dask': it ran "
                    "with the Dask engine, its shards on all the workers"),
 }
@@ -60,6 +60,7 @@ FLAGS = {
     "failed": ("", "True if the cell raised; its error is in STORE.failures.jsonl"),
 }
 STRINGS = ("worker", "host", "engine")
+STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
 COORDS = {
     "method": "estimator", "d1": "feature dimension", "d2": "number of labels",
@@ -160,7 +161,7 @@ def _build(path: str, spec: SweepSpec) -> None:
         per_iteration = name in ITERATION_VARIABLES
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
         if name in STRINGS:
-            dtype, fill = str, ""
+            dtype, fill = f"<U{STRING_LENGTH}", ""
         group.create_array(
             name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
@@ -390,7 +391,7 @@ class CubeWriter:
                     self.arrays[name].set_coordinate_selection(
                         it_sel, np.repeat(np.array(rows), repeat, axis=0))
                 per_cell = {"wall_s": [float(r["wall_s"]) for _, _, r, _ in ok],
-                            **{k: [w[k] for *_, w in ok] for k in STRINGS}}
+                            **{k: [w[k][:STRING_LENGTH] for *_, w in ok] for k in STRINGS}}
                 for name, vals in per_cell.items():
                     self.arrays[name].set_coordinate_selection(
                         grid_sel, np.repeat(np.array(vals), repeat))
