@@ -319,6 +319,18 @@ def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
     with StoreLock(out, stale_after=120) as lock:
         assert json.load(open(f"{out}.lock"))["token"] == lock.info["token"]
     assert not os.path.exists(f"{out}.lock")
+    # a runner whose lock was taken over (it froze too long) stops before its next write
+    with StoreLock(out, heartbeat=0.05) as lock:
+        before = os.stat(f"{out}.lock").st_mtime_ns
+        time.sleep(0.3)
+        assert os.stat(f"{out}.lock").st_mtime_ns > before  # the heartbeat
+        lock.check()
+        with open(f"{out}.lock", "w") as fh:
+            json.dump({"host": "elsewhere", "pid": 7, "started": "now", "token": "z"}, fh)
+        with pytest.raises(StoreLockedError, match="taken over by elsewhere pid 7"):
+            time.sleep(0.3)
+            lock.check()
+    assert json.load(open(f"{out}.lock"))["token"] == "z"  # not removed: not ours
 
 
 def test_full_disk_then_rerun_completes(tmp_path, monkeypatch):

@@ -302,6 +302,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
                 pass
             raise
         finally:
+            results.close()  # cancels the tasks still queued (after an error)
             bar.close()
         try:
             store.consolidate(out)
