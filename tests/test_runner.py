@@ -236,6 +236,7 @@ def test_large_cells_run_across_the_cluster(tmp_path, client2):
     assert (engine.sel(batch_size=2000) == "local").all()
     worker = ds["worker"].squeeze()
     assert (worker.sel(batch_size=8000) == client2.scheduler.address).all()
+    assert "batch_size * d1 >= 100000" in ds.attrs["placement"]
     assert set(worker.sel(batch_size=2000).values) <= set(client2.scheduler_info()["workers"])
     shard_tasks = [t for t in stream.data if not t["key"].startswith("compute_cell")]
     cell_tasks = [t for t in stream.data if t["key"].startswith("compute_cell")]

@@ -200,6 +200,17 @@ def _on_cluster(client, todo, fixed, retries, tick):
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def placement_text(fixed: dict, client) -> str:
+    """The ``placement`` attribute: where the last run ran the cells (per cell: ``engine``)."""
+    if client is None:
+        return "in-process: every cell in the runner with the in-process engine"
+    rule = {"always": "every onebit cell", "never": "no cell",
+            "auto": (f"onebit cells with batch_size * d1 >= {fixed['distributed_batch']} or "
+                     f"d2 >= {fixed['distributed_labels']}")}[fixed["distributed"]]
+    return (f"on a Dask cluster: {rule} fitted with the Dask engine across the workers "
+            "(engine 'dask'), the others one task each (engine 'local')")
+
+
 def _full_disk(out: str, exc: OSError, written: int, left: int) -> SweepRuntimeError:
     return SweepRuntimeError(
         f"could not write the results to {out!r}: {exc.strerror or exc}; "
@@ -305,6 +316,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
             results.close()  # cancels the tasks still queued (after an error)
             bar.close()
         try:
+            store.set_attrs(out, placement=placement_text(spec.fixed, client))
             store.consolidate(out)
         except OSError as exc:
             raise _full_disk(out, exc, writer.written, 0) from None

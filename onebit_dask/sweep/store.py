@@ -410,6 +410,13 @@ class CubeWriter:
         return n
 
 
+def set_attrs(path: str, **attrs) -> None:
+    """Update the cube's attributes (between runs' writes, before :func:`consolidate`)."""
+    import zarr
+
+    zarr.open_group(os.fspath(path), mode="r+", use_consolidated=False).attrs.update(attrs)
+
+
 def consolidate(path: str) -> None:
     """Consolidate the metadata (once no cell is being written): ``xr.open_zarr(path)``
     then opens the cube without a warning."""
