@@ -369,7 +369,20 @@ def make_cluster(config: ClusterConfig):
     finally:
         spec_log.setLevel(level)
     if config.adapt is not None:
-        cluster.adapt(**config.adapt)
+        adapt(cluster, config.adapt.get("minimum", 0), config.adapt.get("maximum", 1))
     elif config.scale is not None:
         cluster.scale(config.scale)
     return cluster
+
+
+def adapt(cluster, minimum: int, maximum: int):
+    """Make ``cluster`` adaptive between ``minimum`` and ``maximum``: jobs for a
+    dask-jobqueue cluster (``minimum_jobs``/``maximum_jobs``: a job may hold several
+    worker processes), workers otherwise. Returns the ``Adaptive`` object."""
+    try:
+        from dask_jobqueue import JobQueueCluster
+    except ImportError:  # pragma: no cover - dask-jobqueue is a dependency
+        JobQueueCluster = ()
+    if isinstance(cluster, JobQueueCluster):
+        return cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum)
+    return cluster.adapt(minimum=minimum, maximum=maximum)

@@ -42,11 +42,13 @@ def check_target(workers=None, scheduler=None, cluster=None, tls=None) -> None:
 
 @contextlib.contextmanager
 def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: float = 10.0,
-                quiet: bool = False):
+                quiet: bool = False, adapt=None):
     """Yield a ``distributed.Client``, or ``None`` for ``workers=0`` (in-process).
 
     ``workers=None`` with no scheduler or cluster starts the embedded default: a
     LocalCluster of ``default_workers()`` single-threaded processes on 127.0.0.1.
+    ``adapt=(minimum, maximum)`` makes the started cluster adaptive
+    (:func:`onebit_dask.cluster.adapt`).
     An unreachable scheduler raises ``OSError`` after ``timeout`` seconds.
     """
     check_target(workers, scheduler, cluster, tls)
@@ -79,6 +81,10 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
                                             threads_per_worker=1, processes=True,
                                             host="127.0.0.1", dashboard_address="127.0.0.1:0")
             stack.enter_context(dask_cluster)
+            if adapt is not None:
+                from .cluster import adapt as make_adaptive
+
+                make_adaptive(dask_cluster, *adapt)
             client = stack.enter_context(Client(dask_cluster, timeout=timeout))
             if not quiet:
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
