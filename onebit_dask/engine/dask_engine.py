@@ -52,12 +52,13 @@ class DaskEngine:
         return len(self.client.scheduler_info()["workers"])
 
     def start(self, bounds) -> None:
-        """One empty block per label range, spread over the workers round-robin."""
-        workers = sorted(self.client.scheduler_info()["workers"]) or [None]
-        self.handles = [
-            self.client.submit(B.new_block, lo, hi, pure=False, workers=workers[s % len(workers)],
-                               allow_other_workers=True)
-            for s, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        """One empty block per label range, spread over the workers round-robin (a
+        preference: a block may start elsewhere, e.g. before any worker has joined)."""
+        workers = sorted(self.client.scheduler_info()["workers"])
+        place = [dict(workers=workers[s % len(workers)], allow_other_workers=True)
+                 if workers else {} for s in range(len(bounds) - 1)]
+        self.handles = [self.client.submit(B.new_block, lo, hi, pure=False, **where)
+                        for (lo, hi), where in zip(zip(bounds[:-1], bounds[1:]), place)]
 
     def adopt(self, blocks) -> None:
         """Blocks held in this process (a loaded or gathered model) move to the workers."""
