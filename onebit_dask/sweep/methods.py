@@ -57,7 +57,8 @@ def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
         params["d1"], params["d2"], params["rank"],
         flip=level if model == "flip" else 0.0,
         noise_std=level if model == "gaussian" else 0.0,
-        seed=params["seed"], n_test=fixed["n_test"], max_eval_labels=fixed["max_eval_labels"])
+        seed=params["seed"], n_test=fixed["n_test"], max_eval_labels=fixed["max_eval_labels"],
+        sampler=fixed["sampler"])
 
 
 def run_onebit(params: dict, fixed: dict, client=None) -> dict:

@@ -19,6 +19,8 @@ A spec::
       n_test: 2000
       n_shards: 4
       max_eval_labels: 1000
+      sampler: projected       # projected | explicit: how onebit's synthetic batches are
+                               # drawn (baselines always see explicit draws)
       distributed: auto        # auto | always | never: a onebit cell's fit across the
                                # cluster (Dask engine) or as one task; auto: when
                                # batch_size * d1 >= distributed_batch (default 2**25)
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 import yaml
 
 from .._validation import check_int, check_rank, check_seed
+from ..synthetic import SAMPLERS
 from .errors import SpecError
 from .methods import METHODS
 from .noise import NOISE, parse_noise  # noqa: F401 (re-exported)
@@ -62,7 +65,8 @@ GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step"
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
 DATASET_KEYS = ("d1", "d2", "rank", "n_train", "batch_size")
-FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000}
+FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000,
+                  "sampler": "projected"}
 # where a cell's fit runs (never its values: not part of the fingerprint); see placement.py
 PLACEMENT_DEFAULTS = {"distributed": "auto", "distributed_batch": 2 ** 25,
                       "distributed_labels": 2 ** 17}
@@ -211,6 +215,12 @@ def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
         if key not in fixed:
             raise SpecError(f"{where}: unknown key 'fixed.{key}'{_did_you_mean(key, fixed)}"
                             f"; allowed: {', '.join(fixed)}")
+        if key == "sampler":
+            if value not in SAMPLERS:
+                raise SpecError(f"{where}: fixed.sampler={value!r} is not allowed: choose "
+                                f"from {', '.join(SAMPLERS)}")
+            fixed[key] = value
+            continue
         if key == "distributed":
             if value not in DISTRIBUTED:
                 raise SpecError(f"{where}: fixed.distributed={value!r} is not allowed: choose "

@@ -133,7 +133,8 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
     ds.attrs.update(
         format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
         spec_description=spec.description, spec_text=spec.text,
-        spec_fingerprint=spec.fingerprint(), onebit_dask_version=__version__,
+        spec_fingerprint=spec.fingerprint(), sampler=spec.fixed["sampler"],
+        onebit_dask_version=__version__,
         git_revision=_git_revision(),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **_versions())
