@@ -10,6 +10,7 @@ from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
 from onebit_dask.kernels import LAMBDA, row_norms
 from onebit_dask.sources import ArraySource
+from onebit_dask.synthetic import Projection
 
 D1, D2, L = 7, 11, 4
 
@@ -183,3 +184,34 @@ def test_top_k_in_chunks_equals_argsort():
     ref = np.argsort(-scores, axis=1)[:, :7]
     np.testing.assert_array_equal(blk.out[0], ref + 100)
     np.testing.assert_allclose(blk.out[1], np.take_along_axis(scores, ref, axis=1))
+
+
+def misaligned(a):
+    """A copy of ``a`` whose data start 2 bytes past an aligned address."""
+    raw = np.empty(a.nbytes + 16, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 16 + 2
+    out = raw[start: start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert not out.flags.aligned
+    return out
+
+
+def test_block_functions_see_aligned_arrays_everywhere():
+    """Arrays that Dask moved can be misaligned (tests/test_alignment.py); every array a
+    block function receives, in the block, in lists and in named tuples, is aligned."""
+    rng = np.random.default_rng(0)
+    seen = []
+
+    def probe(block, data, model, extra):
+        seen.extend([block.slots["B"], block.active.X, data[0][0], model.A,
+                     model.projection[0], extra])
+        return block
+
+    blk = B.Block(0, 3, {"B": misaligned(rng.standard_normal((3, 2)))},
+                  active=B.ActiveRows(misaligned(rng.standard_normal((4, 2))),
+                                      np.zeros(4, dtype=np.int64), np.ones(4), 4))
+    projection = Projection(*(misaligned(rng.standard_normal((2, 2))) for _ in range(3)))
+    B.call(probe, blk, [(misaligned(rng.standard_normal((2, 2))),)],
+           B.StepModel(misaligned(rng.standard_normal((2, 2))), projection),
+           misaligned(rng.standard_normal(3)))
+    assert len(seen) == 6 and all(a.flags.aligned for a in seen)

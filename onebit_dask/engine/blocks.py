@@ -76,7 +76,9 @@ def _own(value):
                                      weights=aligned(active.weights))
         return replace(value, slots={k: aligned(v) for k, v in value.slots.items()},
                        active=active)
-    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # StepModel, Projection, ...
+        return value._make(_own(v) for v in value)
+    if isinstance(value, (tuple, list)):
         return type(value)(_own(v) for v in value)
     return value
 
