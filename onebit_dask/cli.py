@@ -39,12 +39,44 @@ def _add_fit(sub):
                    help="shards per batch, independent of the workers (default 4)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
+    _add_model_options(p)
     _add_target(p)
     p.set_defaults(run=_run_fit)
 
 
-def _add_target(p):
-    g = p.add_argument_group("where it runs (default: an embedded LocalCluster, one worker a core)")
+def _add_model_options(p):
+    g = p.add_argument_group("the fitted model")
+    g.add_argument("--save", default=None, metavar="MODEL",
+                   help="write the fitted model to this zarr store (must not exist)")
+    g.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="checkpoint store: written during the fit; rerunning the same command "
+                        "resumes from it")
+    g.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+                   help="iterations between checkpoints (default 1)")
+
+
+def _add_predict(sub):
+    p = sub.add_parser("predict", help="the top-k labels of observations by a saved model")
+    p.add_argument("model", help="a model store written by fit --save")
+    p.add_argument("--data", required=True, help="an observations store (its X is scored)")
+    p.add_argument("--top-k", type=int, default=5, help="labels per row (default 5)")
+    p.add_argument("--rows", type=int, default=10, help="first rows scored (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    _add_target(p, default="in-process")
+    p.set_defaults(run=_run_predict)
+
+
+def _add_evaluate(sub):
+    p = sub.add_parser("evaluate", help="test metrics of a saved model fitted on a synthetic "
+                                        "problem")
+    p.add_argument("model", help="a model store written by fit --save")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    _add_target(p, default="in-process")
+    p.set_defaults(run=_run_evaluate)
+
+
+def _add_target(p, default="an embedded LocalCluster, one worker a core"):
+    g = p.add_argument_group(f"where it runs (default: {default})")
     g.add_argument("--workers", type=int, default=None,
                    help="embedded LocalCluster of N worker processes on 127.0.0.1; 0: in-process")
     g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
@@ -112,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fit(sub)
     _add_sweep(sub)
     _add_report(sub)
+    _add_predict(sub)
+    _add_evaluate(sub)
     return parser
 
 
@@ -128,14 +162,17 @@ def _run_fit(args) -> int:
                                step=args.step, n_shards=args.shards, random_state=args.seed,
                                progress=not args.quiet)
         est._check_params(problem.d1, problem.d2)
+        fit_options = _check_model_options(args, est, problem)
     except (TypeError, ValueError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
     try:
         with open_client(**_target(args), timeout=args.connect_timeout, quiet=args.quiet) as client:
             n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
             start = time.perf_counter()
-            est.set_params(client=client).fit(problem)
+            est.set_params(client=client).fit(problem, **fit_options)
             wall = time.perf_counter() - start
+            if args.save is not None:
+                est.save(args.save)
     except OSError as exc:
         raise UsageError(str(exc)) from None
     last = est.history_[-1]
@@ -145,6 +182,7 @@ def _run_fit(args) -> int:
         rank=args.rank, seed=args.seed, flip=args.flip, noise_std=args.noise_std,
         step=args.step, batch_size=args.batch_size, n_iter=args.n_iter,
         n_shards=min(args.shards, args.d2), n_workers=n_workers, history=est.history_,
+        model=args.save,
     )
     if args.json:
         print(json.dumps(result))
@@ -156,6 +194,123 @@ def _run_fit(args) -> int:
             print(f"  {key:16s} {result[key]:.4f}")
         print(f"  {'observations':16s} {result['n_samples']:,}")
         print(f"  {'wall time':16s} {wall:.2f} s (training {last['fit_s']:.2f} s)")
+        if args.save is not None:
+            print(f"  {'model':16s} {args.save}")
+    return 0
+
+
+def _check_model_options(args, est, problem) -> dict:
+    """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
+    arguments of ``fit``."""
+    import os
+
+    from .persist import Checkpoint, data_identity, fingerprint
+
+    if args.save is not None and os.path.exists(args.save):
+        raise ValueError(f"--save={args.save!r} exists: give a new path, or delete it first")
+    if args.checkpoint is None:
+        if args.checkpoint_every is not None:
+            raise ValueError("--checkpoint-every needs --checkpoint PATH")
+        return {}
+    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, data_identity(problem)))
+    return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
+
+
+def _in_process_by_default(args) -> dict:
+    target = _target(args)
+    if target["workers"] is None and target["scheduler"] is None and target["cluster"] is None:
+        target["workers"] = 0
+    return target
+
+
+def _load_model(args):
+    """``(target, attrs)`` of the model store named on the command line, checked."""
+    from . import model_io
+    from .session import check_target
+
+    target = _in_process_by_default(args)
+    try:
+        check_target(**target)
+        attrs = model_io.read_attrs(model_io.store_path(args.model))
+    except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ModelStoreError
+        raise UsageError(str(exc)) from None
+    return target, attrs
+
+
+def _read_model(path, client):
+    """The model at ``path``, or ``None`` after one line on stderr when its blocks cannot be
+    read (a damaged store: a runtime failure, exit status 1)."""
+    from . import OneBitMultiLabel
+    from .model_io import ModelStoreError
+
+    try:
+        return OneBitMultiLabel.load(path, client=client)
+    except ModelStoreError as exc:
+        print(f"onebit-dask: error: {exc}", file=sys.stderr)
+        return None
+
+
+def _run_predict(args) -> int:
+    from .io import ZarrShard, ZarrSource
+    from .session import open_client
+
+    target, attrs = _load_model(args)
+    try:
+        if args.top_k < 1 or args.top_k > attrs["n_labels"]:
+            raise ValueError(f"--top-k={args.top_k} is not allowed: give 1 <= K <= "
+                             f"{attrs['n_labels']} (the model's labels)")
+        if args.rows < 1:
+            raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
+        source = ZarrSource(args.data, 1)
+        if source.d1 != attrs["n_features_in"]:
+            raise ValueError(f"--data={args.data!r} has {source.d1} features, but the model "
+                             f"was fitted with {attrs['n_features_in']}")
+        n = min(args.rows, source.n)
+        X = ZarrShard(source.path, 0, n, (0, source.d2)).load()[0]
+    except (TypeError, ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    with open_client(**target, timeout=args.connect_timeout, quiet=True) as client:
+        est = _read_model(args.model, client)
+        if est is None:
+            return 1
+        labels, scores = est.predict_top_k(X, args.top_k)
+    if args.json:
+        print(json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
+                          "labels": labels.tolist(), "scores": scores.tolist()}))
+    else:
+        for i in range(n):
+            best = "  ".join(f"{j}:{v:+.3f}" for j, v in zip(labels[i], scores[i]))
+            print(f"row {i}: {best}")
+    return 0
+
+
+def _run_evaluate(args) -> int:
+    from .persist import problem_from
+    from .session import open_client
+
+    target, attrs = _load_model(args)
+    try:
+        problem = problem_from(attrs.get("data"))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"model={args.model!r}: its problem cannot be rebuilt ({exc})") from None
+    if problem is None:
+        raise UsageError(f"model={args.model!r} was not fitted on a synthetic problem (data: "
+                         f"{(attrs.get('data') or {}).get('kind')}): evaluate needs its test "
+                         "set; use predict")
+    with open_client(**target, timeout=args.connect_timeout, quiet=True) as client:
+        est = _read_model(args.model, client)
+        if est is None:
+            return 1
+        result = est.evaluate(problem)
+    result.update(model=args.model, n_steps=est.n_steps_, n_samples=est.n_samples_seen_,
+                  d1=est.n_features_in_, d2=est.n_labels_, rank=est.rank)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"onebit evaluate {args.model} d1={est.n_features_in_} d2={est.n_labels_} "
+              f"rank={est.rank} steps={est.n_steps_}")
+        for key in ("auc", "hamming_loss", "frobenius_error", "spectral_error"):
+            print(f"  {key:16s} {result[key]:.4f}")
     return 0
 
 

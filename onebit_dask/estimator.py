@@ -16,9 +16,11 @@ from ._validation import (as_generator, check_choice, check_features, check_int,
                           check_observations, check_rank)
 from .algorithm import init_dense, init_randomized, step
 from .engine import make_engine
-from .engine.blocks import Evaluation, StepModel, best_k, rows_of, top_k
+from .engine.blocks import Evaluation, StepModel, best_k, evaluation_pieces, rows_of, top_k
 from .kernels import step_size
 from .io import ZarrSource
+from . import persist
+from .persist import Checkpoint, data_identity, fingerprint
 from .progress import StepProgress
 from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import FullObservationProblem, SyntheticProblem
@@ -136,7 +138,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_int("eval_every", self.eval_every, low=0)
 
     # -- fitting ----------------------------------------------------------------
-    def fit(self, X, labels=None, y=None, *, n_labels=None):
+    def fit(self, X, labels=None, y=None, *, n_labels=None, checkpoint=None,
+            checkpoint_every=None):
         """Learn from a problem's fresh batches or from given observations.
 
         Parameters
@@ -154,11 +157,25 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             The observed bit, ``-1`` or ``+1``.
         n_labels : int, optional
             ``d2``; defaults to ``labels.max() + 1``.
+        checkpoint : str or os.PathLike, optional
+            A model store (:meth:`save`'s format) that receives the state every
+            ``checkpoint_every`` iterations (and after the last), each label block
+            written where it lives, atomically (a killed process leaves the previous
+            checkpoint whole). If it holds a checkpoint of this same fit (same
+            parameters apart from ``client``, ``progress``, ``eval_every``, and the
+            same data), the fit resumes after its last iteration and ends with the
+            same factors as an uninterrupted fit; a checkpoint of another fit is
+            refused. On Dask the workers must see the path.
+        checkpoint_every : int, optional
+            Iterations between checkpoints (default 1); only with ``checkpoint``.
 
         Returns
         -------
         self
         """
+        if checkpoint is None and checkpoint_every is not None:
+            raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
+                             "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
         if isinstance(X, (SyntheticProblem, FullObservationProblem)):
             if labels is not None or y is not None or n_labels is not None:
                 raise TypeError("fit(problem) takes no labels, y or n_labels: the problem "
@@ -166,7 +183,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             problem = X
             self._check_params(problem.d1, problem.d2)
             batches = lambda t: problem.batch(t, self.batch_size, self.n_shards)  # noqa: E731
-            return self._fit_batches(batches, problem.d1, problem.d2, problem)
+            data = data_identity(problem)
+            return self._fit_batches(batches, problem.d1, problem.d2, problem, data,
+                                     self._checkpoint(checkpoint, checkpoint_every, data))
         if isinstance(X, (str, os.PathLike)):
             if labels is not None or y is not None or n_labels is not None:
                 raise TypeError("fit(path) takes no labels, y or n_labels: the store holds them")
@@ -174,14 +193,19 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             source = ZarrSource(X, self.batch_size)
             self._check_params(source.d1, source.d2)
             source_warn_if_cycling(source, self.n_iter + 1)
-            return self._fit_batches(lambda t: source.batch(t, self.n_shards), source.d1, source.d2)
+            data = data_identity(source)
+            return self._fit_batches(lambda t: source.batch(t, self.n_shards), source.d1,
+                                     source.d2, None, data,
+                                     self._checkpoint(checkpoint, checkpoint_every, data))
         if labels is None or y is None:
             raise TypeError("fit(X, labels, y): labels and y are required with an array X")
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         self._check_params(X.shape[1], d2)
         source = ArraySource(X, labels, y, d2, self.batch_size)
         source_warn_if_cycling(source, self.n_iter + 1)
-        return self._fit_batches(lambda t: source.batch(t, self.n_shards), X.shape[1], d2)
+        data = data_identity(X, labels, y, d2)
+        return self._fit_batches(lambda t: source.batch(t, self.n_shards), X.shape[1], d2, None,
+                                 data, self._checkpoint(checkpoint, checkpoint_every, data))
 
     def partial_fit(self, X, labels, y, *, n_labels=None):
         """One step on the batch ``(X, labels, y)`` (the first call initialises).
@@ -217,6 +241,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return self
 
     # -- internals ------------------------------------------------------------------
+    def _checkpoint(self, path, every, data):
+        """The fit's :class:`~onebit_dask.persist.Checkpoint` (checked now), or ``None``."""
+        return None if path is None else Checkpoint(path, every, fingerprint(self, data))
+
     def _start(self, d1, d2):
         for attr in ("A_", "_top", "_blocks"):
             self.__dict__.pop(attr, None)
@@ -225,6 +253,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.n_samples_seen_ = 0
         self.history_ = []
         self._fit_s = 0.0
+        self._data = None  # what fit ran on (saved with the model)
         self._rng = as_generator(self.random_state)
         n_blocks = min(self.n_shards, d2)
         self._bounds = [s * d2 // n_blocks for s in range(n_blocks + 1)]
@@ -233,19 +262,22 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """The per-block data of a batch and its number of observations."""
         return engine.prepare(shards, self._bounds), sum(sh.n_obs for sh in shards)
 
-    def _fit_batches(self, batches, d1, d2, problem=None):
+    def _fit_batches(self, batches, d1, d2, problem=None, data=None, checkpoint=None):
         self._start(d1, d2)
+        self._data = data
         engine = make_engine(self.client)
-        engine.start(self._bounds)
+        first = 0  # the first iteration to run
+        if checkpoint is not None and checkpoint.resume(self, engine):
+            first = self.n_steps_ + 1
+        else:
+            engine.start(self._bounds)
         evaluation = None
         if problem is not None:
             self._test_set = problem.test_set()
-            labels = self._test_set.labels
-            evaluation = [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
-                          for lo, hi in zip(self._bounds[:-1], self._bounds[1:])]
+            evaluation = self._evaluations(problem, self._test_set.labels)
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
-            upcoming = self._prepare(engine, batches(0))
-            for t in range(self.n_iter + 1):
+            upcoming = self._prepare(engine, batches(first)) if first <= self.n_iter else None
+            for t in range(first, self.n_iter + 1):
                 current = upcoming
                 if t < self.n_iter and engine.prefetches:
                     # the Dask engine loads batch t + 1 (user data) while step t runs
@@ -254,6 +286,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                 due = last or (self.eval_every and t % self.eval_every == 0)
                 self._advance(engine, *current, problem, evaluation if due else None)
                 del current
+                if checkpoint is not None and checkpoint.due(t, last):
+                    checkpoint.write(self, engine)
                 if t < self.n_iter and not engine.prefetches:
                     upcoming = self._prepare(engine, batches(t + 1))
                 bar.update(self.history_[-1])
@@ -275,10 +309,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                   "n_active": n_active, "fit_s": self._fit_s,
                   "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
         if evaluation is not None:
-            gram = sum(o[0] for o in outs)
-            B_eval = np.concatenate([o[1] for o in outs])
-            record.update(metrics.evaluate_factored(self._test_set, problem.truth_rows(0, 0)[0],
-                                                    self.A_, gram, B_eval, d2))
+            record.update(self._metrics(problem, self._test_set, outs))
         self.history_.append(record)
 
     def _update(self, engine, data, n_obs, projection, evaluation):
@@ -301,6 +332,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                                              evaluation)
         self.A_ = self._top.Q
         return n_active, outs
+
+    def _metrics(self, problem, test_set, outs) -> dict:
+        """The test metrics from the blocks' evaluation pieces (``[gram, B rows]`` each)."""
+        gram = sum(o[0] for o in outs)
+        B_eval = np.concatenate([o[1] for o in outs])
+        return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], self.A_, gram,
+                                         B_eval, self.n_labels_)
 
     def _dense_init(self, d1: int, d2: int) -> bool:
         return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
@@ -383,3 +421,69 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         XA = check_features(X, n_features=self.n_features_in_).astype(np.float64) @ self.A_
         parts = self._live_blocks().map(top_k, XA, k)
         return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
+
+    def evaluate(self, problem) -> dict:
+        """The test metrics of ``history_`` (``spectral_error``, ``frobenius_error``,
+        ``hamming_loss``, ``auc``) on a problem's test set, computed block by block.
+
+        Parameters
+        ----------
+        problem : SyntheticProblem or FullObservationProblem
+            With ``d1 = n_features_in_`` and ``d2 = n_labels_``.
+        """
+        self._check_fitted()
+        if not isinstance(problem, (SyntheticProblem, FullObservationProblem)):
+            raise TypeError(f"problem={problem!r} is not allowed: pass a SyntheticProblem or "
+                            "FullObservationProblem")
+        if (problem.d1, problem.d2) != (self.n_features_in_, self.n_labels_):
+            raise ValueError(f"problem has d1={problem.d1}, d2={problem.d2}, but the model was "
+                             f"fitted with d1={self.n_features_in_}, d2={self.n_labels_}: "
+                             "pass a problem of the same shape")
+        test_set = problem.test_set()
+        outs = self._live_blocks().map(evaluation_pieces,
+                                       per_block=self._evaluations(problem, test_set.labels))
+        return self._metrics(problem, test_set, outs)
+
+    def _evaluations(self, problem, labels) -> list:
+        """One :class:`Evaluation` per label block: the evaluated labels it owns."""
+        return [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
+                for lo, hi in zip(self._bounds[:-1], self._bounds[1:])]
+
+    # -- persistence -------------------------------------------------------------------------
+    def save(self, path, *, overwrite=False) -> str:
+        """Write the fitted model to a zarr (v3) store at ``path`` (no pickle).
+
+        Each label block is written by the task that holds it (on Dask, by its worker:
+        the path must be visible to the workers); the store appears at ``path`` only
+        once it is whole. Layout: :mod:`onebit_dask.model_io`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        overwrite : bool, default False
+            Replace a model store at ``path``; anything else there is never replaced.
+
+        Returns
+        -------
+        str
+            The absolute path of the store.
+        """
+        return persist.save(self, path, overwrite)
+
+    @classmethod
+    def load(cls, path, client=None):
+        """A model written by :meth:`save` (or a checkpoint of ``fit``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        client : distributed.Client or None
+            ``None``: the label blocks are read in this process; a client: each block is
+            read by a worker (and kept there when the model is large).
+
+        Returns
+        -------
+        OneBitMultiLabel
+            Predicts exactly as the saved model (same ``A_``, ``B_``, scores).
+        """
+        return persist.load(cls, path, client)

@@ -278,3 +278,8 @@ def top_k(block: Block, XA, k: int, chunk: int = 65_536) -> Block:
         labels, scores = best_k(np.hstack([labels, idx + block.lo + a]),
                                 np.hstack([scores, np.take_along_axis(sc, idx, axis=1)]), k)
     return block.evolve(out=(labels, scores))
+
+
+def evaluation_pieces(block: Block, evaluation: Evaluation) -> Block:
+    """``out`` = the block's evaluation pieces (as :func:`commit` reports them)."""
+    return block.evolve(out=_evaluation(block, evaluation))

@@ -1,0 +1,404 @@
+"""Model stores: save/load round trips, checkpoints that survive a SIGKILL, and the CLI,
+on real zarr stores, real subprocesses and a real 2-worker LocalCluster."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import zarr
+from distributed import get_task_stream
+
+from conftest import local_client
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
+from onebit_dask.cli import main
+from onebit_dask.engine.dask_engine import DaskEngine
+from onebit_dask.io import write_observations
+
+PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
+# Across engines, the explicit sampler: projected draws depend on the bits of A, and the
+# engines' initial states may differ in the last bits (see the report to the lead)
+EXPLICIT = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300, sampler="explicit")
+PARAMS = dict(batch_size=4000, n_iter=4, n_shards=4, random_state=0)
+X_NEW = np.random.default_rng(5).standard_normal((9, 20))
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The uninterrupted fit, in this process, without checkpoints."""
+    return OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
+
+
+@pytest.fixture(scope="module")
+def explicit_reference():
+    return OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with local_client(2) as client:
+        yield client
+
+
+def without_fit_s(history):
+    return [{k: v for k, v in h.items() if k != "fit_s"} for h in history]
+
+
+def assert_same_model(a, b, history=True):
+    for name in ("A_", "B_", "Q_", "V_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(a.decision_function(X_NEW), b.decision_function(X_NEW))
+    for got, want in zip(a.predict_top_k(X_NEW, 4), b.predict_top_k(X_NEW, 4)):
+        np.testing.assert_array_equal(got, want)
+    assert (a.n_steps_, a.n_samples_seen_) == (b.n_steps_, b.n_samples_seen_)
+    if history:
+        assert without_fit_s(a.history_) == without_fit_s(b.history_)
+
+
+# -- save / load ---------------------------------------------------------------------------
+def test_save_load_round_trip(reference, tmp_path):
+    path = reference.save(tmp_path / "model.zarr")
+    assert path == str(tmp_path / "model.zarr")
+    model = OneBitMultiLabel.load(path)
+    assert_same_model(model, reference)
+    assert model.history_ == reference.history_  # fit_s included: they are the same numbers
+    params = reference.get_params()
+    assert model.get_params() == params
+    assert (model.n_features_in_, model.n_labels_) == (20, 30)
+    # the store: tops, one group per label block (sizes differ by one), versions, no pickle
+    root = zarr.open_group(path, mode="r")
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 1
+    assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
+    assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
+                                  "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
+                                  "max_eval_labels": 1000, "sampler": "projected"}
+    np.testing.assert_array_equal(root["Q_top"][...], reference.A_)
+    sizes = [root[f"blocks/{s}/B"].shape[0] for s in range(4)]
+    assert sizes == [7, 8, 7, 8]
+    np.testing.assert_array_equal(np.concatenate([root[f"blocks/{s}/B"][...] for s in range(4)]),
+                                  reference.B_)
+    for dirpath, _, files in os.walk(path):
+        assert not any(f.endswith((".pkl", ".pickle")) for f in files)
+    # the loaded model's test metrics are the fit's last ones
+    last = {k: v for k, v in reference.history_[-1].items()
+            if k in ("spectral_error", "frobenius_error", "hamming_loss", "auc")}
+    assert model.evaluate(PROBLEM) == last
+    # a loaded model trains on as the original does
+    X, labels, y = PROBLEM.draw(9, 2000)
+    original = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)  # not the shared reference
+    assert_same_model(model.partial_fit(X, labels, y), original.partial_fit(X, labels, y))
+
+
+def test_predict_top_k_of_loaded_model_is_argsort_of_dense_scores(reference, tmp_path):
+    model = OneBitMultiLabel.load(reference.save(tmp_path / "m.zarr"))
+    scores = X_NEW @ reference.A_ @ reference.B_.T
+    labels, best = model.predict_top_k(X_NEW, 5)
+    np.testing.assert_array_equal(labels, np.argsort(-scores, axis=1, kind="stable")[:, :5])
+    np.testing.assert_allclose(best, -np.sort(-scores, axis=1)[:, :5], rtol=1e-12)
+
+
+def _block_writers(stream, name):
+    return {t["worker"] for t in stream if name in str(t["key"])}
+
+
+def test_save_and_load_on_cluster_each_block_by_its_worker(explicit_reference, cluster, tmp_path,
+                                                           monkeypatch):
+    """Blocks kept on the workers (as for a large model) are written and read there."""
+    reference = explicit_reference
+    monkeypatch.setattr(estimator, "KEEP_LOCAL_LIMIT", 0)
+    est = OneBitMultiLabel(2, client=cluster, **PARAMS).fit(EXPLICIT)
+    assert isinstance(est._blocks, DaskEngine)
+    workers = set(cluster.scheduler_info()["workers"])
+    holders = {w for h in est._blocks.handles for w in cluster.who_has(h)[h.key]}
+    with get_task_stream(cluster) as ts:
+        path = est.save(tmp_path / "model.zarr")
+    assert _block_writers(ts.data, "write_block") == holders == workers
+    with get_task_stream(cluster) as ts:
+        on_cluster = OneBitMultiLabel.load(path, client=cluster)
+    assert _block_writers(ts.data, "read_block") == workers
+    assert isinstance(on_cluster._blocks, DaskEngine)
+    assert_same_model(on_cluster, reference)
+    monkeypatch.undo()
+    assert_same_model(OneBitMultiLabel.load(path), reference)  # read in this process
+
+
+def test_save_refuses_existing_paths_and_load_refuses_non_models(reference, tmp_path):
+    path = reference.save(tmp_path / "model.zarr")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        reference.save(path)
+    other = OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM)
+    other.save(path, overwrite=True)
+    assert OneBitMultiLabel.load(path).n_steps_ == 1
+    assert not os.path.exists(path + ".tmp") and not os.path.exists(path + ".old")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an onebit-dask model store"):
+        reference.save(plain, overwrite=True)
+    assert (plain / "keep.txt").read_text() == "mine"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        OneBitMultiLabel.load(tmp_path / "missing.zarr")
+    with pytest.raises(ValueError, match="not an onebit-dask model store"):
+        OneBitMultiLabel.load(plain)
+    obs = write_observations(tmp_path / "obs.zarr", *PROBLEM.draw(0, 100), n_labels=30)
+    with pytest.raises(ValueError, match="format='onebit-dask/observations'"):
+        OneBitMultiLabel.load(obs)
+    # a store whose writer died before the attrs (the completion mark) is not a model
+    half = tmp_path / "half.zarr"
+    shutil.copytree(path, half)
+    zarr.open_group(half, mode="r+").attrs.pop("format")
+    with pytest.raises(ValueError, match="interrupted"):
+        OneBitMultiLabel.load(half)
+    # a damaged block names itself
+    shutil.rmtree(os.path.join(path, "blocks", "2"))
+    with pytest.raises(ValueError, match="block 2"):
+        OneBitMultiLabel.load(path)
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+KILLED_FIT = textwrap.dedent("""
+    import sys, time
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
+
+    phase, path, sampler = sys.argv[1:]
+    # hang at a known point, where the parent's SIGKILL lands
+    if phase == "write":  # ... after the first block of the 4th checkpoint (iteration 3)
+        write_block, calls = model_io.write_block, []
+        def hang_in_write(*args):
+            out = write_block(*args)
+            calls.append(1)
+            if len(calls) == 3 * 4 + 1:
+                time.sleep(120)
+            return out
+        model_io.write_block = hang_in_write
+    else:  # ... after iteration 3, before its checkpoint
+        advance = estimator.OneBitMultiLabel._advance
+        def hang_after_step(self, *args):
+            advance(self, *args)
+            if self.n_steps_ == 3:
+                time.sleep(120)
+        estimator.OneBitMultiLabel._advance = hang_after_step
+    problem = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300, sampler=sampler)
+    OneBitMultiLabel(2, batch_size=4000, n_iter=4, n_shards=4, random_state=0).fit(
+        problem, checkpoint=path)
+""")
+
+
+def _checkpointed_steps(path):
+    try:
+        return model_io.read_attrs(path)["n_steps"]
+    except (OSError, ValueError):
+        return -1
+
+
+def kill_mid_fit(path, phase, sampler):
+    """Run the fit in a subprocess and SIGKILL it once the checkpoint of iteration 2 is
+    whole: during iteration 3, or (``"write"``) while its checkpoint is being written."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_FIT, phase, str(path), sampler], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            ready = _checkpointed_steps(path) == 2
+            if phase == "write":
+                ready = ready and os.path.isdir(os.path.join(f"{path}.tmp", "blocks", "0", "B"))
+            if ready:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.02)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()
+    return model_io.read_attrs(path)["n_steps"]
+
+
+def resume_and_check(path, steps, problem, reference, client=None, killed=None):
+    resumed_from = OneBitMultiLabel.load(killed or path)
+    assert resumed_from.n_steps_ == steps
+    est = OneBitMultiLabel(2, client=client, **PARAMS).fit(problem, checkpoint=path)
+    assert_same_model(est, reference)
+    # the resumed fit went on from the checkpoint: its early records are the killed run's
+    assert est.history_[: steps + 1] == resumed_from.history_
+    assert model_io.read_attrs(str(path))["n_steps"] == PARAMS["n_iter"]
+    assert not os.path.exists(f"{path}.tmp") and not os.path.exists(f"{path}.old")
+
+
+def test_resume_after_sigkill_between_steps(reference, tmp_path):
+    path = tmp_path / "ckpt.zarr"
+    steps = kill_mid_fit(path, "steps", PROBLEM.sampler)
+    assert steps == 2
+    # a copy as if killed between the renames PATH -> PATH.old and PATH.tmp -> PATH
+    # (PATH.tmp half written): the fit resumes from PATH.old
+    renamed = tmp_path / "renamed.zarr"
+    shutil.copytree(path, f"{renamed}.old")
+    shutil.copytree(path, f"{renamed}.tmp")
+    shutil.rmtree(os.path.join(f"{renamed}.tmp", "blocks", "1"))
+    resume_and_check(path, steps, PROBLEM, reference)
+    assert not os.path.exists(renamed)
+    with pytest.raises(FileNotFoundError, match="interrupted between two renames"):
+        OneBitMultiLabel.load(renamed)
+    resume_and_check(renamed, steps, PROBLEM, reference, killed=f"{renamed}.old")
+
+
+def test_resume_on_cluster_after_sigkill_during_a_checkpoint(explicit_reference, cluster,
+                                                              tmp_path):
+    path = tmp_path / "ckpt.zarr"
+    steps = kill_mid_fit(path, "write", EXPLICIT.sampler)
+    assert steps == 2
+    assert sorted(os.listdir(f"{path}.tmp/blocks")) == ["0", "zarr.json"]  # half written
+    resume_and_check(path, steps, EXPLICIT, explicit_reference, cluster)
+
+
+def test_checkpoints_on_cluster_are_written_by_the_workers(explicit_reference, cluster,
+                                                           tmp_path):
+    reference = explicit_reference
+    path = tmp_path / "ckpt.zarr"
+    with get_task_stream(cluster) as ts:
+        est = OneBitMultiLabel(2, client=cluster, **PARAMS).fit(EXPLICIT, checkpoint=path,
+                                                                checkpoint_every=3)
+    writes = [t for t in ts.data if "write_block" in str(t["key"])]
+    assert len(writes) == 3 * 4  # 4 blocks at iterations 0, 3 (every 3) and 4 (the last)
+    assert {t["worker"] for t in writes} == set(cluster.scheduler_info()["workers"])
+    assert_same_model(est, reference)
+    # the same fit again: nothing left to do, the final checkpoint is the model
+    again = OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT, checkpoint=path)
+    assert_same_model(again, reference)
+    assert again.history_ == est.history_
+
+
+def _refused(path, est, data, match, **kwargs):
+    before = model_io.read_attrs(str(path))
+    with pytest.raises(ValueError, match=match) as info:
+        est.fit(*data, checkpoint=path, **kwargs)
+    assert f"delete '{path}'" in str(info.value)
+    assert model_io.read_attrs(str(path)) == before  # the checkpoint is untouched
+
+
+def test_checkpoint_of_another_fit_is_refused(tmp_path):
+    path = tmp_path / "ckpt.zarr"
+    params = dict(PARAMS, n_iter=1)
+    OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint=path)
+    other_problem = SyntheticProblem(20, 30, 2, flip=0.02, seed=4, n_test=300)
+    _refused(path, OneBitMultiLabel(2, **params), (other_problem,), r"data\.seed=3 there, 4 here")
+    _refused(path, OneBitMultiLabel(2, **dict(params, n_iter=2)), (PROBLEM,),
+             r"params\.n_iter=1 there, 2 here")
+    _refused(path, OneBitMultiLabel(2, **dict(params, step="averaged")), (PROBLEM,),
+             r"params\.step='paper' there, 'averaged' here")
+    # eval_every, progress and client do not change the numbers: accepted
+    OneBitMultiLabel(2, **dict(params, eval_every=0)).fit(PROBLEM, checkpoint=path)
+    # arrays: identified by their shape and a hash
+    X, labels, y = PROBLEM.draw_batches(range(2), 4000)
+    arrays = tmp_path / "arrays.zarr"
+    OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=30, checkpoint=arrays)
+    y2 = y.copy()
+    y2[-1] *= -1
+    _refused(arrays, OneBitMultiLabel(2, **params), (X, labels, y2), r"data\.sha256=",
+             n_labels=30)
+    # a saved model or another directory is not a checkpoint
+    model = OneBitMultiLabel(2, **params).fit(PROBLEM).save(tmp_path / "model.zarr")
+    with pytest.raises(ValueError, match="a saved model, not a checkpoint"):
+        OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint=model)
+    with pytest.raises(ValueError, match="not an onebit-dask model store.*delete"):
+        OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint=tmp_path)
+    with pytest.raises(ValueError, match="checkpoint_every=2 is not allowed without checkpoint"):
+        OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint_every=2)
+    with pytest.raises(ValueError, match="checkpoint_every=0"):
+        OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint=tmp_path / "new", checkpoint_every=0)
+    with pytest.raises(TypeError, match="checkpoint=3"):
+        OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint=3)
+    assert not os.path.exists(tmp_path / "new")
+
+
+# -- the command line -------------------------------------------------------------------------
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "onebit_dask", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+FIT = ["fit", "--workers", "0", "--d1", "20", "--d2", "30", "--rank", "2", "--batch-size", "4000",
+       "--n-iter", "3", "--n-test", "300", "--flip", "0.02", "--seed", "3", "--quiet", "--json"]
+
+
+def run_main(capsys, *args):
+    """``onebit-dask ARGS`` in this process: ``(status, stdout, stderr)``."""
+    status = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
+    model = str(tmp_path / "model.zarr")
+    checkpoint = str(tmp_path / "ckpt.zarr")
+    fitted = run_cli(*FIT, "--save", model, "--checkpoint", checkpoint)  # the real command
+    assert fitted.returncode == 0, fitted.stderr
+    result = json.loads(fitted.stdout)
+    est = OneBitMultiLabel.load(model)
+    assert est.history_ == result["history"]
+    obs = write_observations(tmp_path / "obs.zarr", *PROBLEM.draw(0, 50), n_labels=30)
+    X = zarr.open_group(obs, mode="r")["X"][:4]
+    status, out, err = run_main(capsys, "predict", model, "--data", obs, "--top-k", 3, "--rows", 4,
+                                "--json")
+    assert status == 0, err
+    out = json.loads(out)
+    scores = (X.astype(np.float64) @ est.A_) @ est.B_.T
+    assert out["labels"] == np.argsort(-scores, axis=1, kind="stable")[:, :3].tolist()
+    np.testing.assert_allclose(out["scores"], -np.sort(-scores, axis=1)[:, :3], rtol=1e-12)
+    status, out, err = run_main(capsys, "evaluate", model, "--json")
+    assert status == 0, err
+    metrics = json.loads(out)
+    for key in ("auc", "hamming_loss", "spectral_error", "frobenius_error"):
+        assert metrics[key] == result[key]
+    # the checkpoint: the same command again resumes from it (nothing left to do)
+    status, out, err = run_main(capsys, *FIT, "--checkpoint", checkpoint)
+    assert status == 0, err
+    assert without_fit_s(json.loads(out)["history"]) == without_fit_s(result["history"])
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """An observations store and a model fitted on it (not on a synthetic problem)."""
+    tmp = tmp_path_factory.mktemp("stores")
+    obs = write_observations(tmp / "obs.zarr", *PROBLEM.draw_batches(range(2), 4000),
+                             n_labels=30)
+    OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(obs).save(tmp / "model.zarr")
+    return tmp
+
+
+@pytest.mark.parametrize("args, message", [
+    (["predict", "{tmp}/missing.zarr", "--data", "{tmp}/obs.zarr"], "does not exist"),
+    (["predict", "{tmp}/obs.zarr", "--data", "{tmp}/obs.zarr"], "not an onebit-dask model"),
+    (["evaluate", "{tmp}"], "not an onebit-dask model store"),
+    (["predict", "{tmp}/model.zarr", "--data", "{tmp}/missing.zarr"], "does not exist"),
+    (["predict", "{tmp}/model.zarr", "--data", "{tmp}/obs.zarr", "--top-k", "31"], "--top-k=31"),
+    (["evaluate", "{tmp}/model.zarr"], "not fitted on a synthetic problem"),
+    ([*FIT, "--save", "{tmp}/model.zarr"], "exists"),
+    ([*FIT, "--checkpoint-every", "2"], "--checkpoint-every needs --checkpoint"),
+    ([*FIT, "--checkpoint", "{tmp}/model.zarr"], "a saved model, not a checkpoint"),
+])
+def test_cli_bad_input_exits_2_with_one_line(stores, capsys, args, message):
+    before = sorted(os.listdir(stores))
+    status, out, err = run_main(capsys, *[a.format(tmp=stores) for a in args])
+    assert status == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], err
+    assert out == ""
+    assert sorted(os.listdir(stores)) == before  # nothing written, nothing removed
+
+
+def test_cli_damaged_model_exits_1_with_one_line(stores, tmp_path, capsys):
+    damaged = tmp_path / "damaged.zarr"
+    shutil.copytree(stores / "model.zarr", damaged)
+    shutil.rmtree(damaged / "blocks" / "3")
+    status, out, err = run_main(capsys, "predict", damaged, "--data", stores / "obs.zarr")
+    assert status == 1 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "block 3" in lines[0] and "damaged" in lines[0], err
