@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import uuid
 import warnings
 
 from dask.sizeof import sizeof
@@ -77,9 +78,9 @@ class DaskEngine:
 
     def map(self, fn, *args, per_block=None) -> list:
         submit = self.client.submit
-        with _large_arguments_expected():
+        with _large_arguments_expected():  # keys named after fn, for the dashboard
             new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
-                          pure=False, priority=1)
+                          key=f"{fn.__name__}-{uuid.uuid4().hex}", priority=1)
                    for s, h in enumerate(self.handles)]
         outs = [submit(B.out_of, f, pure=False, priority=1) for f in new]
         self.handles = new
