@@ -28,6 +28,9 @@ def _add_fit(sub):
     p.add_argument("--batch-size", type=int, default=100_000, help="observations per batch m")
     p.add_argument("--n-iter", type=int, default=10, help="steps after the initial batch")
     p.add_argument("--flip", type=float, default=0.0, help="probability a bit is flipped")
+    p.add_argument("--sampler", default="projected",
+                   help="how synthetic batches are drawn: projected (exact in law, draws only "
+                        "what the step uses) or explicit (every feature)")
     p.add_argument("--noise-std", type=float, default=0.0,
                    help="std of Gaussian noise added to x^T w_j")
     p.add_argument("--step", default="paper", help="step size rule: paper or averaged")
@@ -156,6 +159,7 @@ def _run_fit(args) -> int:
     try:
         check_target(**_target(args))
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
+                                   sampler=args.sampler,
                                    noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels)
         est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
@@ -180,7 +184,7 @@ def _run_fit(args) -> int:
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=args.d1, d2=args.d2,
         rank=args.rank, seed=args.seed, flip=args.flip, noise_std=args.noise_std,
-        step=args.step, batch_size=args.batch_size, n_iter=args.n_iter,
+        step=args.step, sampler=args.sampler, batch_size=args.batch_size, n_iter=args.n_iter,
         n_shards=min(args.shards, args.d2), n_workers=n_workers, history=est.history_,
         model=args.save,
     )

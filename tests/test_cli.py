@@ -61,3 +61,29 @@ def test_bad_input_exits_2_with_one_line(args, fragment):
     assert len(lines) == 1, proc.stderr
     assert fragment in lines[0] and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_fit_sampler_option(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+    args = [sys.executable, "-m", "onebit_dask", "fit", "--d1", "30", "--d2", "20", "--rank", "2",
+            "--batch-size", "3000", "--n-iter", "2", "--n-test", "300", "--workers", "0",
+            "--json", "--quiet"]
+    bad = subprocess.run([*args, "--sampler", "implicit"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "sampler='implicit' is not allowed" in bad.stderr
+    out = subprocess.run([*args, "--sampler", "explicit"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    est = OneBitMultiLabel(2, batch_size=3000, n_iter=2, random_state=0).fit(
+        SyntheticProblem(30, 20, 2, n_test=300, sampler="explicit"))
+    assert got["sampler"] == "explicit"
+    assert np.isclose(got["auc"], est.history_[-1]["auc"], rtol=0, atol=0)
