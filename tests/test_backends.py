@@ -28,7 +28,7 @@ QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
 FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
        "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
-TIMES = ("fit_s", "wall_s")  # measured seconds
+TIMES = ("fit_s", "wall_s", "client_bytes")  # measured seconds, and bytes moved
 
 
 def cli(*args, env=None, timeout=600):

@@ -83,19 +83,19 @@ def test_no_task_carries_the_features_from_the_client(client2):
 def test_label_side_state_never_travels_from_the_client(client2):
     """With the matrix-free initialisation, no task carries more than O(k (d1 + k)) numbers:
     the label rows of Q, V and B stay in their blocks on the workers."""
-    problem = SyntheticProblem(20, 6000, 2, seed=1, n_test=100)
+    problem = SyntheticProblem(20, 20_000, 2, seed=1, n_test=100)
     client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
-    est = OneBitMultiLabel(2, batch_size=20_000, n_iter=2, n_shards=4, init_svd="randomized",
-                           client=client2).fit(problem)
+    est = OneBitMultiLabel(2, batch_size=40_000, n_iter=3, n_shards=4, init_svd="randomized",
+                           eval_every=0, client=client2).fit(problem)
     sizes = client2.run_on_scheduler(
         lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
     l, d1 = 4, problem.d1
     small = 8 * (l * (d1 + l)) * 6  # a few d1 x l and l x l blocks per task
-    label_side = 8 * problem.d2 * l  # one d2 x l array: 192 kB
+    label_side = 8 * problem.d2 * l  # one d2 x l array: 640 kB
     assert max(sizes.values()) < small < label_side / 10, max(sizes.values())
-    assert est.history_[-1]["auc"] > 0.9
-    # what the client sent and gathered in a step: O(n_blocks (d1 + eval labels) l), not d2 l
-    assert 0 < est.history_[-1]["client_bytes"] < label_side / 4
+    assert est.history_[-1]["auc"] > 0.6
+    # what the client sent and gathered in a step (not evaluated): O(n_blocks l (d1 + l))
+    assert 0 < est.history_[1]["client_bytes"] < label_side / 10
 
 
 def test_subprocess_scheduler_via_cli(dask_processes):

@@ -30,8 +30,10 @@ grid:
   seed: [0, 1]
 fixed: {n_test: 300, n_shards: 2}
 """
+# cells slow enough (explicit draws of 30000 x 40) for a kill to land mid-sweep
 KILL_SPEC = SPEC_TEXT.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5]").replace(
-    "batch_size: [4000]", "batch_size: [30000]")
+    "batch_size: [4000]", "batch_size: [30000]").replace(
+    "fixed: {n_test: 300, n_shards: 2}", "fixed: {n_test: 300, n_shards: 2, sampler: explicit}")
 TIME_DEPENDENT = ("wall_s", "fit_s")  # measured seconds differ from run to run
 WHERE = ("worker", "host", "engine")  # where a cell ran
 
