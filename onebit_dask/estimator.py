@@ -10,14 +10,13 @@ from sklearn.base import BaseEstimator
 from . import metrics
 from ._base import FactorPredictor
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ._validation import (as_generator, check_choice, check_features, check_int,
                           check_observations, check_rank)
 from .algorithm import init_dense, init_randomized, step
 from .engine import make_engine
 from .engine.blocks import Evaluation, StepModel, best_k, evaluation_pieces, rows_of, top_k
-from .kernels import step_size
+from .kernels import one_blas_thread, step_size
 from .io import ZarrSource
 from . import persist
 from .persist import Checkpoint, data_identity, fingerprint
@@ -300,7 +299,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         projection = getattr(problem, "projection", lambda A=None: None)
         start = time.perf_counter()
         traffic = engine.bytes_sent + engine.bytes_received
-        with threadpool_limits(1, user_api="blas"):  # small products: no thread start-up
+        with one_blas_thread():  # small products: no thread start-up
             n_active, outs = self._update(engine, data, n_obs, projection, evaluation)
         self.n_steps_ += 1
         self.n_samples_seen_ += n_obs

@@ -25,6 +25,20 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
+def one_blas_thread():
+    """A context in which BLAS runs on one thread (as on a Dask worker with
+    ``threads_per_worker=1``), so both engines give the same bits. The controller is made
+    once: ``threadpool_limits`` scans the loaded libraries at every call (~3 ms)."""
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
+
+_CONTROLLER = None
+
 LAMBDA = float(np.sqrt(2.0 / np.pi))
 """``E[sign(x^T w) x] = LAMBDA * w`` for ``x ~ N(0, I)`` and a unit ``w`` (Lemma 1)."""
 

@@ -6,8 +6,8 @@ Every block function runs with one BLAS thread, as on a Dask worker started with
 
 from __future__ import annotations
 
-from threadpoolctl import threadpool_limits
 
+from ..kernels import one_blas_thread
 from . import blocks as B
 
 
@@ -29,14 +29,14 @@ class LocalEngine:
         (``label_range`` not a block) loaded and split by label block."""
         if _aligned(shards, bounds):
             return list(shards)
-        with threadpool_limits(1, user_api="blas"):
+        with one_blas_thread():
             pieces = [B.split_by_block(sh.load(), bounds) for sh in shards]
         return [[p[s] for p in pieces] for s in range(len(bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
         """Run ``fn(block, [per_block[s],] *args)`` on every block; the small results in
         block order."""
-        with threadpool_limits(1, user_api="blas"):
+        with one_blas_thread():
             self.handles = [B.call(fn, h, *(() if per_block is None else (per_block[s],)), *args)
                             for s, h in enumerate(self.handles)]
         return [h.out for h in self.handles]
