@@ -25,7 +25,7 @@ from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import FullObservationProblem, SyntheticProblem
 
 DENSE_INIT_LIMIT = 10_000_000  # entries of H0 that init_svd="auto" forms
-KEEP_LOCAL_LIMIT = 30_000_000  # label-side numbers (Q, V, B) kept in this process after a fit
+KEEP_LOCAL_LIMIT = 3_000_000  # label-side numbers (Q, V, B; 24 MB) gathered here after a fit
 GATHER_LIMIT = 50_000_000  # label-side numbers Q_, V_ or B_ may gather
 
 
