@@ -215,16 +215,11 @@ def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
         if key not in fixed:
             raise SpecError(f"{where}: unknown key 'fixed.{key}'{_did_you_mean(key, fixed)}"
                             f"; allowed: {', '.join(fixed)}")
-        if key == "sampler":
-            if value not in SAMPLERS:
-                raise SpecError(f"{where}: fixed.sampler={value!r} is not allowed: choose "
-                                f"from {', '.join(SAMPLERS)}")
-            fixed[key] = value
-            continue
-        if key == "distributed":
-            if value not in DISTRIBUTED:
-                raise SpecError(f"{where}: fixed.distributed={value!r} is not allowed: choose "
-                                f"from {', '.join(DISTRIBUTED)}")
+        choices = {"sampler": SAMPLERS, "distributed": DISTRIBUTED}.get(key)
+        if choices is not None:
+            if value not in choices:
+                raise SpecError(f"{where}: fixed.{key}={value!r} is not allowed: choose "
+                                f"from {', '.join(choices)}")
             fixed[key] = value
             continue
         try:
