@@ -274,7 +274,7 @@ def _add_report(sub):
 
 
 def _run_report(args) -> int:
-    from .sweep.report import check_plot_dir, report
+    from .sweep.report import TooManyFacets, check_plot_dir, report
     from .sweep.store import FORMAT, read_attrs
 
     attrs = read_attrs(args.store) if os.path.isdir(args.store) else None
@@ -286,7 +286,10 @@ def _run_report(args) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         args.writes = args.plots
-    text, paths = report(args.store, args.plots, progress=not args.quiet)
+    try:
+        text, paths = report(args.store, args.plots, progress=not args.quiet)
+    except TooManyFacets as exc:
+        raise UsageError(str(exc)) from None
     print(text)
     for path in paths:
         print(f"wrote {path}")

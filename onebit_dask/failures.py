@@ -39,8 +39,9 @@ def describe_failure(exc: BaseException, writes: str | None = None) -> str:
     writes : str, optional
         The path the command writes to (named when the error does not name one).
     """
-    if isinstance(exc, RunError):
-        return str(exc)
+    if isinstance(exc, RunError) or (isinstance(exc, RuntimeError) and
+                                     type(exc).__module__.startswith("onebit_dask")):
+        return str(exc)  # this package's runtime errors are written for the user
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         path = exc.filename or writes or "the output"
         return (f"no space left on the device of {path} (errno {exc.errno}, "
