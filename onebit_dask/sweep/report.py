@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from ..failures import RunError
 from .methods import METHODS
@@ -32,7 +33,8 @@ TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
 SERIES = ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples")
 SHOWN = ("method", "step", "noise", "seed")  # dimensions every figure shows or aggregates
 MAX_FACETS = 16
-BLOCK = 20_000  # done cells read per block
+BLOCK = 20_000  # cells of the grid per block read
+DENSE = 0.1  # a block with at least this fraction done is read whole, else cell by cell
 
 
 class TooManyFacets(ValueError):
@@ -90,18 +92,52 @@ def collect(ds, progress: bool = False, path: str = "the cube") -> Cells:
     n_it = ds.sizes["iteration"]
     series = {name: np.empty((n_done, n_it)) for name in SERIES}
     wall = np.empty(n_done)
-    import xarray as xr
-
-    for lo in range(0, n_done, BLOCK):
-        hi = min(lo + BLOCK, n_done)
-        points = {d: xr.DataArray(i[lo:hi], dims="cell") for d, i in zip(dims, index)}
-        block = ds[[*SERIES, "wall_s"]].isel(points).compute()
+    variables = ds[[*SERIES, "wall_s"]]
+    got = 0
+    for axes, mask in _slabs(done):
+        where = {dims[axis]: key for axis, key in axes.items()}
+        rows = np.nonzero(mask)
+        if not len(rows[0]):
+            continue
+        if len(rows[0]) >= DENSE * mask.size:  # mostly done: read the slab whole
+            block = variables.isel(where).compute()
+            picked = {name: block[name].transpose(*(d for d in dims if d in block[name].dims),
+                                                  ...).values[rows]
+                      for name in variables.data_vars}
+        else:  # a few done cells: read only theirs
+            inner = [d for d in dims if d not in where or isinstance(where[d], slice)]
+            offsets = {d: where[d].start if isinstance(where.get(d), slice) else 0 for d in inner}
+            points = {**{d: v for d, v in where.items() if not isinstance(v, slice)},
+                      **{d: xr.DataArray(r + offsets[d], dims="cell") for d, r in zip(inner, rows)}}
+            block = variables.isel(points).compute()
+            picked = {name: block[name].transpose("cell", ...).values
+                      for name in variables.data_vars}
+        n = len(rows[0])
         for name in SERIES:
-            series[name][lo:hi] = block[name].transpose("cell", "iteration").values
-        wall[lo:hi] = block["wall_s"].values
-        _progress(progress, f"read {hi:,} of {n_done:,} done cells "
+            series[name][got:got + n] = picked[name]
+        wall[got:got + n] = picked["wall_s"]
+        got += n
+        _progress(progress, f"read {got:,} of {n_done:,} done cells "
                             f"({time.perf_counter() - start:.1f} s)")
     return Cells(dims, coords, params, series, wall, int(done.size), failed)
+
+
+def _slabs(done: np.ndarray):
+    """``({dim index: int or slice}, done mask of the slab)`` covering the grid in C order
+    (the order cells run and are written in), each slab at most :data:`BLOCK` cells."""
+    shape = done.shape
+    split = 0
+    while split < len(shape) and int(np.prod(shape[split + 1:])) > BLOCK:
+        split += 1
+    if split == len(shape):
+        yield {}, done
+        return
+    inner = int(np.prod(shape[split + 1:]))
+    step = max(1, BLOCK // inner)
+    for outer in np.ndindex(*shape[:split]):
+        for lo in range(0, shape[split], step):
+            key = (*outer, slice(lo, min(lo + step, shape[split])))
+            yield dict(enumerate(key)), done[key]
 
 
 # --- tables --------------------------------------------------------------------------------
@@ -284,6 +320,7 @@ def _panels(cells: Cells, mask):
 
 def _error_vs_iteration(cells, where, directory, suffix):
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     base = _select(cells, where)
     panels = _panels(cells, base)
@@ -298,10 +335,12 @@ def _error_vs_iteration(cells, where, directory, suffix):
             mean, std, count = _seed_stats(cells.series["frobenius_error"][mask])
             ok = count > 0
             it = np.arange(len(mean))[ok]
+            seeds = int(count[ok].max())
             ax.errorbar(it, mean[ok], yerr=std[ok], marker="o", ms=3, capsize=2,
                         color=noise_color[noise],
-                        label=f"{noise} ({int(count[ok].max())} seeds)")
+                        label=f"{noise} ({seeds} of {len(cells.coords['seed'])} seeds)")
         ax.set(title=name, xlabel="iteration (0 = initialisation)", yscale="log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(title="noise", fontsize=8)
     axes[0][0].set_ylabel("frobenius_error (RMS column error)")
