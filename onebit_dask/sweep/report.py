@@ -70,8 +70,10 @@ def _progress(enabled: bool, text: str) -> None:
         print(f"report: {text}", file=sys.stderr, flush=True)
 
 
-def collect(ds, progress: bool = False, path: str = "the cube") -> Cells:
-    """Read the done cells of ``ds`` (from :func:`open_cube`), block by block."""
+def collect(ds, progress: bool = False, path: str = "the cube",
+            require_done: bool = False) -> Cells:
+    """Read the done cells of ``ds`` (from :func:`open_cube`), block by block;
+    ``require_done``: no cell done is an error (there is nothing to plot)."""
     start = time.perf_counter()
     try:
         done_var = ds["done"]
@@ -85,6 +87,9 @@ def collect(ds, progress: bool = False, path: str = "the cube") -> Cells:
                        ) from None
     index = np.nonzero(done)
     n_done = len(index[0]) if index else 0
+    if require_done and n_done == 0:
+        raise RunError(f"no cell of the cube {path} is done: there is nothing to plot yet "
+                       "(run the sweep, then report again)")
     _progress(progress, f"{n_done:,} of {done.size:,} cells done "
                         f"({time.perf_counter() - start:.1f} s to read the done flags)")
     coords = {d: ds[d].values for d in dims}
@@ -488,7 +493,7 @@ def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunError(f"{path}: the cube cannot be opened ({detail}): the store is damaged; "
                        "run the sweep again with --overwrite to rebuild it") from None
-    cells = collect(ds, progress, os.fspath(path))
+    cells = collect(ds, progress, os.fspath(path), require_done=plot_dir is not None)
     text = tables(cells)
     paths = plots(cells, plot_dir, progress) if plot_dir is not None else []
     _progress(progress, f"done in {time.perf_counter() - start:.1f} s")
