@@ -2,6 +2,7 @@
 
     python benchmarks/bench_labels.py --d2 100000            # goal: auc >= 0.99 in < 5 min
     python benchmarks/bench_labels.py --d2 1000000 --n-iter 40
+    python benchmarks/bench_labels.py --d2 10000000 --batch-size 20000000 --n-iter 20 --shards 16
     python benchmarks/bench_labels.py --smoke
 
 Runs on an embedded cluster whose scheduler and workers are subprocesses, with the
@@ -36,6 +37,8 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--sampler", default="projected", choices=["projected", "explicit"])
+    p.add_argument("--n-test", type=int, default=5000)
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
     if args.smoke:
@@ -44,8 +47,8 @@ def main(argv=None):
     from distributed import Client
     from distributed.deploy.subprocess import SubprocessCluster
 
-    problem = SyntheticProblem(args.d1, args.d2, args.rank, seed=0, n_test=5000,
-                               max_eval_labels=1000)
+    problem = SyntheticProblem(args.d1, args.d2, args.rank, seed=0, n_test=args.n_test,
+                               max_eval_labels=1000, sampler=args.sampler)
     with SubprocessCluster(host="127.0.0.1", n_workers=args.workers, threads_per_worker=1,
                            dashboard_address="127.0.0.1:0",
                            worker_kwargs={"memory_limit": 0}) as cluster, Client(cluster) as client:
@@ -62,9 +65,13 @@ def main(argv=None):
         if "auc" in h:
             print(f"iteration {h['iteration']:3d}  observations {h['n_samples']:>12,}  "
                   f"train {h['fit_s']:7.1f} s  auc {h['auc']:.4f}  "
-                  f"frobenius_error {h['frobenius_error']:.4f}")
+                  f"frobenius_error {h['frobenius_error']:.4f}  active {h['n_active']:,}")
     last = est.history_[-1]
-    print(json.dumps({"d1": args.d1, "d2": args.d2, "rank": args.rank,
+    steps = est.history_[1:]
+    print(json.dumps({"d1": args.d1, "d2": args.d2, "rank": args.rank, "shards": args.shards,
+                      "sampler": args.sampler,
+                      "client_bytes_per_step": round(sum(h["client_bytes"] for h in steps)
+                                                     / max(len(steps), 1)),
                       "batch_size": args.batch_size, "n_iter": args.n_iter, "step": args.step,
                       "wall_s": round(wall, 1), "train_s": round(last["fit_s"], 1),
                       "auc": round(last["auc"], 4), "client_peak_mib": round(peak_rss_mib()),

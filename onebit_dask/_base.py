@@ -26,15 +26,17 @@ class FactorPredictor:
         """Scores ``X W`` of shape ``(n, d2)``, or ``(n, len(labels))`` for given labels."""
         self._check_fitted()
         X = check_features(X, n_features=self.n_features_in_)
-        B = self.B_
         if labels is not None:
             labels = np.asarray(labels)
             if labels.dtype.kind not in "iu" or labels.ndim != 1 or (
                     labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
                 raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
                                  f"of integers in [0, {self.n_labels_})")
-            B = B[labels]
-        return (X.astype(np.float64) @ self.A_) @ B.T
+        return (X.astype(np.float64) @ self.A_) @ self._B_rows(labels).T
+
+    def _B_rows(self, labels=None) -> np.ndarray:
+        """Rows of ``B_`` at ``labels`` (all rows for ``None``), in the order given."""
+        return self.B_ if labels is None else self.B_[labels]
 
     def predict(self, X, labels=None):
         """Signs ``sign(X W)`` in ``{-1, +1}`` (int8), shape as :meth:`decision_function`."""

@@ -225,9 +225,34 @@ def _add_sweep(sub):
     p.add_argument("--allow-large", action="store_true",
                    help="allow a grid of more than 10^6 cells")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--retries", type=int, default=0,
+                   help="run a cell that raised up to N more times (Dask's task retries; "
+                        "a cell whose worker died is rescheduled by Dask anyway)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run again the cells an earlier run marked failed (without it they "
+                        "are skipped)")
+    p.add_argument("--adapt", default=None, metavar="MIN:MAX",
+                   help="adaptive cluster: between MIN and MAX workers (jobs for slurm/pbs "
+                        "configs), following the work left; with --cluster or the embedded "
+                        "cluster")
     _add_target(p)
     _common(p)
     p.set_defaults(run=_run_sweep)
+
+
+def _parse_adapt(text):
+    """``"MIN:MAX"`` -> ``(MIN, MAX)`` with ``0 <= MIN <= MAX``, ``MAX >= 1``."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        low, high = (int(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        low = high = None
+    if low is None or low < 0 or high < max(1, low):
+        raise UsageError(f"--adapt {text!r} is not allowed: give MIN:MAX, integers with "
+                         "0 <= MIN <= MAX and MAX >= 1, e.g. --adapt 1:8")
+    return low, high
 
 
 def _run_sweep(args) -> int:
@@ -235,24 +260,34 @@ def _run_sweep(args) -> int:
     from .sweep import load_spec, run_sweep
     from .sweep.store import check_output
 
+    adapt = _parse_adapt(args.adapt)
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries} is not allowed: give an integer >= 0")
+    if adapt is not None and (args.scheduler is not None or args.workers is not None):
+        raise UsageError("--adapt needs a cluster this command starts (--cluster or the "
+                         "embedded one): not with --scheduler or --workers")
     try:
         spec = load_spec(args.spec, allow_large=args.allow_large)
         check_target(**_target(args))
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None  # (a damaged store: SweepRuntimeError, exit 1)
     args.writes = args.out
+    from .sweep.lock import StoreLock
+
+    StoreLock(args.out).probe()  # in use: refuse before starting a cluster
     with open_client(**_target(args), timeout=args.connect_timeout,
                      worker_timeout=args.worker_timeout, quiet=args.quiet,
-                     debug=args.debug) as client:
+                     debug=args.debug, adapt=adapt) as client:
         summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
-                            progress=not args.quiet)
+                            progress=not args.quiet, retries=args.retries,
+                            retry_failed=args.retry_failed)
     print(f"sweep {spec.name}: {summary}; results in {args.out}")
-    if summary.failed:
+    if summary.failed or summary.skipped_failed:
         from .sweep.store import failures_path
 
-        print(f"onebit-dask: {summary.failed} cell(s) failed: see {failures_path(args.out)}",
-              file=sys.stderr)
+        print(f"onebit-dask: {summary.failed + summary.skipped_failed} cell(s) failed: see "
+              f"{failures_path(args.out)}; --retry-failed runs them again", file=sys.stderr)
         return 1
     return 0
 

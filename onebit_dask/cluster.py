@@ -14,24 +14,40 @@ A config is a YAML mapping::
       require_encryption: true
 
 :func:`load_cluster_config` checks the whole file and raises one error naming
-the key; :func:`cluster_spec` shows what would be started (a job script, the
-operator's cluster spec, keyword arguments) without starting anything;
-:func:`make_cluster` starts it.
+the key (:class:`ClusterConfigError`): keys and types, for SLURM/PBS the memory
+size, the walltime and worker flags dask-jobqueue sets itself, for SSH asyncssh's
+connection options and the known-hosts file (host keys are always checked).
+:func:`cluster_spec` shows what would be started (a job script, the operator's
+cluster spec, keyword arguments) without starting anything; :func:`make_cluster`
+starts it (a SLURM job is first offered to ``sbatch --test-only``) and raises
+:class:`ClusterStartError`, one line saying what to do, when it does not start.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
 
 import yaml
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
                   "require_encryption": bool}
-_JOBQUEUE = ["cores", "memory", "processes", "queue", "account", "walltime", "interface",
-             "job_extra_directives", "job_script_prologue", "local_directory", "log_directory",
-             "python", "name", "worker_extra_args", "death_timeout", "scheduler_options"]
+# dask-jobqueue options shared by SLURM and PBS, with their types
+_JOBQUEUE = {"cores": int, "memory": str, "processes": int, "queue": str, "account": str,
+             "walltime": str, "interface": str, "job_extra_directives": list,
+             "job_script_prologue": list, "local_directory": str, "log_directory": str,
+             "python": str, "name": str, "worker_extra_args": list,
+             "death_timeout": (int, float), "scheduler_options": dict}
+# walltimes the batch system accepts (checked against a real sbatch in tests/test_backends.py)
+_WALLTIME = {"slurm": (re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|-1"
+                                  r"|(?i:infinite|unlimited))$"),
+                       "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"),
+             "pbs": (re.compile(r"^\d+(:\d+){0,2}$"), "seconds, MM:SS or HH:MM:SS")}
 # kind -> (allowed option keys with their types, required option keys)
 _KINDS = {
     "local": ({"n_workers": int, "threads_per_worker": int, "processes": bool,
@@ -40,19 +56,25 @@ _KINDS = {
     "ssh": ({"hosts": list, "connect_options": dict, "worker_options": dict,
              "scheduler_options": dict, "worker_class": str, "remote_python": (str, list)},
             ("hosts",)),
-    "slurm": ({**{k: object for k in _JOBQUEUE}, "cores": int, "memory": str, "processes": int,
-               "walltime": str, "job_cpu": int, "job_mem": str}, ("cores", "memory")),
-    "pbs": ({**{k: object for k in _JOBQUEUE}, "cores": int, "memory": str, "processes": int,
-             "walltime": str, "resource_spec": str}, ("cores", "memory")),
+    "slurm": ({**_JOBQUEUE, "job_cpu": int, "job_mem": str}, ("cores", "memory")),
+    "pbs": ({**_JOBQUEUE, "resource_spec": str}, ("cores", "memory")),
     "kubernetes": ({"name": str, "image": str, "n_workers": int, "resources": dict, "env": dict,
                     "namespace": str, "worker_command": str, "scheduler_service_type": str},
                    ("name", "image")),
 }
+# asyncssh connection options (SSHCluster's connect_options) whose types are checked here;
+# the other asyncssh options are allowed unchecked
+_SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (str, list),
+                      "username": str, "connect_timeout": (int, float, str)}
 _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict}
 
 
 class ClusterConfigError(ValueError):
     """A cluster config that cannot be used; the message names the key."""
+
+
+class ClusterStartError(RuntimeError):
+    """A checked config whose cluster did not start; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +106,75 @@ def _check_type(where: str, key: str, value, expected) -> None:
                                  f"expected {names}")
 
 
-def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "") -> None:
+def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "",
+                allowed_text: str | None = None) -> None:
     for key, value in mapping.items():
         if key not in allowed:
-            raise ClusterConfigError(f"{where}: unknown key '{prefix}{key}'{_suggest(key, allowed)};"
-                                     f" allowed: {', '.join(sorted(allowed))}")
+            listed = allowed_text or ", ".join(sorted(allowed))
+            raise ClusterConfigError(f"{where}: unknown key '{prefix}{key}'"
+                                     f"{_suggest(key, allowed)}; allowed: {listed}")
         _check_type(where, prefix + str(key), value, allowed[key])
+
+
+def _check_jobqueue(where: str, kind: str, options: dict) -> None:
+    from dask.utils import parse_bytes
+
+    for key in ("job_extra_directives", "job_script_prologue", "worker_extra_args"):
+        if not all(isinstance(v, str) for v in options.get(key, [])):
+            raise ClusterConfigError(f"{where}: options.{key}={options[key]!r} must be a list "
+                                     "of strings")
+    for key in ("memory", "job_mem"):
+        if key in options:
+            try:
+                parse_bytes(options[key])
+            except ValueError:
+                raise ClusterConfigError(f"{where}: options.{key}={options[key]!r} is not a "
+                                         "size: give a number with a unit, e.g. 16GiB or 16GB"
+                                         ) from None
+    pattern, forms = _WALLTIME[kind]
+    if "walltime" in options and not pattern.match(options["walltime"]):
+        raise ClusterConfigError(f"{where}: options.walltime={options['walltime']!r} is not a "
+                                 f"{kind} walltime: give {forms}")
+    # dask-jobqueue already passes --nthreads cores/processes (and --memory-limit)
+    for flag in ("--nthreads", "--nworkers", "--memory-limit"):
+        if any(arg == flag or arg.startswith(flag + "=")
+               for arg in options.get("worker_extra_args", [])):
+            raise ClusterConfigError(
+                f"{where}: options.worker_extra_args repeats {flag}, which dask-jobqueue sets "
+                "from options.cores, options.processes and options.memory: remove it there")
+
+
+def _ssh_connect_keys(where: str) -> set:
+    try:
+        import asyncssh
+    except ImportError:
+        raise ClusterConfigError(f"{where}: kind='ssh' needs asyncssh: pip install "
+                                 "'onebit-dask[cluster]'") from None
+    import inspect
+
+    names = set(inspect.signature(asyncssh.SSHClientConnectionOptions.prepare).parameters)
+    names |= set(inspect.signature(asyncssh.connect).parameters)
+    return names - {"self", "loop", "last_config", "reload", "canonical", "final", "host",
+                    "options", "kwargs", "sock"}
+
+
+def _check_ssh_connect(where: str, connect: dict) -> None:
+    if "known_hosts" in connect and connect["known_hosts"] is None:
+        raise ClusterConfigError(
+            f"{where}: options.connect_options.known_hosts=None turns SSH host-key checking "
+            "off: give a known-hosts file (or leave the key out to use ~/.ssh/known_hosts)")
+    allowed = _ssh_connect_keys(where)
+    _check_keys(where, connect, {k: _SSH_CONNECT_TYPES.get(k, object) for k in allowed},
+                prefix="options.connect_options.",
+                allowed_text="the options of asyncssh.SSHClientConnectionOptions, e.g. port, "
+                             "username, known_hosts, client_keys")
+    files = connect.get("known_hosts", [])
+    for file in [files] if isinstance(files, str) else files:
+        if not isinstance(file, str) or not os.path.isfile(os.path.expanduser(file)):
+            raise ClusterConfigError(
+                f"{where}: options.connect_options.known_hosts={file!r} is not a file: give a "
+                "known-hosts file listing every host's key (leave the key out to use "
+                "~/.ssh/known_hosts)")
 
 
 def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
@@ -114,6 +199,10 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
                           or not all(isinstance(h, str) for h in options["hosts"])):
         raise ClusterConfigError(f"{where}: options.hosts must list the scheduler host, then "
                                  "at least one worker host")
+    if kind in ("slurm", "pbs"):
+        _check_jobqueue(where, kind, options)
+    if kind == "ssh" and "connect_options" in options:
+        _check_ssh_connect(where, options["connect_options"])
     if "scale" in data and data["scale"] < 0:
         raise ClusterConfigError(f"{where}: scale={data['scale']} must be >= 0")
     adapt = data.get("adapt")
@@ -196,8 +285,46 @@ def cluster_spec(config: ClusterConfig):
     return dict(config.options)
 
 
-def make_cluster(config: ClusterConfig):
-    """Start the cluster of a config, scaled or adaptive as it says."""
+def check_slurm_job(config: ClusterConfig) -> None:
+    """Ask SLURM whether it would take the config's job (``sbatch --test-only``).
+
+    A job SLURM refuses (unknown partition or account, a walltime or memory beyond the
+    partition's limits) otherwise leaves the scheduler waiting for workers that never
+    come; this raises :class:`ClusterStartError` with sbatch's reason instead.
+    """
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise ClusterStartError(f"{config.path}: sbatch is not on PATH: start a SLURM config "
+                                "on a machine that submits jobs (a login node)")
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="onebit-dask-") as script:
+        script.write(cluster_spec(config))
+        script.flush()
+        proc = subprocess.run([sbatch, "--test-only", script.name], capture_output=True,
+                              text=True, timeout=120)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
+        raise ClusterStartError(f"{config.path}: SLURM refuses the job this config submits "
+                                f"({lines[-1]}): fix the options it names (sinfo and "
+                                "scontrol show partition list what the cluster offers)")
+
+
+def _start_failure(config: ClusterConfig, exc: BaseException) -> str:
+    chain = exc
+    while chain is not None:
+        if type(chain).__name__ == "HostKeyNotVerifiable":
+            known = config.options.get("connect_options", {}).get("known_hosts",
+                                                                  "~/.ssh/known_hosts")
+            return (f"{config.path}: SSH refused a host whose key is not in {known} "
+                    f"({chain}): add each host's key there (ssh to it once and compare "
+                    "the fingerprint, or ssh-keyscan), or point "
+                    "options.connect_options.known_hosts at a file that lists it")
+        chain = chain.__cause__ or chain.__context__
+    text = str(exc).strip()
+    detail = f"{type(exc).__name__}{': ' + text.splitlines()[0] if text else ''}"
+    return f"{config.path}: the {config.kind} cluster did not start ({detail})"
+
+
+def _start(config: ClusterConfig):
     security = make_security(config.security)
     extra = {"security": security, "protocol": "tls://"} if security else {}
     opts = dict(config.options)
@@ -206,19 +333,56 @@ def make_cluster(config: ClusterConfig):
 
         opts.setdefault("host", "127.0.0.1")
         opts.setdefault("threads_per_worker", 1)
-        cluster = LocalCluster(**opts, **extra)
-    elif config.kind == "ssh":
+        return LocalCluster(**opts, **extra)
+    if config.kind == "ssh":
         from distributed import SSHCluster
 
-        cluster = SSHCluster(**opts, **({"security": security} if security else {}))
-    elif config.kind in ("slurm", "pbs"):
-        cluster = _jobqueue_class(config.kind)(**opts, **extra)
-    else:
-        from dask_kubernetes.operator import KubeCluster
+        return SSHCluster(**opts, **({"security": security} if security else {}))
+    if config.kind in ("slurm", "pbs"):
+        if config.kind == "slurm":
+            check_slurm_job(config)
+        return _jobqueue_class(config.kind)(**opts, **extra)
+    from dask_kubernetes.operator import KubeCluster
 
-        cluster = KubeCluster(**opts)
+    return KubeCluster(**opts)
+
+
+def make_cluster(config: ClusterConfig):
+    """Start the cluster of a config, scaled or adaptive as it says.
+
+    Raises :class:`ClusterConfigError` for a missing TLS file and
+    :class:`ClusterStartError` (one line: what failed, what to do) when the
+    cluster does not start: SLURM refuses the job, an SSH host key is not known,
+    a cluster class fails.
+    """
+    import logging
+
+    spec_log = logging.getLogger("distributed.deploy.spec")
+    level = spec_log.level
+    spec_log.setLevel(logging.ERROR)  # "Cluster closed without starting up": said below
+    try:
+        cluster = _start(config)
+    except (ClusterConfigError, ClusterStartError):
+        raise
+    except Exception as exc:
+        raise ClusterStartError(_start_failure(config, exc)) from exc
+    finally:
+        spec_log.setLevel(level)
     if config.adapt is not None:
-        cluster.adapt(**config.adapt)
+        adapt(cluster, config.adapt.get("minimum", 0), config.adapt.get("maximum", 1))
     elif config.scale is not None:
         cluster.scale(config.scale)
     return cluster
+
+
+def adapt(cluster, minimum: int, maximum: int):
+    """Make ``cluster`` adaptive between ``minimum`` and ``maximum``: jobs for a
+    dask-jobqueue cluster (``minimum_jobs``/``maximum_jobs``: a job may hold several
+    worker processes), workers otherwise. Returns the ``Adaptive`` object."""
+    try:
+        from dask_jobqueue import JobQueueCluster
+    except ImportError:  # pragma: no cover - dask-jobqueue is a dependency
+        JobQueueCluster = ()
+    if isinstance(cluster, JobQueueCluster):
+        return cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum)
+    return cluster.adapt(minimum=minimum, maximum=maximum)

@@ -9,17 +9,23 @@ from sklearn.base import BaseEstimator
 
 from . import metrics
 from ._base import FactorPredictor
-from ._validation import (as_generator, check_choice, check_int, check_observations,
-                          check_rank)
-from .algorithm import initialise, initialise_dense, step
-from .engine import LocalEngine
-from .kernels import normalised_factors, step_size
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ._validation import (as_generator, check_choice, check_features, check_int,
+                          check_observations, check_rank)
+from .algorithm import init_dense, init_randomized, step
+from .engine import make_engine
+from .engine.blocks import Evaluation, StepModel, best_k, rows_of, top_k
+from .kernels import step_size
 from .io import ZarrSource
 from .progress import StepProgress
 from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import FullObservationProblem, SyntheticProblem
 
 DENSE_INIT_LIMIT = 10_000_000  # entries of H0 that init_svd="auto" forms
+KEEP_LOCAL_LIMIT = 30_000_000  # label-side numbers (Q, V, B) kept in this process after a fit
+GATHER_LIMIT = 50_000_000  # label-side numbers Q_, V_ or B_ may gather
 
 
 class OneBitMultiLabel(FactorPredictor, BaseEstimator):
@@ -96,7 +102,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     history_ : list of dict
         One entry per iteration (0 = after the initialisation): ``iteration``,
         ``n_samples``, ``n_active`` (observations with a non-zero residual),
-        ``fit_s`` (cumulative training time) and, when the data come with a test
+        ``fit_s`` (cumulative training time), ``client_bytes`` (array bytes the
+        client sent to and gathered from the label blocks in that iteration; 0
+        in-process) and, when the data come with a test
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``.
     """
 
@@ -126,13 +134,6 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_int("init_power_iter", self.init_power_iter, low=0)
         as_generator(self.random_state)
         check_int("eval_every", self.eval_every, low=0)
-
-    def _engine(self):
-        if self.client is None:
-            return LocalEngine()
-        from .dask_engine import DaskEngine
-
-        return DaskEngine(self.client)
 
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, labels=None, y=None, *, n_labels=None):
@@ -185,83 +186,200 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def partial_fit(self, X, labels, y, *, n_labels=None):
         """One step on the batch ``(X, labels, y)`` (the first call initialises).
 
-        ``n_labels`` (``d2``) is required on the first call.
+        ``n_labels`` (``d2``) is required on the first call; later calls may repeat it.
 
         Returns
         -------
         self
         """
-        first = not hasattr(self, "Q_")
+        first = not hasattr(self, "A_")
         if first and n_labels is None:
             raise TypeError("n_labels=None is not allowed on the first call to partial_fit: "
                             "pass n_labels=d2, the number of labels")
         if not first:
+            if n_labels is not None and n_labels != self.n_labels_:
+                raise ValueError(f"n_labels={n_labels!r} is not allowed: this model was started "
+                                 f"with n_labels={self.n_labels_}; pass the same number (or "
+                                 "omit it), or fit a new model")
             n_labels = self.n_labels_
         X, labels, y, d2 = check_observations(
             X, labels, y, n_labels=n_labels, n_features=None if first else self.n_features_in_)
         self._check_params(X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2, X.shape[0]).batch(0, self.n_shards)
+        engine = make_engine(self.client)
         if first:
             self._start(X.shape[1], d2)
-        engine = self._engine()
-        self._advance(engine, engine.load(shards), None)
+            engine.start(self._bounds)
+        else:
+            engine = self._blocks_on(engine)
+        self._advance(engine, *self._prepare(engine, shards), None, None)
+        self._keep(engine)
         return self
 
+    # -- internals ------------------------------------------------------------------
     def _start(self, d1, d2):
+        for attr in ("A_", "_top", "_blocks"):
+            self.__dict__.pop(attr, None)
         self.n_features_in_, self.n_labels_ = d1, d2
         self.n_steps_ = -1  # the first batch initialises
         self.n_samples_seen_ = 0
         self.history_ = []
         self._fit_s = 0.0
         self._rng = as_generator(self.random_state)
+        n_blocks = min(self.n_shards, d2)
+        self._bounds = [s * d2 // n_blocks for s in range(n_blocks + 1)]
+
+    def _prepare(self, engine, shards):
+        """The per-block data of a batch and its number of observations."""
+        return engine.prepare(shards, self._bounds), sum(sh.n_obs for sh in shards)
 
     def _fit_batches(self, batches, d1, d2, problem=None):
         self._start(d1, d2)
-        for attr in ("Q_", "V_", "A_", "B_"):
-            self.__dict__.pop(attr, None)
-        engine = self._engine()
-        evaluation = (problem.test_set(), problem.truth) if problem is not None else None
+        engine = make_engine(self.client)
+        engine.start(self._bounds)
+        evaluation = None
+        if problem is not None:
+            self._test_set = problem.test_set()
+            labels = self._test_set.labels
+            evaluation = [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
+                          for lo, hi in zip(self._bounds[:-1], self._bounds[1:])]
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
-            upcoming = engine.load(batches(0))
+            upcoming = self._prepare(engine, batches(0))
             for t in range(self.n_iter + 1):
-                loaded = upcoming
-                # the Dask engine draws batch t + 1 on the workers while step t runs
-                upcoming = engine.load(batches(t + 1)) if t < self.n_iter else None
+                current = upcoming
+                if t < self.n_iter and engine.prefetches:
+                    # the Dask engine loads batch t + 1 (user data) while step t runs
+                    upcoming = self._prepare(engine, batches(t + 1))
                 last = t == self.n_iter
                 due = last or (self.eval_every and t % self.eval_every == 0)
-                self._advance(engine, loaded, evaluation if due else None)
-                del loaded
+                self._advance(engine, *current, problem, evaluation if due else None)
+                del current
+                if t < self.n_iter and not engine.prefetches:
+                    upcoming = self._prepare(engine, batches(t + 1))
                 bar.update(self.history_[-1])
+        self._keep(engine)
         return self
 
-    def _advance(self, engine, loaded, evaluation):
+    def _advance(self, engine, data, n_obs, problem, evaluation):
         """Initialise (first batch) or take one step, then record the iteration."""
         d1, d2 = self.n_features_in_, self.n_labels_
+        projection = getattr(problem, "projection", lambda A=None: None)
         start = time.perf_counter()
-        if self.n_steps_ < 0 and self._dense_init(d1, d2):
-            n_obs, S = engine.label_sums(loaded, d1, d2)
-            self.Q_, self.V_ = initialise_dense(S, n_obs, d1, d2, self.rank)
-            n_active = n_obs
-        else:
-            if self.n_steps_ < 0:
-                batch = engine.open_batch(loaded, d1, d2)
-                self.Q_, self.V_ = initialise(batch, d1, d2, self.rank, self._rng,
-                                              self.init_power_iter)
-            else:
-                eta = step_size(self.step, self.n_steps_)
-                batch = engine.open_batch(loaded, d1, d2, self.A_, self.B_)
-                self.Q_, self.V_ = step(batch, self.Q_, self.A_, self.B_, d2, eta)
-            batch.release()
-            n_obs, n_active = batch.n_obs, batch.n_active
-        self.A_, self.B_ = normalised_factors(self.Q_, self.V_, d1)
+        traffic = engine.bytes_sent + engine.bytes_received
+        with threadpool_limits(1, user_api="blas"):  # small products: no thread start-up
+            n_active, outs = self._update(engine, data, n_obs, projection, evaluation)
         self.n_steps_ += 1
         self.n_samples_seen_ += n_obs
         self._fit_s += time.perf_counter() - start
         record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
-                  "n_active": n_active, "fit_s": self._fit_s}
+                  "n_active": n_active, "fit_s": self._fit_s,
+                  "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
         if evaluation is not None:
-            record.update(metrics.evaluate(evaluation[0], evaluation[1], self.A_, self.B_))
+            gram = sum(o[0] for o in outs)
+            B_eval = np.concatenate([o[1] for o in outs])
+            record.update(metrics.evaluate_factored(self._test_set, problem.truth_rows(0, 0)[0],
+                                                    self.A_, gram, B_eval, d2))
         self.history_.append(record)
+
+    def _update(self, engine, data, n_obs, projection, evaluation):
+        """The initialisation or one step; returns ``(n_active, the blocks' evaluation
+        pieces)``."""
+        d1, d2 = self.n_features_in_, self.n_labels_
+        if self.n_steps_ < 0:
+            model = StepModel(None, projection(None))
+            if self._dense_init(d1, d2):
+                self._top, outs = init_dense(engine, data, model, n_obs, d1, d2, self.rank,
+                                             self._bounds, evaluation)
+            else:
+                self._top, outs = init_randomized(engine, data, model, n_obs, d1, d2, self.rank,
+                                                  self._rng, self.init_power_iter, evaluation)
+            n_active = n_obs
+        else:
+            eta = step_size(self.step, self.n_steps_)
+            model = StepModel(self.A_, projection(self.A_))
+            self._top, n_active, outs = step(engine, data, model, self._top, n_obs, d2, eta,
+                                             evaluation)
+        self.A_ = self._top.Q
+        return n_active, outs
 
     def _dense_init(self, d1: int, d2: int) -> bool:
         return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
+
+    # -- where the label blocks live ----------------------------------------------------
+    def _keep(self, engine) -> None:
+        """Keep the blocks: in this process when they are small (the model outlives the
+        client), else where they are (save the model before closing the client)."""
+        small = self.n_labels_ * self.A_.shape[1] * 3 <= KEEP_LOCAL_LIMIT
+        self._blocks = engine.local() if small else engine
+
+    def _blocks_on(self, engine):
+        """The fitted blocks, moved to ``engine`` if they live elsewhere."""
+        held = self._live_blocks()
+        if type(held) is type(engine) and getattr(held, "client", None) is getattr(
+                engine, "client", None):
+            return held
+        if hasattr(engine, "adopt"):
+            engine.adopt(held.blocks())
+            return engine
+        return held.local()
+
+    def _live_blocks(self):
+        self._check_fitted()
+        blocks = self._blocks
+        client = getattr(blocks, "client", None)
+        if client is not None and client.status != "running":
+            raise RuntimeError(
+                f"this model's {len(blocks.handles)} label blocks lived on a Dask cluster that "
+                "is gone (its client is closed): call save(path) before closing the client, "
+                "or refit")
+        return blocks
+
+    def _label_rows(self, slot: str, labels=None) -> np.ndarray:
+        """Rows of a label-side slot (``"Q"``, ``"V"``, ``"B"``), gathered block by block."""
+        if labels is None:
+            size = self.n_labels_ * self.A_.shape[1]
+            if size > GATHER_LIMIT:
+                raise MemoryError(
+                    f"{slot}_ would gather {size} numbers ({self.n_labels_} labels x "
+                    f"{self.A_.shape[1]}) into this process (> {GATHER_LIMIT}): use "
+                    "decision_function(X, labels=...), predict_top_k(X, k) or save(path), "
+                    "which work block by block")
+        if labels is None:
+            return np.concatenate(self._live_blocks().map(rows_of, slot))
+        uniq, inverse = np.unique(labels, return_inverse=True)
+        return np.concatenate(self._live_blocks().map(rows_of, slot, uniq))[inverse]
+
+    @property
+    def Q_(self) -> np.ndarray:
+        """Orthonormal basis ``(d1 + d2, 2 rank)`` of the dilation (gathered)."""
+        return np.vstack([self._top.Q, self._label_rows("Q")])
+
+    @property
+    def V_(self) -> np.ndarray:
+        """``M_dil Q_`` of the last step, ``(d1 + d2, 2 rank)`` (gathered)."""
+        return np.vstack([self._top.V, self._label_rows("V")])
+
+    @property
+    def B_(self) -> np.ndarray:
+        """Label factor ``(d2, 2 rank)`` of ``W = A_ B_^T`` (gathered)."""
+        self._check_fitted()
+        return self._label_rows("B")
+
+    def _B_rows(self, labels):
+        return self._label_rows("B", labels)
+
+    def predict_top_k(self, X, k: int = 5):
+        """The ``k`` labels with the highest scores ``x^T w_j`` for each row of ``X``,
+        computed block by block where the label blocks live.
+
+        Returns
+        -------
+        labels : ndarray of shape (n, k), int64
+            Best first; ties go to the smaller label.
+        scores : ndarray of shape (n, k)
+        """
+        self._check_fitted()
+        k = check_int("k", k, low=1, high=self.n_labels_)
+        XA = check_features(X, n_features=self.n_features_in_).astype(np.float64) @ self.A_
+        parts = self._live_blocks().map(top_k, XA, k)
+        return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)

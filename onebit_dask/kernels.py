@@ -29,6 +29,25 @@ LAMBDA = float(np.sqrt(2.0 / np.pi))
 """``E[sign(x^T w) x] = LAMBDA * w`` for ``x ~ N(0, I)`` and a unit ``w`` (Lemma 1)."""
 
 
+def aligned(a: np.ndarray) -> np.ndarray:
+    """``a`` itself if its data are aligned for its dtype, else an aligned copy.
+
+    An array that Dask moved between workers can land at any byte address: the
+    TCP comm reads the message header, the pickle bytes and the first out-of-band
+    buffer into one host buffer (``distributed.comm.tcp``), so that buffer's array
+    starts wherever the header ends (e.g. 6 bytes past an 8-byte boundary).
+    NumPy's ``matmul`` hands an unaligned operand to BLAS through an aligned
+    temporary copy in C order, so ``X.T @ B`` with an unaligned ``X`` becomes a
+    ``dgemm`` on a row-major ``X^T`` instead of a transposed ``X``; for small
+    products (``M N K`` up to about ``10^6``) OpenBLAS's SkylakeX kernels sum the
+    two layouts in a different order, and the shard products differed from the
+    in-process ones by 1 ulp. Copying unaligned inputs first makes every shard
+    kernel see the same layout wherever its data came from; an aligned array
+    (every array NumPy allocates) is returned as is, without a copy.
+    """
+    return a if a.flags.aligned else a.copy(order="K")
+
+
 def scale_constant(d2: int, m: int) -> float:
     """The constant ``c = d2 / (m * lambda)`` of one batch of ``m`` observations."""
     return d2 / (m * LAMBDA)
@@ -44,8 +63,13 @@ def column_norms(A: np.ndarray, V_bot: np.ndarray) -> np.ndarray:
 
     ``n_j^2 = v_j^T (A^T A) v_j``; a zero column gets norm 1 (it stays zero).
     """
-    gram = A.T @ A
-    sq = np.einsum("ij,jk,ik->i", V_bot, gram, V_bot, optimize=True)
+    return row_norms(V_bot, A.T @ A)
+
+
+def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """``n_j = sqrt(v_j^T G v_j)`` for the rows ``v_j`` of ``V_rows`` and ``G = A^T A``;
+    a zero row gets norm 1. Row by row, so a block of labels needs only ``G``."""
+    sq = np.einsum("ij,jk,ik->i", V_rows, gram, V_rows, optimize=True)
     norms = np.sqrt(np.maximum(sq, 0.0))
     norms[norms == 0] = 1.0
     return norms
@@ -108,6 +132,7 @@ class ActiveRows(NamedTuple):
     labels: np.ndarray  # (n_active,), int64, global label indices
     weights: np.ndarray  # (n_active,), float64
     n_obs: int  # observations in the shard before selection
+    by_label: bool = False  # one row per label, labels sorted (per-label sums)
 
 
 def shard_scores(X: np.ndarray, labels: np.ndarray, A: np.ndarray, B_rows: np.ndarray,
@@ -127,10 +152,11 @@ def shard_active_rows(X, labels, y, A=None, B_rows=None, offset: int = 0) -> Act
     otherwise they are the residuals ``r = y - sign(s)`` in ``{-2, 0, 2}`` and only
     rows with ``r != 0`` are kept. The kept features are float64.
     """
+    X, labels, y = aligned(X), aligned(labels), aligned(np.asarray(y))
     n = X.shape[0]
     if A is None:
         return ActiveRows(X.astype(np.float64), labels, np.asarray(y, dtype=np.float64), n)
-    r = y - sign(shard_scores(X, labels, A, B_rows, offset))
+    r = y - sign(shard_scores(X, labels, aligned(A), aligned(B_rows), offset))
     keep = np.flatnonzero(r)
     return ActiveRows(X[keep].astype(np.float64), labels[keep], r[keep], n)
 
@@ -160,10 +186,15 @@ class ShardProduct(NamedTuple):
 
 def shard_apply(active: ActiveRows, P_top: np.ndarray, P_bot_rows: np.ndarray,
                 offset: int = 0) -> ShardProduct:
-    """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64."""
-    X = active.X
-    top = X.T @ (active.weights[:, None] * P_bot_rows[active.labels - offset])
-    uniq, rows = scatter_rows(active.labels, X @ P_top, active.weights)
+    """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64.
+
+    Inputs received from another process are first made :func:`aligned`, so the
+    bits do not depend on where the shard's rows were computed.
+    """
+    X, labels, weights = aligned(active.X), aligned(active.labels), aligned(active.weights)
+    P_top, P_bot_rows = aligned(P_top), aligned(P_bot_rows)
+    top = X.T @ (weights[:, None] * P_bot_rows[labels - offset])
+    uniq, rows = scatter_rows(labels, X @ P_top, weights)
     return ShardProduct(top, uniq, rows)
 
 

@@ -27,7 +27,7 @@ import scipy.linalg
 import scipy.stats
 
 __all__ = ["spectral_error", "frobenius_error", "hamming_loss", "auc", "auc_per_label",
-           "evaluate"]
+           "evaluate", "evaluate_factored"]
 
 
 def _difference_factors(A_true, B_true, A, B):
@@ -83,6 +83,55 @@ def auc(Y_true, scores) -> float:
     return float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan")
 
 
+def _scores_metrics(test_set, A, B_eval, chunk_labels: int):
+    """``(hamming_loss, auc)`` of ``W = A B^T`` on the test set; ``B_eval`` holds the rows
+    of ``B`` at ``test_set.labels``. Scores ``chunk_labels`` labels at a time."""
+    XA = test_set.X @ A
+    errors, per_label = 0, []
+    for lo in range(0, test_set.labels.size, chunk_labels):
+        scores = XA @ B_eval[lo: lo + chunk_labels].T
+        Y = test_set.Y[:, lo: lo + chunk_labels]
+        errors += np.count_nonzero((Y > 0) != (scores >= 0))
+        per_label.append(auc_per_label(Y, scores))
+    per_label = np.concatenate(per_label)
+    return (errors / test_set.Y.size,
+            float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan"))
+
+
+def evaluate_factored(test_set, A_true, A, gram_R, B_eval, d2: int,
+                      chunk_labels: int = 128) -> dict:
+    r"""The four metrics from what label blocks report, without ``B`` or ``B*``.
+
+    Parameters
+    ----------
+    test_set : TestSet
+    A_true, A : ndarray of shape (d1, k) and (d1, l)
+    gram_R : ndarray of shape (k + l, k + l)
+        ``R^T R`` for ``R = [B*, B]``, summed over the label blocks.
+    B_eval : ndarray of shape (n_eval, l)
+        The rows of ``B`` at ``test_set.labels``.
+    d2 : int
+
+    Notes
+    -----
+    ``||L R^T||_F^2 = trace((L^T L)(R^T R))`` with ``L = [A*, -A]``. For the spectral
+    norm, any ``F`` with ``F^T F = R^T R`` gives ``||L R^T||_2 = ||L F^T||_2``; ``F`` comes
+    from the eigendecomposition of ``R^T R`` (negative round-off eigenvalues clipped).
+    """
+    L = np.hstack([A_true, -A])
+    sq = float(np.sum((L.T @ L) * gram_R))
+    theta, Z = scipy.linalg.eigh(gram_R)
+    F = np.sqrt(np.maximum(theta, 0.0))[:, None] * Z.T
+    RL = scipy.linalg.qr(L, mode="r")[0][: L.shape[1]]
+    hamming, auc_value = _scores_metrics(test_set, A, B_eval, chunk_labels)
+    return {
+        "spectral_error": float(scipy.linalg.svdvals(RL @ F.T)[0]),
+        "frobenius_error": float(np.sqrt(max(sq, 0.0) / d2)),
+        "hamming_loss": hamming,
+        "auc": auc_value,
+    }
+
+
 def evaluate(test_set, truth, A, B, chunk_labels: int = 128) -> dict:
     """All four metrics of the estimate ``W = A B^T`` against a test set and the truth.
 
@@ -98,18 +147,10 @@ def evaluate(test_set, truth, A, B, chunk_labels: int = 128) -> dict:
         Labels scored at a time, which bounds the memory to ``n_test x chunk_labels``.
     """
     A_true, B_true = truth
-    XA = test_set.X @ A
-    errors, per_label = 0, []
-    for lo in range(0, test_set.labels.size, chunk_labels):
-        cols = slice(lo, lo + chunk_labels)
-        scores = XA @ B[test_set.labels[cols]].T
-        Y = test_set.Y[:, cols]
-        errors += np.count_nonzero((Y > 0) != (scores >= 0))
-        per_label.append(auc_per_label(Y, scores))
-    per_label = np.concatenate(per_label)
+    hamming, auc_value = _scores_metrics(test_set, A, B[test_set.labels], chunk_labels)
     return {
         "spectral_error": spectral_error(A_true, B_true, A, B),
         "frobenius_error": frobenius_error(A_true, B_true, A, B),
-        "hamming_loss": errors / test_set.Y.size,
-        "auc": float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan"),
+        "hamming_loss": hamming,
+        "auc": auc_value,
     }

@@ -138,18 +138,10 @@ def _connect(scheduler, tls, timeout):
 
 
 def _start_cluster(cluster, workers, debug):
-    if cluster is not None:
+    if cluster is not None:  # a failure to start is a one-line ClusterStartError
         from .cluster import load_cluster_config, make_cluster
 
-        try:
-            return make_cluster(load_cluster_config(cluster))
-        except Exception as exc:
-            if debug:
-                raise
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise RunError(f"the cluster of {cluster} did not start ({type(exc).__name__}"
-                           f"{': ' + detail if detail else ''}): fix the config or the "
-                           "machine it runs on, then run again") from None
+        return make_cluster(load_cluster_config(cluster))
     from distributed import LocalCluster
 
     return LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1,
@@ -169,14 +161,17 @@ def wait_for_a_worker(client, timeout: float, where: str) -> None:
 
 @contextlib.contextmanager
 def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: float = 10.0,
-                worker_timeout: float = 120.0, quiet: bool = False, debug: bool = False):
+                worker_timeout: float = 120.0, quiet: bool = False, debug: bool = False, adapt=None):
     """Yield a ``distributed.Client`` with at least one worker, or ``None`` for
     ``workers=0`` (in-process).
 
     ``workers=None`` with no scheduler or cluster starts the embedded default: a
     LocalCluster of ``default_workers()`` single-threaded processes on 127.0.0.1.
     An unreachable scheduler raises :class:`RunError` after ``timeout`` seconds, a
-    scheduler without workers after ``worker_timeout`` seconds.
+    scheduler without workers after ``worker_timeout`` seconds (not waited for with an
+    adaptive cluster, which starts its workers when tasks arrive).
+    ``adapt=(minimum, maximum)`` makes the started cluster adaptive
+    (:func:`onebit_dask.cluster.adapt`).
     """
     check_target(workers, scheduler, cluster, tls)
     if workers == 0:
@@ -186,13 +181,22 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
         quiet_dask_logs()
     from distributed import Client
 
+    from .cluster import load_cluster_config
+
     with contextlib.ExitStack() as stack:
         if scheduler is not None:
             client = stack.enter_context(_connect(scheduler, tls, timeout))
         else:
             dask_cluster = stack.enter_context(_start_cluster(cluster, workers, debug))
+            if adapt is not None:
+                from .cluster import adapt as make_adaptive
+
+                make_adaptive(dask_cluster, *adapt)
             client = stack.enter_context(Client(dask_cluster, timeout=timeout))
             if not quiet:
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        wait_for_a_worker(client, worker_timeout, scheduler or client.scheduler.address)
+        adaptive = adapt is not None or (cluster is not None and
+                                         load_cluster_config(cluster).adapt is not None)
+        if not adaptive:  # an adaptive cluster starts its workers when the work comes
+            wait_for_a_worker(client, worker_timeout, scheduler or client.scheduler.address)
         yield client

@@ -28,8 +28,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validation import check_float, check_int, check_rank, check_seed
+from ._validation import check_choice, check_float, check_int, check_rank, check_seed
 from .kernels import sign
+from .sampling import draw_projected_init, draw_projected_step, noisy_bits, span_basis
+
+SAMPLERS = ("projected", "explicit")
 
 TRUTH_TAG = 2**32 - 1
 TEST_TAG = 2**32 - 2
@@ -42,16 +45,48 @@ def _rng(*words: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(list(words)))
 
 
-@lru_cache(maxsize=4)
-def _truth(d1: int, d2: int, rank: int, seed: int):
+TRUTH_CHUNK = 65_536  # rows of V* drawn (and normalised) at a time
+
+
+def _truth_chunks(d1: int, d2: int, rank: int, seed: int, hi: int):
+    """``U`` and the chunks of rows of ``B*`` up to row ``hi``, in order.
+
+    ``V`` is drawn ``TRUTH_CHUNK`` rows at a time from the stream that drew ``U`` (NumPy's
+    normals fill sequentially, so the chunks equal one draw of all ``d2`` rows), and each
+    chunk is normalised on its own: a row's bits do not depend on who asks for it.
+    """
     rng = _rng(seed, TRUTH_TAG)
     U = rng.standard_normal((d1, rank))
-    V = rng.standard_normal((d2, rank))
-    norms = np.sqrt(np.einsum("ij,jk,ik->i", V, U.T @ U, V, optimize=True))
-    A, B = U, V / norms[:, None]
-    A.setflags(write=False)
-    B.setflags(write=False)
-    return A, B
+    gram = U.T @ U
+    yield U
+    for a in range(0, min(hi, d2), TRUTH_CHUNK):
+        V = rng.standard_normal((min(TRUTH_CHUNK, d2 - a), rank))
+        norms = np.sqrt(np.einsum("ij,jk,ik->i", V, gram, V, optimize=True))
+        yield V / norms[:, None]
+
+
+def _read_only(*arrays):
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays
+
+
+@lru_cache(maxsize=4)
+def _truth(d1: int, d2: int, rank: int, seed: int):
+    U, *chunks = _truth_chunks(d1, d2, rank, seed, d2)
+    return _read_only(U, np.concatenate(chunks))
+
+
+@lru_cache(maxsize=64)
+def _truth_rows(d1: int, d2: int, rank: int, seed: int, lo: int, hi: int):
+    """``(A*, B*[lo:hi])`` in ``O(hi k)`` time and ``O((hi - lo) k)`` memory."""
+    chunks = _truth_chunks(d1, d2, rank, seed, hi)
+    U = next(chunks)
+    keep = []
+    for a, B in zip(range(0, hi, TRUTH_CHUNK), chunks):
+        if a + B.shape[0] > lo:
+            keep.append(B[max(lo - a, 0): hi - a])
+    return _read_only(U, np.concatenate(keep) if keep else np.empty((0, rank)))
 
 
 class TestSet(NamedTuple):
@@ -91,7 +126,7 @@ class _BlockShard:
 
 
 class SyntheticShard(_BlockShard):
-    """A shard of a :class:`SyntheticProblem`'s batch."""
+    """A shard of a :class:`SyntheticProblem`'s batch, drawn explicitly."""
 
     def load(self):
         """Draw ``(X, labels, y)``: ``X`` float32 ``(n_obs, d1)``, labels in ``[lo, hi)``."""
@@ -100,6 +135,35 @@ class SyntheticShard(_BlockShard):
         X = rng.standard_normal((self.n_obs, p.d1), dtype=np.float32)
         labels = self.lo + rng.integers(0, self.hi - self.lo, size=self.n_obs, dtype=np.int64)
         return X, labels, p._labels_for(X, labels, rng)
+
+
+class Projection(NamedTuple):
+    """What a projected shard needs of the current model (computed once per step on the
+    client): ``P`` orthonormal with ``span(P) ⊇ span([A*, A])``, ``P^T A*`` and ``P^T A``
+    (``None`` for the initial batch, where ``span(P) = span(A*)``)."""
+
+    P: np.ndarray
+    PtA_true: np.ndarray
+    PtA: np.ndarray | None
+
+
+class ProjectedShard(_BlockShard):
+    """A shard of a :class:`SyntheticProblem`'s batch, drawn by projected sampling
+    (:mod:`onebit_dask.sampling`): only what the step uses, exact in law."""
+
+    def draw_active(self, projection: Projection, B_rows=None):
+        """``(ActiveRows, n_active)``: per-label sums of ``w_i x_i`` over the active rows
+        (``w = y`` for the initial batch, ``r = y - sign(s)`` for a step)."""
+        p = self.source
+        rng = _rng(p.seed, self.t, self.s)
+        B_true = _truth_rows(p.d1, p.d2, p.rank, p.seed, self.lo, self.hi)[1]
+        if projection.PtA is None:
+            active = draw_projected_init(rng, self.n_obs, self.lo, self.hi, projection.P,
+                                         projection.PtA_true, B_true, p.flip, p.noise_std)
+            return active, self.n_obs
+        return draw_projected_step(rng, self.n_obs, self.lo, self.hi, projection.P,
+                                   projection.PtA_true, B_true, projection.PtA, B_rows,
+                                   p.flip, p.noise_std)
 
 
 @dataclass(frozen=True)
@@ -122,6 +186,16 @@ class SyntheticProblem:
         Size of the held-out test set.
     max_eval_labels : int, default 1000
         Above this many labels, a fixed seeded subset of this size is evaluated.
+    sampler : {"projected", "explicit"}, default "projected"
+        How a batch is simulated. ``"explicit"`` draws every observation's ``d1``
+        features. ``"projected"`` draws, for every observation, only its coordinates
+        ``u = P^T x`` in a basis ``P`` of ``span([A*, A])`` (which decide its bit and
+        its score), and whole feature vectors only where the step uses them, as
+        per-label sums over the rows with a non-zero residual: the step's ``H`` has
+        exactly the same law (:mod:`onebit_dask.sampling`), at a cost of
+        ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``. The two
+        samplers give different draws of the same distribution; baselines, which need
+        explicit features, always see explicit draws.
     """
 
     d1: int
@@ -133,6 +207,7 @@ class SyntheticProblem:
     seed: int = 0
     n_test: int = 10_000
     max_eval_labels: int = 1000
+    sampler: str = "projected"
 
     def __post_init__(self):
         d1 = check_int("d1", self.d1, low=1)
@@ -144,6 +219,7 @@ class SyntheticProblem:
             seed=check_seed("seed", self.seed),
             n_test=check_int("n_test", self.n_test, low=1),
             max_eval_labels=check_int("max_eval_labels", self.max_eval_labels, low=1),
+            sampler=check_choice("sampler", self.sampler, SAMPLERS),
         )
         for key, value in fields.items():
             object.__setattr__(self, key, value)
@@ -159,22 +235,31 @@ class SyntheticProblem:
         A, B = self.truth
         return A @ B.T
 
+    def truth_rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(A*, B*[lo:hi])`` without forming all of ``B*`` (cached per process)."""
+        return _truth_rows(self.d1, self.d2, self.rank, self.seed, lo, hi)
+
     def _labels_for(self, X, labels, rng) -> np.ndarray:
-        A, B = self.truth
-        z = np.einsum("ij,ij->i", X @ A.astype(X.dtype), B[labels].astype(X.dtype))
-        z = z.astype(np.float64)
-        if self.noise_std > 0:
-            z += self.noise_std * rng.standard_normal(z.shape[0])
-        y = sign(z)
-        if self.flip > 0:
-            y[rng.random(y.shape[0]) < self.flip] *= -1.0
-        return y
+        lo, hi = int(labels.min(initial=0)), int(labels.max(initial=0)) + 1
+        A, B = self.truth_rows(lo, hi)
+        z = np.einsum("ij,ij->i", X @ A.astype(X.dtype), B[labels - lo].astype(X.dtype))
+        return noisy_bits(z, self.flip, self.noise_std, rng)
+
+    def projection(self, A=None) -> Projection | None:
+        """What projected shards need of the model ``A`` (``None``: the initial batch);
+        ``None`` for the explicit sampler."""
+        if self.sampler != "projected":
+            return None
+        A_true = self.truth_rows(0, 0)[0]
+        P = span_basis(A_true) if A is None else span_basis(A_true, A)
+        return Projection(P, P.T @ A_true, None if A is None else P.T @ A)
 
     # -- batches ----------------------------------------------------------------
-    def batch(self, t: int, batch_size: int, n_shards: int) -> list[SyntheticShard]:
-        """The shards of batch ``t``: ``min(n_shards, d2)`` label blocks."""
-        return [SyntheticShard(self, *block) for block in _label_blocks(self, t, batch_size,
-                                                                         n_shards)]
+    def batch(self, t: int, batch_size: int, n_shards: int, sampler: str | None = None):
+        """The shards of batch ``t``: ``min(n_shards, d2)`` label blocks, drawn by this
+        problem's sampler (or ``sampler``)."""
+        kind = ProjectedShard if (sampler or self.sampler) == "projected" else SyntheticShard
+        return [kind(self, *block) for block in _label_blocks(self, t, batch_size, n_shards)]
 
     def draw(self, t: int, batch_size: int, n_shards: int = 1):
         """Batch ``t`` drawn in this process: ``(X, labels, y)`` concatenated in shard order."""
@@ -183,7 +268,8 @@ class SyntheticProblem:
     def draw_batches(self, batches, batch_size: int, n_shards: int = 1):
         """The given batches drawn in this process and concatenated in order (e.g.
         ``range(n_iter + 1)``: every observation a fit of ``n_iter`` steps uses)."""
-        parts = [shard.load() for t in batches for shard in self.batch(t, batch_size, n_shards)]
+        parts = [shard.load() for t in batches
+                 for shard in self.batch(t, batch_size, n_shards, sampler="explicit")]
         return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
     # -- evaluation data ----------------------------------------------------------
@@ -199,8 +285,20 @@ class SyntheticProblem:
         """``n_test`` fresh instances with noiseless labels ``sign(X W*)`` on ``eval_labels``."""
         X = _rng(self.seed, TEST_TAG).standard_normal((self.n_test, self.d1))
         labels = self.eval_labels
-        A, B = self.truth
-        return TestSet(X, labels, np.where((X @ A) @ B[labels].T >= 0, 1, -1).astype(np.int8))
+        A, B = self.eval_truth()
+        return TestSet(X, labels, np.where((X @ A) @ B.T >= 0, 1, -1).astype(np.int8))
+
+    def eval_truth(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(A*, B*[eval_labels])``, streaming through ``B*`` in ``O(TRUTH_CHUNK k)`` memory."""
+        labels = self.eval_labels
+        if self.d2 <= TRUTH_CHUNK:
+            A, B = self.truth
+            return A, B[labels]
+        chunks = _truth_chunks(self.d1, self.d2, self.rank, self.seed, self.d2)
+        A = next(chunks)
+        rows = [B[labels[(labels >= a) & (labels < a + B.shape[0])] - a]
+                for a, B in zip(range(0, self.d2, TRUTH_CHUNK), chunks)]
+        return A, np.concatenate(rows)
 
     def full_observation(self, n: int):
         """The full-observation data set of the paper's Sec. 5.2.
@@ -267,6 +365,16 @@ class FullObservationProblem:
     d2 = property(lambda self: self.problem.d2)
     rank = property(lambda self: self.problem.rank)
     truth = property(lambda self: self.problem.truth)
+
+    def truth_rows(self, lo: int, hi: int):
+        return self.problem.truth_rows(lo, hi)
+
+    def eval_truth(self):
+        return self.problem.eval_truth()
+
+    def projection(self, A=None) -> None:
+        """Full-observation batches are drawn from fixed instances: no projection."""
+        return None
 
     def test_set(self) -> TestSet:
         return self.problem.test_set()

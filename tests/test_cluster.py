@@ -1,6 +1,9 @@
 """Every shipped cluster config loads and turns into its cluster, job script or spec."""
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -23,9 +26,18 @@ def test_configs_are_shipped():
 def test_config_builds_its_spec(path):
     config = load_cluster_config(path)
     spec = cluster_spec(config)
+    if config.kind in ("slurm", "pbs"):
+        # the worker starts with the Python of the environment the prologue activates,
+        # one thread per worker (given once), 4GiB each
+        prologue, worker = spec.strip().splitlines()[-2:]
+        assert prologue == "source /opt/conda/bin/activate onebit"
+        assert worker.startswith("python -m distributed.cli.dask_worker ")
+        assert worker.count("--nthreads") == 1 and "--nthreads 1 " in worker
+        assert "--memory-limit 4.00GiB" in worker and "--nworkers 4" in worker
     if config.kind == "slurm":
-        assert "#SBATCH -p compute" in spec and "#SBATCH --mem=" in spec
-        assert "--nthreads 1" in spec and "#SBATCH -A my-project" in spec
+        assert "#SBATCH -p compute" in spec and "#SBATCH --mem=16G\n" in spec
+        assert "#SBATCH -A my-project" in spec and "#SBATCH -t 02:00:00" in spec
+        assert "--interface" not in spec
     elif config.kind == "pbs":
         assert "#PBS -q workq" in spec and "#PBS -l select=1:ncpus=4:mem=16GB" in spec
     elif config.kind == "kubernetes":
@@ -36,6 +48,8 @@ def test_config_builds_its_spec(path):
         assert worker["resources"]["limits"]["memory"] == "4Gi"
     else:
         assert spec == config.options
+    if config.kind == "ssh":  # host keys are checked (asyncssh's default: ~/.ssh/known_hosts)
+        assert "known_hosts" not in config.options.get("connect_options", {})
 
 
 @pytest.mark.parametrize("name", ["local.yaml", "local-tls.yaml"])
@@ -64,6 +78,29 @@ def test_local_configs_start_and_fit(name):
     ("kind: local\nsecurity: {cert: a.pem}\n", "'ca_file', 'cert' and 'key'"),
     ("kind: ssh\noptions: {hosts: [one]}\n", "at least one worker host"),
     ("- a list\n", "a mapping with a 'kind' key"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, walltime: 2h}\n",
+     r"options.walltime='2h' is not a slurm walltime: give minutes, MM:SS, HH:MM:SS"),
+    ("kind: pbs\noptions: {cores: 4, memory: 4GB, walltime: 1-02:00}\n",
+     r"options.walltime='1-02:00' is not a pbs walltime"),
+    ("kind: slurm\noptions: {cores: 4, memory: lots}\n", r"options.memory='lots' is not a size"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, worker_extra_args: [--nthreads, '1']}\n",
+     r"options.worker_extra_args repeats --nthreads, which dask-jobqueue sets"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, worker_extra_args: [--memory-limit=2GB]}\n",
+     r"repeats --memory-limit"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, job_script_prologue: source a}\n",
+     r"options.job_script_prologue='source a' has type str, expected list"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, python: 3}\n",
+     r"options.python=3 has type int, expected str"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, job_extra_directives: [1]}\n",
+     r"options.job_extra_directives=\[1\] must be a list of strings"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {known_hosts: null}}\n",
+     r"known_hosts=None turns SSH host-key checking off"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {knwon_hosts: f}}\n",
+     r"unknown key 'options.connect_options.knwon_hosts' \(did you mean 'known_hosts'\?\)"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {port: '22'}}\n",
+     r"options.connect_options.port='22' has type str, expected int"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {known_hosts: /nonexistent/kh}}\n",
+     r"known_hosts='/nonexistent/kh' is not a file"),
     ("kind: local\nworkers: 3\n", r"unknown key 'workers'"),
 ])
 def test_bad_configs_name_the_key(tmp_path, text, match):
@@ -81,8 +118,29 @@ def test_missing_file_and_bad_yaml(tmp_path):
         load_cluster_config(tmp_path / "bad.yaml")
 
 
+def test_ssh_known_hosts_file_and_other_asyncssh_options(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    connect = {"known_hosts": str(known), "port": 2222, "keepalive_interval": 30}
+    config = parse_cluster_config({"kind": "ssh",
+                                   "options": {"hosts": ["a", "b"], "connect_options": connect}})
+    assert config.options["connect_options"]["known_hosts"] == str(known)
+
+
 def test_tls_files_must_exist():
     config = parse_cluster_config({"kind": "local", "security": {
         "ca_file": "/nonexistent/ca.pem", "cert": "c", "key": "k"}})
     with pytest.raises(ClusterConfigError, match="security.ca_file='/nonexistent/ca.pem'"):
         make_cluster(config)
+
+
+def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
+    """Where SLURM is not installed, the shipped config fails before a scheduler starts."""
+    config = pathlib.Path(__file__).parents[1] / "cluster" / "slurm.yaml"
+    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--d1", "20", "--d2", "10",
+                           "--rank", "2", "--n-iter", "1", "--quiet", "--cluster", str(config)],
+                          env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sbatch is not on PATH" in lines[0], proc.stderr

@@ -18,6 +18,7 @@ from conftest import DaskProcesses, local_client, make_certificates
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 
 PROBLEM = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500)
+EXPLICIT = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500, sampler="explicit")
 PARAMS = dict(batch_size=8000, n_iter=3, n_shards=4, random_state=0)
 
 
@@ -29,16 +30,19 @@ def reference():
 def assert_same_fit(a, b):
     np.testing.assert_array_equal(a.Q_, b.Q_)
     np.testing.assert_array_equal(a.V_, b.V_)
+    measured = ("fit_s", "client_bytes")  # time, and what travels: not results
     for ha, hb in zip(a.history_, b.history_):
-        assert {k: v for k, v in ha.items() if k != "fit_s"} == \
-               {k: v for k, v in hb.items() if k != "fit_s"}
+        assert {k: v for k, v in ha.items() if k not in measured} == \
+               {k: v for k, v in hb.items() if k not in measured}
 
 
 @pytest.mark.parametrize("n_workers", [1, 2, 4])
 def test_dask_equals_in_process(reference, n_workers):
     with local_client(n_workers) as client:
         est = OneBitMultiLabel(2, client=client, **PARAMS).fit(PROBLEM)
+        explicit = OneBitMultiLabel(2, client=client, **PARAMS).fit(EXPLICIT)
     assert_same_fit(reference, est)
+    assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT), explicit)
 
 
 def test_randomized_init_on_dask_equals_in_process(client2):
@@ -66,7 +70,7 @@ class TaskSpecSizes(SchedulerPlugin):
 def test_no_task_carries_the_features_from_the_client(client2):
     problem = SyntheticProblem(200, 30, 2, seed=1, n_test=100)
     m, shards = 40_000, 4
-    client2.register_plugin(TaskSpecSizes())
+    client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
     OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=shards, client=client2).fit(problem)
     sizes = client2.run_on_scheduler(
         lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
@@ -74,6 +78,24 @@ def test_no_task_carries_the_features_from_the_client(client2):
     shard_bytes = m // shards * problem.d1 * 4  # one shard's float32 features: 2 MB
     # the largest task carries (d1 + d2/S) x 2k factors, a few kB
     assert max(sizes.values()) < shard_bytes / 100, max(sizes.values())
+
+
+def test_label_side_state_never_travels_from_the_client(client2):
+    """With the matrix-free initialisation, no task carries more than O(k (d1 + k)) numbers:
+    the label rows of Q, V and B stay in their blocks on the workers."""
+    problem = SyntheticProblem(20, 6000, 2, seed=1, n_test=100)
+    client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
+    est = OneBitMultiLabel(2, batch_size=20_000, n_iter=2, n_shards=4, init_svd="randomized",
+                           client=client2).fit(problem)
+    sizes = client2.run_on_scheduler(
+        lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
+    l, d1 = 4, problem.d1
+    small = 8 * (l * (d1 + l)) * 6  # a few d1 x l and l x l blocks per task
+    label_side = 8 * problem.d2 * l  # one d2 x l array: 192 kB
+    assert max(sizes.values()) < small < label_side / 10, max(sizes.values())
+    assert est.history_[-1]["auc"] > 0.9
+    # what the client sent and gathered in a step: O(n_blocks (d1 + eval labels) l), not d2 l
+    assert 0 < est.history_[-1]["client_bytes"] < label_side / 4
 
 
 def test_subprocess_scheduler_via_cli(dask_processes):

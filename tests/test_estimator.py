@@ -74,7 +74,8 @@ def test_randomized_and_dense_initialisation_agree():
 
 
 def test_fit_on_arrays_equals_fit_on_problem():
-    problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100)
+    # the explicit sampler draws the features that draw_batches returns
+    problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100, sampler="explicit")
     m, T = 3000, 3
     est_p = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0).fit(problem)
     X, labels, y = problem.draw_batches(range(T + 1), m, 3)
@@ -187,7 +188,17 @@ def test_partial_fit_needs_n_labels_and_predict_needs_fit(data):
 
 
 def test_coef_refuses_huge_dense():
-    est = OneBitMultiLabel(1)
+    from onebit_dask._base import FactorPredictor
+
+    est = FactorPredictor()
     est.A_, est.B_ = np.zeros((1000, 2)), np.zeros((100_000, 2))
     with pytest.raises(MemoryError, match="use the factors"):
         est.coef_
+
+
+def test_partial_fit_refuses_another_label_count(data):
+    X, labels, y = data
+    est = OneBitMultiLabel(1, random_state=0).partial_fit(X, labels, y, n_labels=int(labels.max()) + 1)
+    with pytest.raises(ValueError, match=r"n_labels=99 is not allowed: this model was started"):
+        est.partial_fit(X, labels, y, n_labels=99)
+    est.partial_fit(X, labels, y)  # the same count, omitted: fine

@@ -13,6 +13,7 @@ import xarray as xr
 import zarr
 
 from onebit_dask.sweep import methods, run_sweep
+from onebit_dask.sweep.errors import SweepRuntimeError
 from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.store import failures_path, open_cube
 
@@ -31,12 +32,13 @@ fixed: {n_test: 300, n_shards: 2}
 """
 KILL_SPEC = SPEC_TEXT.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5]").replace(
     "batch_size: [4000]", "batch_size: [30000]")
-TIME_DEPENDENT = ("wall_s",)  # measured seconds differ from run to run
+TIME_DEPENDENT = ("wall_s", "fit_s")  # measured seconds differ from run to run
+WHERE = ("worker", "host", "engine")  # where a cell ran
 
 
 def values(path):
     ds = open_cube(path).load()
-    return ds.drop_vars(list(TIME_DEPENDENT))
+    return ds.drop_vars([*TIME_DEPENDENT, *WHERE]).drop_attrs()
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +50,17 @@ def in_process(tmp_path_factory):
 
 
 def test_cube_is_complete_and_sensible(in_process):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # consolidated at the end: no RuntimeWarning
+        xr.open_zarr(in_process)
     ds = open_cube(in_process).load()
     assert ds["done"].all()
+    assert (ds["engine"] == "local").all() and (ds["worker"] == "").all()
+    # fit_s is cumulative; n_active <= the batch; both from the estimator's history
+    assert (ds["fit_s"].diff("iteration") >= 0).all()
+    assert ((ds["n_active"] > 0) & (ds["n_active"] <= 4000)).all()
     last = ds.isel(iteration=-1)
     assert (last["auc"] > 0.95).all()
     # noise-free, the averaged step ends below the paper's step (it averages batches)
@@ -62,8 +73,11 @@ def test_dask_workers_give_the_same_cube(in_process, tmp_path, client2):
     path = str(tmp_path / "b.zarr")
     summary = run_sweep(parse_spec(SPEC_TEXT), path, client2, progress=False)
     assert summary.ran == 8
-    xr.testing.assert_identical(values(in_process), values(path).assign_attrs(
-        values(in_process).attrs))
+    xr.testing.assert_identical(values(in_process), values(path))
+    ds = open_cube(path)
+    assert (ds["engine"] == "local").all()
+    workers = set(client2.scheduler_info()["workers"])
+    assert set(ds["worker"].values.ravel()) <= workers
 
 
 def test_rerun_skips_done_cells(in_process):
@@ -96,6 +110,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert os.path.exists(f"{killed}.lock")  # left behind by the killed runner
     partial = open_cube(killed).load()
     done_before = partial["done"].values.copy()
     assert 3 <= done_before.sum() < done_before.size, "the kill came too late to test anything"
@@ -105,6 +120,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
                              timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before.sum()} skipped" in resumed.stdout
+    assert not os.path.exists(f"{killed}.lock")
     subprocess.run(_sweep_cmd(spec_path, clean), check=True, capture_output=True, timeout=600)
 
     final = open_cube(killed).load()
@@ -113,7 +129,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     np.testing.assert_array_equal(final["wall_s"].values[done_before], wall_before)
     a, b = values(killed), values(clean)
     xr.testing.assert_equal(a, b)  # values and coordinates
-    assert a.attrs["spec_fingerprint"] == b.attrs["spec_fingerprint"]
+    assert (open_cube(killed).attrs["spec_fingerprint"]
+            == open_cube(clean).attrs["spec_fingerprint"])
 
 
 def test_failed_cell_is_recorded_and_others_go_on(tmp_path, monkeypatch):
@@ -160,3 +177,248 @@ fixed: {n_test: 300, n_shards: 2}
     last = ds["auc"].isel(iteration=-1).squeeze()
     assert (last > 0.9).all()
     assert int(ds["n_samples"].sel({"method": "smt"}).isel(iteration=-1).squeeze()) == 400 * 8
+
+
+def test_retries_and_retry_failed(tmp_path, monkeypatch):
+    attempts = {}
+
+    def flaky(params, fixed):  # seed 0 fails once (transient), seed 1 always until fixed
+        key = (params["noise"], params["step"], params["seed"])
+        attempts[key] = attempts.get(key, 0) + 1
+        if params["seed"] == 0 and attempts[key] == 1:
+            raise OSError("planted transient failure")
+        if params["seed"] == 1 and not fixed_now:
+            raise RuntimeError("planted failure for seed 1")
+        return methods.run_onebit(params, fixed)
+
+    fixed_now = False
+    monkeypatch.setitem(methods.METHODS, "onebit", methods.Method(flaky, True, "test"))
+    path = str(tmp_path / "r.zarr")
+    summary = run_sweep(parse_spec(SPEC_TEXT), path, progress=False, retries=1)
+    assert (summary.ran, summary.failed) == (4, 4)  # seed 0 retried once and done
+    assert all(n == 2 for n in attempts.values())
+    fixed_now = True
+    again = run_sweep(parse_spec(SPEC_TEXT), path, progress=False)
+    assert (again.ran, again.skipped, again.skipped_failed) == (0, 4, 4)
+    retried = run_sweep(parse_spec(SPEC_TEXT), path, progress=False, retry_failed=True)
+    assert (retried.ran, retried.failed, retried.skipped) == (4, 0, 4)
+    ds = open_cube(path)
+    assert ds["done"].all() and not ds["failed"].any()
+
+
+LARGE_SPEC = """
+name: mixed
+grid:
+  d1: [20]
+  d2: [12]
+  rank: [2]
+  batch_size: [2000, 8000]
+  n_iter: [2]
+  seed: [0, 1, 2]
+fixed: {n_test: 200, n_shards: 4, distributed: auto, distributed_batch: 100000}
+"""
+
+
+def test_large_cells_run_across_the_cluster(tmp_path, client2):
+    """batch_size * d1 = 160000 >= 100000: those 3 cells fit with the Dask engine, their
+    shards on both workers; the 3 others are single tasks; the cube is the in-process one."""
+    from distributed import get_task_stream
+
+    spec = parse_spec(LARGE_SPEC)
+    here, there = str(tmp_path / "here.zarr"), str(tmp_path / "there.zarr")
+    run_sweep(spec, here, progress=False)
+    with get_task_stream(client2) as stream:
+        summary = run_sweep(spec, there, client2, progress=False)
+    assert (summary.ran, summary.failed) == (6, 0)
+    ds = open_cube(there).load()
+    engine = ds["engine"].squeeze()
+    assert (engine.sel(batch_size=8000) == "dask").all()
+    assert (engine.sel(batch_size=2000) == "local").all()
+    worker = ds["worker"].squeeze()
+    assert (worker.sel(batch_size=8000) == client2.scheduler.address).all()
+    assert "batch_size * d1 >= 100000" in ds.attrs["placement"]
+    assert set(worker.sel(batch_size=2000).values) <= set(client2.scheduler_info()["workers"])
+    shard_tasks = [t for t in stream.data if not t["key"].startswith("compute_cell")]
+    cell_tasks = [t for t in stream.data if t["key"].startswith("compute_cell")]
+    assert len(cell_tasks) == 3
+    assert len({t["worker"] for t in shard_tasks}) == 2, "the large cells used one worker"
+    xr.testing.assert_identical(values(here), values(there))
+
+
+def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
+    """SIGKILL the worker running a cell: Dask reschedules the task, the cell is done."""
+    import threading
+
+    from conftest import local_client
+
+    spec = parse_spec(KILL_SPEC.replace("seed: [0, 1, 2, 3, 4, 5]", "seed: [0, 1]")
+                      .replace("noise: [none, flip=0.05]", "noise: [none]"))
+    path = str(tmp_path / "w.zarr")
+    with local_client(2) as client:
+        pids = client.run(os.getpid)
+        box = {}
+        runner = threading.Thread(target=lambda: box.update(
+            summary=run_sweep(spec, path, client, progress=False)))
+        runner.start()
+        victim = None
+        deadline = time.time() + 60
+        while victim is None and time.time() < deadline:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("compute_cell") for k in keys):
+                    victim = worker
+                    break
+            time.sleep(0.02)
+        assert victim is not None
+        time.sleep(0.1)  # into the fit
+        assert client.processing()[victim], "the cell finished before the kill"
+        os.kill(pids[victim], signal.SIGKILL)
+        runner.join(timeout=300)
+    summary = box["summary"]
+    assert (summary.ran, summary.failed) == (4, 0)
+    ds = open_cube(path)
+    assert ds["done"].all() and not ds["failed"].any()
+
+
+def test_two_runners_on_one_store(tmp_path, in_process):
+    """Started together: one runs, the other refuses at once naming the holder; the cube
+    equals an undisturbed run."""
+    spec_path = tmp_path / "two.yaml"
+    spec_path.write_text(SPEC_TEXT)
+    shared = tmp_path / "shared.zarr"
+    procs = [subprocess.Popen(_sweep_cmd(spec_path, shared), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 1], outs
+    refused = next(err for p, (_, err) in zip(procs, outs) if p.returncode == 1)
+    winner = next(p for p in procs if p.returncode == 0)
+    assert len(refused.strip().splitlines()) == 1
+    assert "in use by another sweep runner" in refused and f"pid {winner.pid}" in refused
+    assert "since" in refused
+    xr.testing.assert_equal(values(shared), values(in_process))
+
+
+def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
+    from onebit_dask.sweep.lock import StoreLock, StoreLockedError
+
+    out = str(tmp_path / "l.zarr")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with open(f"{out}.lock", "w") as fh:  # what a SIGKILLed runner leaves
+        json.dump({"host": __import__("socket").gethostname(), "pid": dead.pid,
+                   "started": "then", "token": "x"}, fh)
+    with StoreLock(out):
+        with pytest.raises(StoreLockedError, match=f"pid {os.getpid()}, since"):
+            StoreLock(out).acquire()
+        # a lock of a runner on another host: refused while its heartbeat is fresh ...
+    with open(f"{out}.lock", "w") as fh:
+        json.dump({"host": "elsewhere", "pid": 1, "started": "then", "token": "y"}, fh)
+    with pytest.raises(StoreLockedError, match="host elsewhere, pid 1"):
+        StoreLock(out).acquire()
+    old = time.time() - 3600  # ... and taken over once it is stale
+    os.utime(f"{out}.lock", (old, old))
+    with StoreLock(out, stale_after=120) as lock:
+        assert json.load(open(f"{out}.lock"))["token"] == lock.info["token"]
+    assert not os.path.exists(f"{out}.lock")
+    # a runner whose lock was taken over (it froze too long) stops before its next write
+    with StoreLock(out, heartbeat=0.05) as lock:
+        before = os.stat(f"{out}.lock").st_mtime_ns
+        time.sleep(0.3)
+        assert os.stat(f"{out}.lock").st_mtime_ns > before  # the heartbeat
+        lock.check()
+        with open(f"{out}.lock", "w") as fh:
+            json.dump({"host": "elsewhere", "pid": 7, "started": "now", "token": "z"}, fh)
+        with pytest.raises(StoreLockedError, match="taken over by elsewhere pid 7"):
+            time.sleep(0.3)
+            lock.check()
+    assert json.load(open(f"{out}.lock"))["token"] == "z"  # not removed: not ours
+
+
+def test_full_disk_then_rerun_completes(tmp_path, monkeypatch):
+    """A tmpfs filled up while the sweep runs: one clear error, cells written before are
+    kept; after freeing space the rerun completes the cube, equal to a clean run."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("needs to mount a tmpfs (root)")
+    try:
+        filler = mount / "filler"
+        filled = []
+
+        def fill_up(params, fixed):
+            if params["seed"] == 1 and params["step"] == "averaged" and not filled:
+                filled.append(True)
+                with open(filler, "wb") as fh:
+                    try:
+                        while True:
+                            fh.write(b"\0" * 65536)
+                    except OSError:
+                        pass
+            return methods.run_onebit(params, fixed)
+
+        monkeypatch.setitem(methods.METHODS, "onebit", methods.Method(fill_up, True, "test"))
+        spec = parse_spec(SPEC_TEXT)
+        path = str(mount / "cube.zarr")
+        with pytest.raises(SweepRuntimeError) as info:
+            run_sweep(spec, path, progress=False, flush_cells=2)
+        message = str(info.value)
+        assert "No space left on device" in message and path in message
+        assert "run the same command again" in message and "\n" not in message
+        kept = open_cube(path).load()
+        assert 0 < int(kept["done"].sum()) < 8
+        filler.unlink()
+        summary = run_sweep(spec, path, progress=False)
+        assert summary.skipped == int(kept["done"].sum()) and summary.failed == 0
+        final = open_cube(path).load()
+        done = kept["done"].values
+        np.testing.assert_array_equal(final["wall_s"].values[done], kept["wall_s"].values[done])
+        clean = str(tmp_path / "clean.zarr")
+        monkeypatch.undo()
+        run_sweep(spec, clean, progress=False)
+        xr.testing.assert_equal(values(path), values(clean))
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_adapt_flag(tmp_path, capsys):
+    from distributed import Client, LocalCluster
+
+    from onebit_dask.cli import main
+    from onebit_dask.cluster import adapt
+
+    spec_path = tmp_path / "a.yaml"
+    spec_path.write_text(SPEC_TEXT.replace("seed: [0, 1]", "seed: [0]"))
+    # a cluster with no worker grows with the work (and the sweep completes)
+    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        adaptive = adapt(cluster, 0, 2)
+        assert (adaptive.minimum, adaptive.maximum) == (0, 2)
+        summary = run_sweep(parse_spec(spec_path.read_text()), tmp_path / "y.zarr", client,
+                            progress=False)
+        assert (summary.ran, summary.failed) == (4, 0)
+    base = _sweep_cmd(spec_path, tmp_path / "x.zarr")[3:-3]
+    for bad in ("2", "3:1", "0:0", "a:2", "1:2:3", "-1:2"):
+        assert main([*base, f"--adapt={bad}"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"--adapt {bad!r} is not allowed" in err
+    assert main([*base, "--workers", "0", "--adapt", "1:2"]) == 2
+    assert "not with --scheduler or --workers" in capsys.readouterr().err
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_damaged_store_one_line_exit_1(tmp_path, in_process, capsys):
+    import shutil
+
+    from onebit_dask.cli import main
+
+    spec_path = tmp_path / "d.yaml"
+    spec_path.write_text(SPEC_TEXT)
+    broken = tmp_path / "broken.zarr"
+    shutil.copytree(in_process, broken)
+    shutil.rmtree(broken / "done")
+    assert main(["sweep", str(spec_path), "--out", str(broken), "--workers", "0",
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "is damaged (the array 'done' is missing)" in err and "--overwrite" in err

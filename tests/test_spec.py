@@ -60,6 +60,8 @@ def test_noise_labels():
      r"fixed.n_test: n_test=0 is not allowed"),
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {shards: 2}\n",
      r"unknown key 'fixed.shards' \(did you mean 'n_shards'\?\)"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {sampler: implicit}\n",
+     r"fixed.sampler='implicit' is not allowed: choose from projected, explicit"),
     ("grid: [1, 2]\n", r"'grid' must be a mapping"),
     ("grid: {d1: [5\n", r"not valid YAML"),
 ])
@@ -106,3 +108,31 @@ def test_datasets_expand_into_cells():
 def test_bad_datasets(text, match):
     with pytest.raises(SpecError, match=match):
         parse_spec(text)
+
+
+def test_placement_keys():
+    spec = parse_spec(GOOD.replace("fixed: {n_test: 100}",
+                                   "fixed: {n_test: 100, distributed: never, "
+                                   "distributed_batch: 5}"))
+    assert spec.fixed["distributed"] == "never" and spec.fixed["distributed_batch"] == 5
+    assert spec.fixed["distributed_labels"] == 2 ** 17
+    # where a cell runs never changes its values: a store can be resumed under another rule
+    assert spec.fingerprint() == parse_spec(GOOD).fingerprint()
+    with pytest.raises(SpecError, match=r"fixed.distributed='sometimes' is not allowed: choose "
+                                        r"from auto, always, never"):
+        parse_spec(GOOD.replace("fixed: {n_test: 100}", "fixed: {distributed: sometimes}"))
+    with pytest.raises(SpecError, match=r"fixed.distributed_labels: distributed_labels=0"):
+        parse_spec(GOOD.replace("fixed: {n_test: 100}", "fixed: {distributed_labels: 0}"))
+
+
+def test_runs_distributed_rule():
+    from onebit_dask.sweep.methods import runs_distributed
+
+    fixed = parse_spec(GOOD).fixed
+    small = {"method": "onebit", "d1": 20, "d2": 10, "batch_size": 1000}
+    assert not runs_distributed(small, fixed)
+    assert runs_distributed({**small, "batch_size": 2 ** 25 // 20 + 1}, fixed)
+    assert runs_distributed({**small, "d2": 2 ** 17}, fixed)
+    assert not runs_distributed({**small, "d2": 2 ** 17, "method": "leml"}, fixed)
+    assert runs_distributed(small, {**fixed, "distributed": "always"})
+    assert not runs_distributed({**small, "d2": 2 ** 20}, {**fixed, "distributed": "never"})

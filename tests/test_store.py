@@ -1,6 +1,7 @@
 """The result cube: layout, attributes, per-cell region writes from parallel tasks."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -38,59 +39,145 @@ def test_layout(cube):
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
     np.testing.assert_array_equal(ds["noise_level"].values, [0.0, 0.05, 0.3])
     for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples",
-                 "wall_s", "done", "failed"):
+                 "fit_s", "n_active"):
+        assert ds[name].dims == (*SPEC.dims, "iteration")
+    for name in ("wall_s", "done", "failed", "worker", "host", "engine"):
+        assert ds[name].dims == SPEC.dims
+    # every variable can be masked (the README's ds.where(..., drop=True))
+    ds.where(ds["noise_model"].load() == "flip", drop=True).load()
+    for name in store.VARIABLES:
         assert "description" in ds[name].attrs and "units" in ds[name].attrs
-    assert ds["auc"].encoding["chunks"] == (1,) * len(SPEC.dims) + (4,)
+    # one chunk holds all 96 cells of this grid
+    assert ds["auc"].encoding["chunks"] == (*SPEC.shape, 4)
     assert not ds["done"].any() and np.isnan(ds["auc"]).all()
     for key in ("spec_text", "onebit_dask_version", "git_revision", "numpy_version",
                 "dask_version", "xarray_version", "zarr_version", "created"):
         assert ds.attrs[key]
     assert ds.attrs["spec_fingerprint"] == SPEC.fingerprint()
+    assert ds.attrs["sampler"] == "projected"  # the default
+
+
+def test_cell_chunks_keep_trailing_dimensions_whole():
+    assert store.cell_chunks((3, 4, 5), 10) == (3, 4, 5)
+    assert store.cell_chunks((100, 50, 40), 11) == (2, 50, 40)  # 4000 <= 4096 cells
+    assert store.cell_chunks((10, 10000), 11) == (1, 4096)
+    assert store.cell_chunks((10, 10), 2 ** 19) == (1, 1)  # very long cells: one a chunk
 
 
 def _result(value, n):
     return {**{k: np.full(n, value) for k in ("spectral_error", "frobenius_error", "hamming_loss",
-                                               "auc", "n_samples")}, "wall_s": value}
+                                               "auc", "n_samples", "fit_s", "n_active")},
+            "wall_s": value}
 
 
-def _write(args):
-    path, index, value = args
-    n_iter = SPEC.grid["n_iter"][index[SPEC.dims.index("n_iter")]]
-    store.write_cell(path, SPEC, index, _result(value, n_iter + 1))
-    return index
+WHERE = {"worker": "tcp://127.0.0.1:1", "host": "h", "engine": "local"}
 
 
-def test_region_writes_from_parallel_tasks(cube, client2):
+def test_batched_writes_land_in_their_cells(cube):
     cells = [index for index, _ in SPEC.cells()]
     values = {index: float(k) for k, index in enumerate(cells)}
-    done = client2.gather(client2.map(_write, [(cube, i, v) for i, v in values.items()]))
-    assert sorted(done) == sorted(cells)
+    writer = store.CubeWriter(cube, SPEC)
+    for k, (index, value) in enumerate(values.items()):
+        params = SPEC.cells_at(index)
+        writer.add(index, False, params, _result(value, params["n_iter"] + 1),
+                   {**WHERE, "worker": f"w{k}"})
+        if k % 7 == 6:  # batches that straddle each other
+            writer.flush()
+    writer.flush()
+    assert writer.written == len(cells)
     ds = store.open_cube(cube).load()
     assert ds["done"].all() and not ds["failed"].any()
     auc = ds["auc"].values
-    for index, value in values.items():
+    for k, (index, value) in enumerate(values.items()):
         n_iter = SPEC.grid["n_iter"][index[SPEC.dims.index("n_iter")]]
         np.testing.assert_array_equal(auc[index][: n_iter + 1], value)
         assert np.isnan(auc[index][n_iter + 1:]).all()
         assert ds["wall_s"].values[index] == value
+        assert ds["worker"].values[index] == f"w{k}" and ds["host"].values[index] == "h"
 
 
 def test_one_value_method_lands_on_its_last_iteration_and_all_steps(cube):
     where = {"d1": 1, "noise": 2, "n_iter": 1, "seed": 1}  # n_iter = 3
     index = tuple(where.get(dim, 0) for dim in SPEC.dims)
-    store.write_cell(cube, SPEC, index, _result(7.0, 1), all_steps=True)
+    writer = store.CubeWriter(cube, SPEC)
+    writer.add(index, True, SPEC.cells_at(index), _result(7.0, 1), WHERE)
+    writer.flush()
     ds = store.open_cube(cube).load()
     for step in range(2):
         cell = list(index)
         cell[SPEC.dims.index("step")] = step
         np.testing.assert_array_equal(ds["auc"].values[tuple(cell)], [np.nan] * 3 + [7.0])
         assert ds["done"].values[tuple(cell)]
+    assert int(ds["done"].sum()) == 2
 
 
-def test_failed_cell(cube):
-    store.write_cell(cube, SPEC, (0,) * len(SPEC.dims), None)
+def test_failed_cell_then_retried(cube):
+    index = (0,) * len(SPEC.dims)
+    writer = store.CubeWriter(cube, SPEC)
+    writer.add(index, False, SPEC.cells_at(index), None, {})
+    writer.flush()
     ds = store.open_cube(cube)
     assert ds["failed"].values.sum() == 1 and not ds["done"].any()
+    writer.add(index, False, SPEC.cells_at(index), _result(1.0, 3), WHERE)
+    writer.flush()
+    ds = store.open_cube(cube)
+    assert not ds["failed"].any() and ds["done"].values.sum() == 1
+
+
+def test_files_per_cell_on_a_real_store(tmp_path):
+    """A 400-cell store written in 20 batches holds well under 2 files a cell (the old
+    layout had 13; one file per cell per variable would be 13 again)."""
+    spec = parse_spec(SPEC.text.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5, 6, 7]")
+                      .replace("d1: [12, 16]", "d1: [12, 16, 20, 24, 28]")
+                      .replace("noise: [none, flip=0.05, gaussian=0.3]", "noise: [none, flip=0.05]"))
+    path = str(tmp_path / "files.zarr")
+    store.create(path, spec)
+    writer = store.CubeWriter(path, spec)
+    cells = list(spec.cells())
+    for k, (index, params) in enumerate(cells):
+        writer.add(index, False, params, _result(1.0, params["n_iter"] + 1), WHERE)
+        if k % 20 == 19:
+            writer.flush()
+    writer.flush()
+    store.consolidate(path)
+    n_files = sum(len(files) for _, _, files in os.walk(path))
+    assert len(cells) == 320 and store.open_cube(path)["done"].all()
+    assert n_files / len(cells) <= 2, n_files
+    assert n_files < 80  # metadata and a chunk per array: independent of the cell count
+
+
+def test_creation_is_fast_and_atomic(tmp_path):
+    big = parse_spec(SPEC.text.replace("seed: [0, 1]", f"seed: {list(range(840))}"))
+    assert np.prod(big.shape) == 20160
+    path = str(tmp_path / "big.zarr")
+    start = time.perf_counter()
+    store.create(path, big)
+    assert time.perf_counter() - start < 10.0  # 27 s before; about 1 s idle
+    assert sorted(os.listdir(tmp_path)) == ["big.zarr"]  # no build directory left behind
+    assert store.damage(path, big) is None
+    # a build interrupted by a kill leaves only a hidden directory, removed next time
+    leftover = tmp_path / ".big.zarr.creating-0123456789ab"
+    leftover.mkdir()
+    store.create(path, big)
+    assert sorted(os.listdir(tmp_path)) == ["big.zarr"]
+
+
+def test_damaged_store_is_named_and_empty_one_recreated(tmp_path, cube):
+    import shutil
+
+    writer = store.CubeWriter(cube, SPEC)
+    index = (0,) * len(SPEC.dims)
+    writer.add(index, False, SPEC.cells_at(index), _result(1.0, 3), WHERE)
+    writer.flush()
+    shutil.rmtree(os.path.join(cube, "done"))
+    with pytest.raises(store.DamagedStoreError, match="damaged .*'done' is missing.*--overwrite"):
+        store.check_output(cube, SPEC, False)
+    assert store.check_output(cube, SPEC, True) is True
+    # an old-style half-made store (metadata, no results): recreated without a word
+    empty = str(tmp_path / "empty.zarr")
+    store.create(empty, SPEC)
+    shutil.rmtree(os.path.join(empty, "done"))
+    assert store.check_output(empty, SPEC, False) is True
 
 
 def test_check_output(tmp_path, cube):

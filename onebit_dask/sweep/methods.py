@@ -1,10 +1,13 @@
 """The methods a sweep can run, each on one cell's synthetic problem.
 
 A method returns per-iteration arrays ``spectral_error``, ``frobenius_error``,
-``hamming_loss``, ``auc`` and ``n_samples`` (at most ``n_iter + 1`` entries; a
-method without iterations gives one entry, stored at its last iteration) and the
-training time ``wall_s``. ``uses_step`` says whether the ``step`` dimension
-applies; a method without it is run once and its result stored along ``step``.
+``hamming_loss``, ``auc``, ``n_samples``, ``fit_s`` (cumulative training seconds) and
+``n_active`` (observations with a non-zero residual; NaN for the baselines), at most
+``n_iter + 1`` entries (a method without iterations gives one entry, stored at its last
+iteration), and the training time ``wall_s``. ``uses_step`` says whether the ``step``
+dimension applies; a method without it is run once and its result stored along ``step``.
+A method with ``distributable`` takes ``client=``: its fit then runs with the Dask
+engine across the cluster (:func:`runs_distributed` decides which cells do).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from .. import metrics
 from ..baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, TraceNormMultiLabel
 from ..estimator import OneBitMultiLabel
 from ..synthetic import FullObservationProblem, SyntheticProblem
-from .spec import parse_noise
+from .noise import parse_noise
 
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
 
@@ -30,6 +33,22 @@ class Method:
     uses_step: bool
     description: str
     modes: tuple = ("single",)  # "single": streamed single-label batches; "full": n_train > 0
+    distributable: bool = False  # run(params, fixed, client=...) fits on the cluster
+
+
+def runs_distributed(params: dict, fixed: dict) -> bool:
+    """Whether a cell's fit runs with the Dask engine across the cluster (else one task).
+
+    ``fixed["distributed"]``: ``always``/``never``, or ``auto``: a cell whose batch
+    (``batch_size * d1`` numbers) or label count ``d2`` reaches ``distributed_batch`` /
+    ``distributed_labels``. Only methods with a Dask engine (``onebit``) can.
+    """
+    if not METHODS[params["method"]].distributable or fixed["distributed"] == "never":
+        return False
+    if fixed["distributed"] == "always":
+        return True
+    return (params["batch_size"] * params["d1"] >= fixed["distributed_batch"]
+            or params["d2"] >= fixed["distributed_labels"])
 
 
 def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
@@ -38,18 +57,21 @@ def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
         params["d1"], params["d2"], params["rank"],
         flip=level if model == "flip" else 0.0,
         noise_std=level if model == "gaussian" else 0.0,
-        seed=params["seed"], n_test=fixed["n_test"], max_eval_labels=fixed["max_eval_labels"])
+        seed=params["seed"], n_test=fixed["n_test"], max_eval_labels=fixed["max_eval_labels"],
+        sampler=fixed["sampler"])
 
 
-def run_onebit(params: dict, fixed: dict) -> dict:
+def run_onebit(params: dict, fixed: dict, client=None) -> dict:
     problem = make_problem(params, fixed)
     if params["n_train"] > 0:
         problem = FullObservationProblem(problem, params["n_train"])
     est = OneBitMultiLabel(params["rank"], batch_size=params["batch_size"],
                            n_iter=params["n_iter"], step=params["step"],
-                           n_shards=fixed["n_shards"], random_state=params["seed"])
+                           n_shards=fixed["n_shards"], random_state=params["seed"],
+                           client=client)
     est.fit(problem)
-    out = {key: np.array([h[key] for h in est.history_]) for key in (*METRICS, "n_samples")}
+    out = {key: np.array([h[key] for h in est.history_], dtype=float)
+           for key in (*METRICS, "n_samples", "fit_s", "n_active")}
     out["wall_s"] = est.history_[-1]["fit_s"]
     return out
 
@@ -76,14 +98,15 @@ def _run_baseline(estimator):
         est.fit(*data, **({} if params["n_train"] > 0 else {"n_labels": problem.d2}))
         wall = time.perf_counter() - start
         scores = metrics.evaluate(problem.test_set(), problem.truth, est.A_, est.B_)
-        return {**{k: [v] for k, v in scores.items()}, "n_samples": [n_samples], "wall_s": wall}
+        return {**{k: [v] for k, v in scores.items()}, "n_samples": [n_samples],
+                "fit_s": [wall], "n_active": [np.nan], "wall_s": wall}
     return run
 
 
 BOTH = ("single", "full")
 METHODS = {
     "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)",
-                     BOTH),
+                     BOTH, distributable=True),
     "leml": Method(_run_baseline(lambda p: LEML(p["rank"], random_state=p["seed"])), False,
                    "LEML, squared loss, lambda by a validation split", BOTH),
     "onevsall": Method(_run_baseline(lambda p: OneVsAll()), False,

@@ -1,18 +1,36 @@
-"""Run a sweep: every pending cell as a Dask task (or in this process), each written to
-the cube as soon as it finishes; a second run of the same command resumes."""
+"""Run a sweep: cells as Dask tasks (or in this process), their values written by the
+runner in batches; a second run of the same command resumes.
+
+On a cluster, a small cell is one task (:func:`compute_cell`, the in-process engine on
+one worker) that returns its values; a large cell (:func:`~.methods.runs_distributed`)
+is fitted from this process with the Dask engine, its shards on all the workers
+(:func:`fit_across_cluster`, a few at once in a thread pool). The runner is the only
+writer of the store: it holds the store's lock (:mod:`.lock`) and writes the finished
+cells every :data:`FLUSH_CELLS` cells or :data:`FLUSH_S` seconds. A cell computed but
+not yet written when the runner dies is computed again by the next run (same values).
+"""
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import json
 import os
+import queue
 import sys
 import time
 import traceback
 from dataclasses import dataclass
 
 from . import store
-from .methods import METHODS
+from .errors import SweepRuntimeError
+from .lock import StoreLock
+from .methods import METHODS, runs_distributed
 from .spec import SweepSpec
+
+FLUSH_CELLS = 256   # write the finished cells at least every this many cells ...
+FLUSH_S = 5.0       # ... or this many seconds
+LARGE_IN_FLIGHT = 2  # large cells fitted across the cluster at once
 
 
 @dataclass
@@ -20,34 +38,79 @@ class SweepSummary:
     total: int
     ran: int = 0
     skipped: int = 0
+    skipped_failed: int = 0
     failed: int = 0
     wall_s: float = 0.0
+    cell_s: float = 0.0  # seconds inside the cells (fit and evaluation), summed
 
     def __str__(self) -> str:
-        return (f"{self.total} cells: {self.ran} run, {self.skipped} skipped (already done), "
-                f"{self.failed} failed, {self.wall_s:.1f} s")
+        earlier = (f", {self.skipped_failed} skipped (failed before; --retry-failed runs "
+                   "them)" if self.skipped_failed else "")
+        return (f"{self.total} cells: {self.ran} run, {self.skipped} skipped (already done)"
+                f"{earlier}, {self.failed} failed, {self.wall_s:.1f} s")
 
 
-def compute_cell(path: str, spec: SweepSpec, index: tuple, params: dict, all_steps: bool):
-    """Run one cell and write it; never raises (a failure is written and returned)."""
+@dataclass(frozen=True)
+class Cell:
+    index: tuple
+    params: dict
+    all_steps: bool  # a method without a step rule: stored along every step
+
+
+def _host() -> str:
+    return store.this_host()
+
+
+def compute_cell(params: dict, fixed: dict):
+    """Run one cell here (on a worker, or in the runner): ``(result, where, seconds)``.
+
+    Raises what the method raises (so Dask's ``retries`` apply).
+    """
     start = time.perf_counter()
+    result = METHODS[params["method"]].run(params, fixed)
     try:
-        result = METHODS[params["method"]].run(params, spec.fixed)
-        error = None
-    except Exception as exc:  # the cell failed: record it, let the others go on
-        result, error = None, "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    store.write_cell(path, spec, index, result, all_steps)
-    return index, params, error, time.perf_counter() - start
+        from distributed import get_worker
+
+        worker = get_worker().address
+    except (ImportError, ValueError):  # not on a worker
+        worker = ""
+    return result, {"worker": worker, "host": _host(), "engine": "local"}, \
+        time.perf_counter() - start
 
 
-def pending_cells(spec: SweepSpec, done):
-    """Cells still to run. A method that ignores ``step`` runs once (at the first step)."""
+def fit_across_cluster(params: dict, fixed: dict, client):
+    """Fit one cell from this process with the Dask engine (its shards on all workers)."""
+    start = time.perf_counter()
+    result = METHODS[params["method"]].run(params, fixed, client=client)
+    return result, {"worker": client.scheduler.address, "host": _host(), "engine": "dask"}, \
+        time.perf_counter() - start
+
+
+def describe(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _attempts(fn, retries: int):
+    """``(fn(), None)``, or ``(None, error)`` after ``retries + 1`` attempts that raised."""
+    for attempt in range(retries + 1):
+        try:
+            return fn(), None
+        except Exception as exc:  # the cell failed: retry, then record it
+            if attempt == retries:
+                return None, describe(exc)
+
+
+def pending_cells(spec: SweepSpec, done, failed=None):
+    """``(cell, state)`` of every cell to store, state ``"done"``, ``"failed"`` or
+    ``"todo"``. A method that ignores ``step`` runs once (at the first step)."""
     step_axis = spec.dims.index("step")
     for index, params in spec.cells():
         all_steps = not METHODS[params["method"]].uses_step
         if all_steps and index[step_axis] != 0:
             continue
-        yield index, params, all_steps, bool(done[index])
+        state = "done" if done[index] else "failed" if failed is not None and failed[index] \
+            else "todo"
+        yield Cell(index, params, all_steps), state
 
 
 def _label(params: dict) -> str:
@@ -63,14 +126,16 @@ class CellProgress:
         self.enabled = enabled
         self.tty = self.stream.isatty()
 
-    def update(self, params: dict, error: str | None, seconds: float) -> None:
+    def update(self, params: dict, error: str | None, seconds: float, engine: str) -> None:
         self.count += 1
         if not self.enabled:
             return
         state = f"FAILED: {error}" if error else f"{seconds:.1f}s"
+        where = " (across the cluster)" if engine == "dask" else ""
         end = "" if self.tty and not error else "\n"
         prefix = "\r\033[K" if self.tty else ""
-        self.stream.write(f"{prefix}[{self.count}/{self.total}] {_label(params)} {state}{end}")
+        self.stream.write(f"{prefix}[{self.count}/{self.total}] {_label(params)}{where} "
+                          f"{state}{end}")
         self.stream.flush()
 
     def close(self) -> None:
@@ -78,8 +143,84 @@ class CellProgress:
             self.stream.write("\n")
 
 
+def _in_process(todo, fixed, retries):
+    for cell in todo:
+        outcome, error = _attempts(lambda: compute_cell(cell.params, fixed), retries)
+        yield cell, outcome, error
+
+
+def _on_cluster(client, todo, fixed, retries, tick):
+    """Yield ``(cell, outcome, error)`` as cells finish (``None`` every ``tick`` s idle).
+
+    Small cells: tasks with Dask's ``retries``, at most a few per worker thread queued
+    at a time. Large cells: fitted from a thread pool with this client.
+    """
+    from distributed import Future
+
+    done_q = queue.Queue()
+    small = collections.deque(c for c in todo if not runs_distributed(c.params, fixed))
+    large = [c for c in todo if runs_distributed(c.params, fixed)]
+    window = max(8, 4 * sum(client.nthreads().values()))
+    futures = set()
+
+    def submit_small():
+        cell = small.popleft()
+        fut = client.submit(compute_cell, cell.params, fixed, pure=False, retries=retries)
+        futures.add(fut)
+        fut.add_done_callback(lambda f, c=cell: done_q.put((c, f)))
+
+    pool = concurrent.futures.ThreadPoolExecutor(LARGE_IN_FLIGHT, "onebit-sweep-large")
+    try:
+        for cell in large:
+            job = pool.submit(_attempts, lambda c=cell: fit_across_cluster(c.params, fixed,
+                                                                           client), retries)
+            job.add_done_callback(lambda f, c=cell: done_q.put((c, f)))
+        while small and len(futures) < window:
+            submit_small()
+        for _ in range(len(todo)):
+            while True:
+                try:
+                    cell, fut = done_q.get(timeout=tick)
+                    break
+                except queue.Empty:
+                    yield None
+            if isinstance(fut, Future):
+                futures.discard(fut)
+                if small:
+                    submit_small()
+                if fut.status == "error":
+                    yield cell, None, describe(fut.exception())
+                else:
+                    yield cell, fut.result(), None  # a cancelled future raises here
+            else:
+                yield cell, *fut.result()
+    finally:
+        for fut in futures:
+            fut.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def placement_text(fixed: dict, client) -> str:
+    """The ``placement`` attribute: where the last run ran the cells (per cell: ``engine``)."""
+    if client is None:
+        return "in-process: every cell in the runner with the in-process engine"
+    rule = {"always": "every onebit cell", "never": "no cell",
+            "auto": (f"onebit cells with batch_size * d1 >= {fixed['distributed_batch']} or "
+                     f"d2 >= {fixed['distributed_labels']}")}[fixed["distributed"]]
+    return (f"on a Dask cluster: {rule} fitted with the Dask engine across the workers "
+            "(engine 'dask'), the others one task each (engine 'local')")
+
+
+def _full_disk(out: str, exc: OSError, written: int, left: int) -> SweepRuntimeError:
+    return SweepRuntimeError(
+        f"could not write the results to {out!r}: {exc.strerror or exc}; "
+        f"{written} cells written by this run are kept, {left} cells will run again: "
+        "free space and run the same command again")
+
+
 def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
-              progress: bool = True) -> SweepSummary:
+              progress: bool = True, retries: int = 0, retry_failed: bool = False,
+              flush_cells: int = FLUSH_CELLS, flush_s: float = FLUSH_S) -> SweepSummary:
     """Run (or resume) ``spec`` into the zarr store ``out``.
 
     Parameters
@@ -90,35 +231,94 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         the cells already done are skipped; another spec is refused unless
         ``overwrite``.
     client : distributed.Client, optional
-        Run the cells as tasks on its workers (they must see ``out``); ``None``
-        runs them here, one after the other.
-    """
-    out = os.fspath(out)
-    start = time.perf_counter()
-    if store.check_output(out, spec, overwrite):
-        store.create(out, spec)
-    done = store.done_mask(out)
-    cells = list(pending_cells(spec, done))
-    summary = SweepSummary(total=len(cells))
-    todo = [(index, params, all_steps) for index, params, all_steps, is_done in cells if not is_done]
-    summary.skipped = len(cells) - len(todo)
-    bar = CellProgress(len(todo), enabled=progress)
-    if client is None:
-        results = (compute_cell(out, spec, *cell) for cell in todo)
-    else:
-        from distributed import as_completed
+        Run the cells on its workers (large cells across all of them); ``None``
+        runs them here, one after the other. Only this process writes ``out``.
+    overwrite : bool, default False
+        Replace a store made from another spec (or a damaged one).
+    progress : bool, default True
+        One line per cell on stderr.
+    retries : int, default 0
+        Run a cell that raised up to this many more times (Dask's ``retries`` for a
+        task; a task whose worker died is rescheduled by Dask in any case).
+    retry_failed : bool, default False
+        Run again the cells marked ``failed`` by an earlier run (skipped otherwise).
+    flush_cells, flush_s : int, float
+        Write the finished cells every ``flush_cells`` cells or ``flush_s`` seconds.
 
-        futures = [client.submit(compute_cell, out, spec, *cell, pure=False) for cell in todo]
-        results = (future.result() for future in as_completed(futures))
-    for index, params, error, seconds in results:
-        bar.update(params, error, seconds)
-        if error is None:
-            summary.ran += 1
-        else:
-            summary.failed += 1
-            with open(store.failures_path(out), "a") as fh:
-                fh.write(json.dumps({"cell": params, "error": error,
-                                     "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
-    bar.close()
+    Raises
+    ------
+    StoreError
+        ``out`` cannot be used (before any work).
+    SweepRuntimeError
+        The store is in use by another runner, damaged, or a write failed (a full
+        disk): the cells written so far are kept.
+    """
+    out = os.fspath(out).rstrip("/")
+    start = time.perf_counter()
+    with StoreLock(out) as lock:
+        if store.check_output(out, spec, overwrite):
+            try:
+                store.create(out, spec)
+            except OSError as exc:
+                raise _full_disk(out, exc, 0, 0) from None
+        done, failed = store.flags(out)
+        cells = list(pending_cells(spec, done, failed))
+        summary = SweepSummary(total=len(cells))
+        todo = [c for c, state in cells if state == "todo" or (state == "failed" and retry_failed)]
+        summary.skipped = sum(state == "done" for _, state in cells)
+        summary.skipped_failed = len(cells) - summary.skipped - len(todo)
+        writer = store.CubeWriter(out, spec, before_write=lock.check)
+        bar = CellProgress(len(todo), enabled=progress)
+        failures = []
+        results = (_in_process(todo, spec.fixed, retries) if client is None else
+                   _on_cluster(client, todo, spec.fixed, retries, tick=min(1.0, flush_s)))
+        last_flush = time.monotonic()
+
+        def flush():
+            nonlocal last_flush
+            try:
+                if failures:  # the error texts first: a cell is marked failed after them
+                    with open(store.failures_path(out), "a") as fh:
+                        fh.writelines(failures)
+                    failures.clear()
+                writer.flush()
+            except OSError as exc:
+                raise _full_disk(out, exc, writer.written, len(todo) - writer.written) from None
+            last_flush = time.monotonic()
+
+        try:
+            for item in results:
+                if item is not None:
+                    cell, outcome, error = item
+                    result, where, seconds = outcome if outcome else (None, {}, 0.0)
+                    writer.add(cell.index, cell.all_steps, cell.params, result, where)
+                    bar.update(cell.params, error, seconds, where.get("engine", "local"))
+                    summary.cell_s += seconds
+                    if error is None:
+                        summary.ran += 1
+                    else:
+                        summary.failed += 1
+                        failures.append(json.dumps({
+                            "cell": cell.params, "error": error,
+                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+                if len(writer) >= flush_cells or time.monotonic() - last_flush >= flush_s:
+                    flush()
+            flush()
+        except SweepRuntimeError:
+            raise
+        except BaseException:
+            try:  # keep what is finished (a KeyboardInterrupt, a lost scheduler)
+                flush()
+            except (SweepRuntimeError, OSError):
+                pass
+            raise
+        finally:
+            results.close()  # cancels the tasks still queued (after an error)
+            bar.close()
+        try:
+            store.set_attrs(out, placement=placement_text(spec.fixed, client))
+            store.consolidate(out)
+        except OSError as exc:
+            raise _full_disk(out, exc, writer.written, 0) from None
     summary.wall_s = time.perf_counter() - start
     return summary

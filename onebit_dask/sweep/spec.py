@@ -19,6 +19,12 @@ A spec::
       n_test: 2000
       n_shards: 4
       max_eval_labels: 1000
+      sampler: projected       # projected | explicit: how onebit's synthetic batches are
+                               # drawn (baselines always see explicit draws)
+      distributed: auto        # auto | always | never: a onebit cell's fit across the
+                               # cluster (Dask engine) or as one task; auto: when
+                               # batch_size * d1 >= distributed_batch (default 2**25)
+                               # or d2 >= distributed_labels (default 2**17)
 
 A scalar in ``grid`` is a one-value list. Missing grid keys take the defaults of
 :data:`GRID_DEFAULTS`. ``n_train: 0`` (the default) streams fresh single-label
@@ -43,12 +49,15 @@ import hashlib
 import itertools
 import json
 import os
-import re
 from dataclasses import dataclass
 
 import yaml
 
-from .._validation import check_float, check_int, check_rank, check_seed
+from .._validation import check_int, check_rank, check_seed
+from ..synthetic import SAMPLERS
+from .errors import SpecError
+from .methods import METHODS
+from .noise import NOISE, parse_noise  # noqa: F401 (re-exported)
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "step",
               "batch_size", "n_iter", "seed")
@@ -56,36 +65,19 @@ GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step"
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
 DATASET_KEYS = ("d1", "d2", "rank", "n_train", "batch_size")
-FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000}
+FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000,
+                  "sampler": "projected"}
+# where a cell's fit runs (never its values: not part of the fingerprint); see placement.py
+PLACEMENT_DEFAULTS = {"distributed": "auto", "distributed_batch": 2 ** 25,
+                      "distributed_labels": 2 ** 17}
+DISTRIBUTED = ("auto", "always", "never")
 TOP_KEYS = ("name", "description", "datasets", "grid", "fixed")
 MAX_CELLS = 10**6  # a larger grid needs allow_large=True (the CLI's --allow-large)
-NOISE = re.compile(r"^(none|flip=(?P<flip>[0-9.eE+-]+)|gaussian=(?P<gauss>[0-9.eE+-]+))$")
-
-
-class SpecError(ValueError):
-    """A sweep spec that cannot run; the message names the key."""
 
 
 def _did_you_mean(key, allowed) -> str:
     close = difflib.get_close_matches(str(key), list(allowed), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def parse_noise(label: str) -> tuple[str, float]:
-    """``"none"`` / ``"flip=P"`` / ``"gaussian=XI"`` -> ``(model, level)``, checked."""
-    match = NOISE.match(str(label))
-    if not match:
-        raise SpecError(f"grid.noise: {label!r} is not allowed: use 'none', 'flip=P' with P in "
-                        "[0, 0.5) or 'gaussian=XI' with XI >= 0")
-    try:
-        if match["flip"] is not None:
-            return "flip", check_float("flip", float(match["flip"]), low=0.0, high=0.5,
-                                       high_open=True)
-        if match["gauss"] is not None:
-            return "gaussian", check_float("noise_std", float(match["gauss"]), low=0.0)
-    except ValueError as exc:
-        raise SpecError(f"grid.noise: {label!r}: {exc}") from None
-    return "none", 0.0
 
 
 @dataclass(frozen=True)
@@ -123,8 +115,10 @@ class SweepSpec:
         return params
 
     def fingerprint(self) -> str:
-        """Hash of the grid, the datasets and the fixed settings (not of comments)."""
-        canonical = json.dumps({"grid": self.grid, "fixed": self.fixed,
+        """Hash of the grid, the datasets and the fixed settings (not of comments, nor of
+        the placement keys, which decide where a cell runs and never its values)."""
+        fixed = {k: v for k, v in self.fixed.items() if k not in PLACEMENT_DEFAULTS}
+        canonical = json.dumps({"grid": self.grid, "fixed": fixed,
                                 **({"datasets": self.datasets} if self.datasets else {})},
                                sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -151,8 +145,6 @@ def _same_setting(key, values, where):
 
 
 def _check_grid_values(key, values, where="<spec>"):
-    from .methods import METHODS
-
     checks = {
         "d1": lambda v: check_int("d1", v, low=1),
         "d2": lambda v: check_int("d2", v, low=1),
@@ -230,8 +222,6 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
         raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than {MAX_CELLS:,}: "
                         "pass --allow-large (allow_large=True) if you mean it")
     spec_cells = SweepSpec("", grid, {}, "", datasets=datasets).cells()
-    from .methods import METHODS
-
     for _, params in spec_cells:
         try:
             check_rank(params["rank"], params["d1"], params["d2"])
@@ -244,11 +234,23 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
     fixed_in = data.get("fixed") or {}
     if not isinstance(fixed_in, dict):
         raise SpecError(f"{where}: 'fixed' must be a mapping")
-    fixed = dict(FIXED_DEFAULTS)
+    fixed = {**FIXED_DEFAULTS, **PLACEMENT_DEFAULTS}
     for key, value in fixed_in.items():
-        if key not in FIXED_DEFAULTS:
-            raise SpecError(f"{where}: unknown key 'fixed.{key}'{_did_you_mean(key, FIXED_DEFAULTS)}"
-                            f"; allowed: {', '.join(FIXED_DEFAULTS)}")
+        if key not in fixed:
+            raise SpecError(f"{where}: unknown key 'fixed.{key}'{_did_you_mean(key, fixed)}"
+                            f"; allowed: {', '.join(fixed)}")
+        if key == "sampler":
+            if value not in SAMPLERS:
+                raise SpecError(f"{where}: fixed.sampler={value!r} is not allowed: choose "
+                                f"from {', '.join(SAMPLERS)}")
+            fixed[key] = value
+            continue
+        if key == "distributed":
+            if value not in DISTRIBUTED:
+                raise SpecError(f"{where}: fixed.distributed={value!r} is not allowed: choose "
+                                f"from {', '.join(DISTRIBUTED)}")
+            fixed[key] = value
+            continue
         try:
             fixed[key] = check_int(key, value, low=1)
         except (TypeError, ValueError) as exc:

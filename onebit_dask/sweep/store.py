@@ -1,28 +1,40 @@
 """The result cube of a sweep: one xarray Dataset in a zarr (v3) store.
 
-Every grid parameter is a dimension, plus ``iteration``. Each cell owns its own
-chunks (chunk size 1 along every grid dimension), so cells write their regions
-concurrently without sharing a chunk. ``done`` marks the cells written (it is
-written after the cell's values), ``failed`` the cells that raised; their error
-text goes to ``STORE.failures.jsonl`` next to the store.
+Every grid parameter is a dimension, plus ``iteration``. A chunk holds many cells
+(:func:`cell_chunks`: the trailing grid dimensions whole, about
+:data:`CHUNK_CELLS` cells), so a sweep of ``n`` cells writes about
+``n_variables * n / CHUNK_CELLS`` chunk files. Only the runner writes (one
+:class:`CubeWriter`, cells in batches); workers return their cells' values.
+``done`` marks the cells written and is written after their values in each batch,
+``failed`` the cells that raised (their error text goes to ``STORE.failures.jsonl``
+next to the store). A store is created whole or not at all: it is built in a
+hidden directory next to ``--out`` and renamed into place.
 """
 
 from __future__ import annotations
 
 import datetime
+import glob
+import json
 import os
 import shutil
+import socket
 import subprocess
+import uuid
 import warnings
 
 import numpy as np
 import xarray as xr
 
 from .. import __version__
-from .spec import SweepSpec, parse_noise
+from .errors import SweepRuntimeError
+from .noise import parse_noise
+from .spec import SweepSpec
 
 FORMAT = "onebit-dask/sweep"
-VARIABLES = {
+FORMAT_VERSION = 2
+CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
+ITERATION_VARIABLES = {
     "spectral_error": ("1", "||W* - W||_2 (the paper's Theorem 1), exact, from the factors"),
     "frobenius_error": ("1", "||W* - W||_F / sqrt(d2): RMS error of a unit column, in [0, 2]"),
     "hamming_loss": ("1", "fraction of test (instance, label) pairs whose predicted sign "
@@ -30,10 +42,26 @@ VARIABLES = {
     "auc": ("1", "macro ROC AUC over labels of the scores x^T w_j on the test set"),
     "n_samples": ("observations", "observations used up to this iteration (initial batch "
                                   "included); float so that a missing value is NaN"),
+    "fit_s": ("s", "training seconds up to this iteration (cumulative, evaluation excluded)"),
+    "n_active": ("observations", "observations of this iteration's batch with a non-zero "
+                                 "residual (onebit); NaN for the baselines"),
+}
+CELL_VARIABLES = {
     "wall_s": ("s", "training wall time of the cell (per-iteration evaluation excluded)"),
+    "worker": ("", "address of the Dask worker that ran the cell; for a cell fitted across "
+                   "the cluster (engine 'dask') the scheduler's address; empty in-process"),
+    "host": ("", "host name of the machine that ran the cell (the runner's for engine 'dask' "
+                 "and in-process; at most 64 characters)"),
+    "engine": ("", "'local': the cell's fit ran in one process (one task); 'dask': it ran "
+                   "with the Dask engine, its shards on all the workers"),
+}
+FLAGS = {
     "done": ("", "True once the cell's values are written"),
     "failed": ("", "True if the cell raised; its error is in STORE.failures.jsonl"),
 }
+STRINGS = ("worker", "host", "engine")
+STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
+VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
 COORDS = {
     "method": "estimator", "d1": "feature dimension", "d2": "number of labels",
     "rank": "rank k of the truth and the model", "noise": "noise setting",
@@ -47,7 +75,11 @@ COORDS = {
 
 
 class StoreError(ValueError):
-    """An output store that cannot be used."""
+    """An output path that cannot be used (bad input: nothing was touched)."""
+
+
+class DamagedStoreError(SweepRuntimeError):
+    """One of our stores that cannot be read or resumed."""
 
 
 def failures_path(path: str) -> str:
@@ -72,22 +104,21 @@ def _versions() -> dict:
             "xarray_version": xr.__version__, "zarr_version": zarr.__version__}
 
 
-def template(spec: SweepSpec) -> xr.Dataset:
-    """The empty cube: dask arrays of NaN / False, one chunk per cell."""
-    import dask.array as da
+def cell_chunks(shape: tuple, n_iterations: int) -> tuple:
+    """Chunk shape over the grid dimensions: the trailing dimensions whole (C order, the
+    order cells are submitted in), about ``CHUNK_CELLS`` cells, fewer for long cells."""
+    target = max(1, min(CHUNK_CELLS, 2 ** 19 // max(1, n_iterations)))
+    chunks, cells = [], 1
+    for size in reversed(shape):
+        take = min(size, max(1, target // cells))
+        chunks.append(take)
+        cells *= take
+    return tuple(reversed(chunks))
 
-    dims = spec.dims
-    shape = spec.shape
-    cell_chunks = (1,) * len(dims)
-    full = (*shape, spec.n_iterations)
-    data = {}
-    for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples"):
-        data[name] = ((*dims, "iteration"), da.full(full, np.nan, chunks=(*cell_chunks, -1)))
-    data["wall_s"] = (dims, da.full(shape, np.nan, chunks=cell_chunks))
-    for name in ("done", "failed"):
-        data[name] = (dims, da.zeros(shape, dtype=bool, chunks=cell_chunks))
+
+def _coords(spec: SweepSpec) -> xr.Dataset:
     noise = [parse_noise(label) for label in spec.grid["noise"]]
-    coords = {dim: np.asarray(spec.grid[dim]) for dim in dims}
+    coords = {dim: np.asarray(spec.grid[dim]) for dim in spec.dims}
     if spec.datasets:
         names = spec.grid["dataset"]
         for key in next(iter(spec.datasets.values())):
@@ -95,15 +126,16 @@ def template(spec: SweepSpec) -> xr.Dataset:
     coords["noise_model"] = ("noise", np.asarray([m for m, _ in noise]))
     coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
     coords["iteration"] = np.arange(spec.n_iterations)
-    ds = xr.Dataset(data, coords=coords)
-    for name, (units, text) in VARIABLES.items():
-        ds[name].attrs.update(units=units, description=text)
+    ds = xr.Dataset(coords=coords)
     for name, text in COORDS.items():
-        ds[name].attrs["description"] = text
+        if name in ds:
+            ds[name].attrs["description"] = text
     ds.attrs.update(
-        format=FORMAT, format_version=1, spec_name=spec.name, spec_description=spec.description,
-        spec_text=spec.text, spec_fingerprint=spec.fingerprint(),
-        onebit_dask_version=__version__, git_revision=_git_revision(),
+        format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
+        spec_description=spec.description, spec_text=spec.text,
+        spec_fingerprint=spec.fingerprint(), sampler=spec.fixed["sampler"],
+        onebit_dask_version=__version__,
+        git_revision=_git_revision(),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **_versions())
     return ds
@@ -113,16 +145,74 @@ def _quiet_zarr():
     ctx = warnings.catch_warnings()
     ctx.__enter__()
     warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
+    warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
     warnings.filterwarnings("ignore", category=UserWarning, module="zarr.*")
     return ctx
+
+
+def _build(path: str, spec: SweepSpec) -> None:
+    """Write the empty cube at ``path``: coordinates, attributes, arrays without chunks."""
+    import zarr
+
+    _coords(spec).to_zarr(path, mode="w-", zarr_format=3, consolidated=False)
+    group = zarr.open_group(path, mode="r+")
+    grid = cell_chunks(spec.shape, spec.n_iterations)
+    n_it = spec.n_iterations
+    for name, (units, text) in VARIABLES.items():
+        per_iteration = name in ITERATION_VARIABLES
+        dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
+        if name in STRINGS:
+            dtype, fill = f"<U{STRING_LENGTH}", ""
+        group.create_array(
+            name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
+            chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
+            dimension_names=(*spec.dims, "iteration") if per_iteration else spec.dims,
+            attributes={"units": units, "description": text})
+
+
+def _leftovers(path: str) -> list:
+    head, tail = os.path.split(os.path.abspath(path))
+    return glob.glob(os.path.join(head, f".{tail}.creating-*"))
+
+
+def create(path: str, spec: SweepSpec) -> None:
+    """Create (or replace) the store at ``path``, whole or not at all.
+
+    The cube is built in ``.NAME.creating-*`` next to it and renamed into place; a
+    build left by a killed run is removed here (the caller holds the store's lock).
+    """
+    path = os.fspath(path).rstrip("/")
+    for stale in _leftovers(path):
+        shutil.rmtree(stale, ignore_errors=True)
+    head, tail = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(head, f".{tail}.creating-{uuid.uuid4().hex[:12]}")
+    ctx = _quiet_zarr()
+    try:
+        _build(tmp, spec)
+        if os.path.exists(path):
+            old = os.path.join(head, f".{tail}.creating-old-{uuid.uuid4().hex[:12]}")
+            os.rename(path, old)
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        ctx.__exit__(None, None, None)
+    if os.path.exists(failures_path(path)):
+        os.remove(failures_path(path))
 
 
 def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
     """Check the output before any work; return True if a store must be created.
 
     A missing or read-only parent directory, a path that is not one of our
-    stores, or one of ours made from another spec (without ``overwrite``) is an
-    error; nothing is touched.
+    stores, or one of ours made from another spec or an older format (without
+    ``overwrite``) is a :class:`StoreError`; one of ours that is damaged and holds
+    results is a :class:`DamagedStoreError` (``overwrite`` replaces it); one that
+    holds no results yet is recreated. Nothing is touched here.
     """
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
@@ -134,17 +224,69 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
         return True
     attrs = read_attrs(path)
     if attrs is None or attrs.get("format") != FORMAT:
+        if attrs is None and _ours_without_attributes(path):
+            return True  # a store we started to make and that holds nothing yet
         raise StoreError(f"--out {path!r} exists and is not an onebit-dask sweep store: "
                          "choose another path (nothing was changed)")
     if not os.access(path, os.W_OK):
         raise StoreError(f"--out {path!r} is not writable")
-    if attrs.get("spec_fingerprint") != spec.fingerprint():
-        if not overwrite:
-            raise StoreError(f"--out {path!r} holds the results of another spec "
-                             f"({attrs.get('spec_name')!r}): use a new path, or --overwrite "
-                             "to replace them")
+    if overwrite:
         return True
-    return overwrite
+    if attrs.get("spec_fingerprint") != spec.fingerprint():
+        raise StoreError(f"--out {path!r} holds the results of another spec "
+                         f"({attrs.get('spec_name')!r}): use a new path, or --overwrite "
+                         "to replace them")
+    if attrs.get("format_version") != FORMAT_VERSION:
+        raise StoreError(f"--out {path!r} was made by an older onebit-dask (store format "
+                         f"{attrs.get('format_version')}, this one writes {FORMAT_VERSION}): "
+                         "use a new path, or --overwrite to recompute it")
+    problem = damage(path, spec)
+    if problem is None:
+        return False
+    if not _has_chunks(path):
+        return True  # nothing written yet: recreate it
+    raise DamagedStoreError(f"the store {path!r} is damaged ({problem}): run again with "
+                            "--overwrite to recompute it, or choose another --out")
+
+
+def _ours_without_attributes(path: str) -> bool:
+    """A directory with nothing but zarr metadata in it (an interrupted ``to_zarr`` of an
+    older version): safe to recreate."""
+    for _, _, files in os.walk(path):
+        if any(f != "zarr.json" for f in files):
+            return False
+    return True
+
+
+def _has_chunks(path: str) -> bool:
+    """Whether any result variable has a chunk written (coordinates do not count)."""
+    for name in VARIABLES:
+        for _, _, files in os.walk(os.path.join(path, name)):
+            if any(f != "zarr.json" for f in files):
+                return True
+    return False
+
+
+def damage(path: str, spec: SweepSpec) -> str | None:
+    """What is wrong with our store at ``path`` (``None``: it can be resumed)."""
+    import zarr
+
+    ctx = _quiet_zarr()
+    try:
+        group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
+        for name in VARIABLES:
+            if name not in group:
+                return f"the array {name!r} is missing"
+            want = (*spec.shape, spec.n_iterations) if name in ITERATION_VARIABLES else spec.shape
+            if group[name].shape != want:
+                return f"the array {name!r} has shape {group[name].shape}, expected {want}"
+        for name in FLAGS:
+            group[name][...]
+    except Exception as exc:  # unreadable metadata or chunks
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    finally:
+        ctx.__exit__(None, None, None)
+    return None
 
 
 def _writable(directory: str) -> bool:
@@ -170,60 +312,141 @@ def read_attrs(path: str) -> dict | None:
         return None
 
 
-def create(path: str, spec: SweepSpec) -> None:
-    path = os.fspath(path)
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    if os.path.exists(failures_path(path)):
-        os.remove(failures_path(path))
-    ctx = _quiet_zarr()
-    try:
-        template(spec).to_zarr(path, mode="w-", compute=False, zarr_format=3, consolidated=False)
-    finally:
-        ctx.__exit__(None, None, None)
+def flags(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ``done`` and ``failed`` masks."""
+    import zarr
+
+    group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
+    return group["done"][...], group["failed"][...]
 
 
 def done_mask(path: str) -> np.ndarray:
+    return flags(path)[0]
+
+
+def cell_region(spec: SweepSpec, index: tuple, all_steps: bool) -> list:
+    """The grid indices a cell's result is stored at (all steps for a method without one)."""
+    if not all_steps:
+        return [index]
+    axis = spec.dims.index("step")
+    return [(*index[:axis], s, *index[axis + 1:]) for s in range(len(spec.grid["step"]))]
+
+
+def iteration_values(result: dict, name: str, n_iter: int, n_iterations: int) -> np.ndarray:
+    """A result's series placed on the cube's ``iteration`` axis: a method without
+    iterations reports its final value at the cell's last iteration."""
+    values = np.full(n_iterations, np.nan)
+    end = n_iter + 1
+    series = np.asarray(result[name], dtype=float)[-end:]
+    values[end - len(series): end] = series
+    return values
+
+
+class CubeWriter:
+    """Buffers finished cells and writes them in batches (the only writer of a store).
+
+    Each :meth:`flush` writes every variable with one coordinate selection (zarr
+    reads, updates and rewrites each touched chunk once, atomically per chunk
+    file), the ``failed`` flags next and the ``done`` flags last, so a cell is
+    ``done`` only once all its values are on disk.
+    """
+
+    def __init__(self, path: str, spec: SweepSpec, before_write=None):
+        import zarr
+
+        self.path, self.spec = os.fspath(path), spec
+        group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+        self.arrays = {name: group[name] for name in VARIABLES}
+        self.before_write = before_write
+        self.pending = []  # (indices, params, result or None)
+        self.written = 0
+
+    def add(self, index: tuple, all_steps: bool, params: dict, result: dict | None,
+            where: dict) -> None:
+        """Queue a finished cell: ``result`` (``None`` if it failed) and ``where`` it ran
+        (``worker``, ``host``, ``engine``)."""
+        self.pending.append((cell_region(self.spec, index, all_steps), params, result, where))
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def flush(self) -> int:
+        """Write the queued cells; return how many."""
+        if not self.pending:
+            return 0
+        if self.before_write is not None:
+            self.before_write()
+        n_it = self.spec.n_iterations
+        ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
+        ctx = _quiet_zarr()
+        try:
+            if ok:
+                cells = np.array([i for idx, *_ in ok for i in idx]).reshape(-1, len(self.spec.dims))
+                repeat = [len(idx) for idx, *_ in ok]
+                grid_sel = tuple(cells.T)
+                it_sel = tuple(np.repeat(cells[:, d:d + 1], n_it, axis=1) for d in
+                               range(cells.shape[1])) + (np.broadcast_to(np.arange(n_it),
+                                                                         (len(cells), n_it)),)
+                for name in ITERATION_VARIABLES:
+                    rows = [iteration_values(r, name, p["n_iter"], n_it) for _, p, r, _ in ok]
+                    self.arrays[name].set_coordinate_selection(
+                        it_sel, np.repeat(np.array(rows), repeat, axis=0))
+                per_cell = {"wall_s": [float(r["wall_s"]) for _, _, r, _ in ok],
+                            **{k: [w[k][:STRING_LENGTH] for *_, w in ok] for k in STRINGS}}
+                for name, vals in per_cell.items():
+                    self.arrays[name].set_coordinate_selection(
+                        grid_sel, np.repeat(np.array(vals), repeat))
+            cells_all = np.array([i for idx, *_ in self.pending for i in idx]).reshape(
+                -1, len(self.spec.dims))
+            is_done = np.concatenate([np.full(len(idx), r is not None)
+                                      for idx, _, r, _ in self.pending])
+            sel = tuple(cells_all.T)
+            self.arrays["failed"].set_coordinate_selection(sel, ~is_done)
+            self.arrays["done"].set_coordinate_selection(sel, is_done)
+        finally:
+            ctx.__exit__(None, None, None)
+        n = len(self.pending)
+        self.written += n
+        self.pending = []
+        return n
+
+
+def set_attrs(path: str, **attrs) -> None:
+    """Update the cube's attributes (between runs' writes, before :func:`consolidate`)."""
     import zarr
 
-    return zarr.open_group(os.fspath(path), mode="r")["done"][...]
+    zarr.open_group(os.fspath(path), mode="r+", use_consolidated=False).attrs.update(attrs)
 
 
-def region_of(spec: SweepSpec, index: tuple, all_steps: bool) -> dict:
-    region = {dim: slice(i, i + 1) for dim, i in zip(spec.dims, index)}
-    if all_steps:
-        region["step"] = slice(0, len(spec.grid["step"]))
-    return region
+def consolidate(path: str) -> None:
+    """Consolidate the metadata (once no cell is being written): ``xr.open_zarr(path)``
+    then opens the cube without a warning."""
+    import zarr
 
-
-def write_cell(path: str, spec: SweepSpec, index: tuple, result: dict | None,
-               all_steps: bool = False) -> None:
-    """Write one cell's values into its own chunks, then mark it done (or failed)."""
-    params = spec.cells_at(index)
-    region = region_of(spec, index, all_steps)
-    shape = tuple(s.stop - s.start for s in region.values())
-    dims = spec.dims
-    n_it = spec.n_iterations
     ctx = _quiet_zarr()
     try:
-        if result is not None:
-            data = {}
-            for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples"):
-                values = np.full(n_it, np.nan)
-                # a method without iterations reports its final value at the last iteration
-                end = params["n_iter"] + 1
-                series = np.asarray(result[name], dtype=float)[-end:]
-                values[end - len(series): end] = series
-                data[name] = ((*dims, "iteration"), np.broadcast_to(values, (*shape, n_it)))
-            data["wall_s"] = (dims, np.full(shape, float(result["wall_s"])))
-            xr.Dataset(data).to_zarr(path, region=region, mode="r+", consolidated=False)
-        flags = {"done": result is not None, "failed": result is None}
-        xr.Dataset({k: (dims, np.full(shape, v)) for k, v in flags.items()}).to_zarr(
-            path, region=region, mode="r+", consolidated=False)
+        zarr.consolidate_metadata(os.fspath(path))
     finally:
         ctx.__exit__(None, None, None)
+
+
+def _consolidated(path: str) -> bool:
+    try:
+        with open(os.path.join(os.fspath(path), "zarr.json")) as fh:
+            return json.load(fh).get("consolidated_metadata") is not None
+    except (OSError, ValueError):
+        return False
 
 
 def open_cube(path) -> xr.Dataset:
     """The result cube as an xarray Dataset (lazy)."""
-    return xr.open_zarr(os.fspath(path), consolidated=False)
+    path = os.fspath(path)
+    ctx = _quiet_zarr()
+    try:
+        return xr.open_zarr(path, consolidated=_consolidated(path))
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def this_host() -> str:
+    return socket.gethostname()

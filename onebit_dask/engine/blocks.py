@@ -1,0 +1,278 @@
+r"""Label blocks: the label-side rows of the state and the pure functions run on them.
+
+Block ``s`` owns the labels ``[lo, hi)``: its rows of ``Q_bot``, ``V_bot`` and
+``B`` (slots ``"Q"``, ``"V"``, ``"B"``), the temporaries of a step, and the active
+rows of the current batch whose labels it owns. The client keeps the ``d1 x l`` top
+blocks and the ``l x l`` Gram matrices (``docs/ALGORITHM.md``, label-sharded state):
+
+* a dilation product ``Z = (W + eta H)_dil P`` is, per block,
+  ``Z_s = c eta scatter_s(j, w * (X P_top)) + B_s (A^T P_top)`` (local) and the
+  reductions ``X_s^T (w * P_s[j])`` (``d1 x l``) and ``B_s^T P_s`` (``l x l``), which
+  give ``Z_top = c eta sum_s X_s^T (w P_s[j]) + A sum_s B_s^T P_s``;
+* Cholesky-QR2 needs ``G = Z_top^T Z_top + sum_s Z_s^T Z_s``; each block then scales
+  its own rows by ``R^{-1}``;
+* the column norms ``n_j^2 = v_j^T (A^T A) v_j`` are local given ``A^T A``.
+
+Every function here takes a :class:`Block` and small arguments and returns a **new**
+block (inputs are never modified: Dask may run a task twice, after a worker died),
+whose ``out`` carries the small result that goes back to the client. No Dask here:
+:mod:`onebit_dask.engine.local` runs these functions in this process,
+:mod:`onebit_dask.engine.dask_engine` where each block lives on the cluster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ..kernels import ActiveRows, aligned, row_norms, scatter_rows, shard_active_rows
+
+
+class StepModel(NamedTuple):
+    """What activating a batch needs of the model: ``A`` (``None`` for the initial batch,
+    every row weighted by its bit) and a projected sampler's :class:`Projection`."""
+
+    A: np.ndarray | None
+    projection: Any = None
+
+
+class Evaluation(NamedTuple):
+    """What a block reports for the metrics: ``truth`` has ``truth_rows(lo, hi)``;
+    ``labels`` are the evaluated labels that lie in the block (sorted, global)."""
+
+    truth: Any
+    labels: np.ndarray
+
+
+@dataclass(frozen=True)
+class Block:
+    """The labels ``[lo, hi)``: slots of ``(hi - lo) x l`` arrays, the active rows of the
+    current batch, and ``out``, the last function's small result."""
+
+    lo: int
+    hi: int
+    slots: Mapping[str, np.ndarray] = field(default_factory=dict)
+    active: ActiveRows | None = None
+    out: Any = None
+
+    def evolve(self, out=None, active=None, keep_active=True, drop=(), **slots):
+        new = {k: v for k, v in self.slots.items() if k not in drop}
+        new.update(slots)
+        return replace(self, slots=new, out=out,
+                       active=active if active is not None else (self.active if keep_active
+                                                                 else None))
+
+
+def _own(value):
+    """``value`` with every array in it aligned (:func:`onebit_dask.kernels.aligned`)."""
+    if isinstance(value, np.ndarray):
+        return aligned(value)
+    if isinstance(value, Block):
+        active = value.active
+        if active is not None:
+            active = active._replace(X=aligned(active.X), labels=aligned(active.labels),
+                                     weights=aligned(active.weights))
+        return replace(value, slots={k: aligned(v) for k, v in value.slots.items()},
+                       active=active)
+    if isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        return type(value)(_own(v) for v in value)
+    return value
+
+
+def call(fn, block: Block, *args) -> Block:
+    """``fn(block, *args)`` with the block's and the arguments' arrays aligned first: an
+    array that arrived from another process can sit at any byte address, and the BLAS
+    kernels for a transposed operand then sum in another order (1 ulp apart). Both
+    engines run every block function through here."""
+    return fn(_own(block), *(_own(a) for a in args))
+
+
+# -- data -----------------------------------------------------------------------------
+class Pieces:
+    """The rows of a block gathered from several row-range shards (``(X, labels, y)`` each),
+    in shard order."""
+
+    def __init__(self, pieces):
+        self.pieces = list(pieces)
+
+    def load(self):
+        X, labels, y = (np.concatenate(a) for a in zip(*self.pieces))
+        return X, labels, y
+
+
+def split_by_block(data, bounds) -> list:
+    """``(X, labels, y)`` cut into the label blocks ``[bounds[s], bounds[s+1])``, rows in order."""
+    X, labels, y = data
+    owner = np.searchsorted(bounds, labels, side="right") - 1
+    parts = []
+    for s in range(len(bounds) - 1):
+        rows = np.flatnonzero(owner == s)
+        parts.append((X[rows], labels[rows], y[rows]))
+    return parts
+
+
+def out_of(block: Block):
+    """The small result of the last function run on ``block``."""
+    return block.out
+
+
+def new_block(lo: int, hi: int) -> Block:
+    return Block(lo, hi)
+
+
+def activate(block: Block, data, model: StepModel) -> Block:
+    """Attach the active rows of this block's share of a batch; ``out = n_active``.
+
+    ``data`` is a shard descriptor with ``draw_active`` (projected sampling) or ``load``
+    (explicit draws, files, arrays), or a list of ``(X, labels, y)`` pieces.
+    """
+    if isinstance(data, list):
+        data = Pieces(data)
+    B_rows = block.slots.get("B")
+    if hasattr(data, "draw_active"):
+        active, n_active = data.draw_active(model.projection, B_rows)
+    else:
+        X, labels, y = data.load()
+        if model.A is None:
+            active = ActiveRows(np.asarray(X, dtype=np.float64), labels, y, X.shape[0])
+            n_active = X.shape[0]
+        else:
+            active = shard_active_rows(X, labels, y, model.A, B_rows, block.lo)
+            n_active = active.labels.size
+    return block.evolve(out=n_active, active=active)
+
+
+def label_sums(block: Block) -> Block:
+    """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
+    a = block.active
+    if a.by_label:
+        return block.evolve(out=(a.labels, a.weights[:, None] * a.X))
+    return block.evolve(out=scatter_rows(a.labels, a.X, a.weights))
+
+
+def _product(block: Block, P_rows, P_top, AtP, scale):
+    """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring)."""
+    a = block.active
+    top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
+    if a.by_label:  # one row per label: nothing to add up
+        uniq, rows = a.labels, a.weights[:, None] * (a.X @ P_top)
+    else:
+        uniq, rows = scatter_rows(a.labels, a.X @ P_top, a.weights)
+    Z = np.zeros((block.hi - block.lo, P_top.shape[1]))
+    Z[uniq - block.lo] += rows
+    Z *= scale
+    low = None
+    if AtP is not None:
+        B = block.slots["B"]
+        Z += B @ AtP
+        low = B.T @ P_rows
+    return Z, top, low
+
+
+def product(block: Block, src: str, dst: str, P_top, AtP, scale: float,
+            with_gram: bool = False) -> Block:
+    """``dst = Z_s``; ``out = (X_s^T (w P_s[j]), B_s^T P_s or None, Z_s^T Z_s or None)``.
+
+    ``AtP = A^T P_top`` adds the low-rank part ``W = A B^T`` (``None``: ``W = 0``).
+    """
+    Z, top, low = _product(block, block.slots[src], P_top, AtP, scale)
+    return block.evolve(out=(top, low, Z.T @ Z if with_gram else None), **{dst: Z})
+
+
+def transform(block: Block, src: str, dst: str, M, with_gram: bool = False) -> Block:
+    """``dst = src @ M`` (``M`` small); ``out = dst^T dst`` or ``None``."""
+    Z = block.slots[src] @ M
+    return block.evolve(out=Z.T @ Z if with_gram else None, **{dst: Z})
+
+
+def cross(block: Block, a: str, b: str) -> Block:
+    """``out = a^T b``."""
+    return block.evolve(out=block.slots[a].T @ block.slots[b])
+
+
+def random_slot(block: Block, dst: str, seed: int, width: int) -> Block:
+    """``dst`` = standard normals from ``SeedSequence([seed, lo, hi])``."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, block.lo, block.hi]))
+    return block.evolve(**{dst: rng.standard_normal((block.hi - block.lo, width))})
+
+
+def _evaluation(block: Block, evaluation: Evaluation | None):
+    """``(gram of [B*_s, B_s], B_s at the evaluated labels)`` for the metrics."""
+    if evaluation is None:
+        return None
+    B = block.slots["B"]
+    B_true = evaluation.truth.truth_rows(block.lo, block.hi)[1]
+    R = np.hstack([B_true, B])
+    return R.T @ R, B[evaluation.labels - block.lo]
+
+
+def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None = None,
+           Q_rows=None, V_rows=None) -> Block:
+    """The new state: ``Q``, ``V`` and ``B = V / n`` with ``n_j^2 = v_j^T (A^T A) v_j``;
+    temporaries and active rows are dropped. ``out`` = the evaluation pieces or ``None``."""
+    Qs = block.slots[Q] if Q_rows is None else Q_rows
+    Vs = block.slots[V] if V_rows is None else V_rows
+    new = Block(block.lo, block.hi, {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None]})
+    return replace(new, out=_evaluation(new, evaluation))
+
+
+def set_state(block: Block, rows, gram_A) -> Block:
+    """The state from given rows ``(Q_s, V_s, evaluation)`` (the dense initialisation)."""
+    Q_rows, V_rows, evaluation = rows
+    return commit(block, "Q", "V", gram_A, evaluation, Q_rows, V_rows)
+
+
+# -- the fused rounds of a step -----------------------------------------------------------
+def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float) -> Block:
+    """Round 1: activate the batch, ``Y_s`` of ``Y = M_dil Q``;
+    ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``."""
+    block = activate(block, data, model)
+    n_active = block.out
+    Y, top, low = _product(block, block.slots["Q"], Q_top, AtQ, scale)
+    return block.evolve(out=(n_active, top, low, Y.T @ Y), Y=Y)
+
+
+def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
+               gram_An) -> Block:
+    """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
+    new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``."""
+    Qn = block.slots["Y"] @ Rinv
+    Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale)
+    new = commit(block, "Q", "V", gram_An, evaluation, Qn, Vn)
+    return replace(new, out=(top, low, new.out))
+
+
+# -- the fitted model ----------------------------------------------------------------------
+def rows_of(block: Block, slot: str, labels=None) -> Block:
+    """``out`` = the slot's rows (all, or at the given global labels that lie in the block)."""
+    M = block.slots[slot]
+    if labels is not None:
+        labels = np.asarray(labels)
+        M = M[labels[(labels >= block.lo) & (labels < block.hi)] - block.lo]
+    return block.evolve(out=M)
+
+
+def best_k(labels: np.ndarray, scores: np.ndarray, k: int):
+    """Per row, the ``k`` best candidates (highest score, then smallest label), best first."""
+    order = np.argsort(labels, axis=1, kind="stable")
+    labels, scores = (np.take_along_axis(a, order, axis=1) for a in (labels, scores))
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(labels, order, axis=1), np.take_along_axis(scores, order, axis=1)
+
+
+def top_k(block: Block, XA, k: int, chunk: int = 65_536) -> Block:
+    """``out = (labels, scores)``, each ``(n, min(k, hi - lo))``: per row the block's ``k``
+    best labels by score ``x^T A b_j``, best first; ``n x chunk`` scores at a time."""
+    Bm = block.slots["B"]
+    n = XA.shape[0]
+    labels, scores = np.empty((n, 0), dtype=np.int64), np.empty((n, 0))
+    for a in range(0, Bm.shape[0], chunk):
+        sc = XA @ Bm[a: a + chunk].T
+        kk = min(k, sc.shape[1])
+        idx = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
+            np.broadcast_to(np.arange(sc.shape[1]), sc.shape)
+        labels, scores = best_k(np.hstack([labels, idx + block.lo + a]),
+                                np.hstack([scores, np.take_along_axis(sc, idx, axis=1)]), k)
+    return block.evolve(out=(labels, scores))

@@ -1,0 +1,105 @@
+"""The Dask engine: each label block lives on a worker, as a future, across steps.
+
+A block function runs where its block is (the block is its only large dependency);
+the client sends the small arguments inside the task and gathers the small results
+(``O(d1 l + l^2)`` numbers per block and round). Batches are drawn on the workers
+inside the block's task (synthetic problems) or loaded by one task per row-range
+shard, split by label block, while the previous step still runs.
+
+Tasks carry their arguments (nothing is scattered), so when a worker dies the
+scheduler recomputes its blocks from their lineage, each block from its own
+previous rounds and the batch's seed: the result is the same as an undisturbed run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+import warnings
+
+from dask.sizeof import sizeof
+
+from . import blocks as B
+from .local import LocalEngine, _aligned
+
+
+@contextlib.contextmanager
+def _large_arguments_expected():
+    """Tasks carry ``d1 x l`` blocks (and, once, a block's initial rows) by design, so a
+    lost task can be recomputed: do not warn about "large graphs" for them."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        yield
+
+
+def _load_split(shard, bounds):
+    return B.split_by_block(shard.load(), bounds)
+
+
+class DaskEngine:
+    """Label blocks as futures on the workers of a ``distributed.Client``."""
+
+    prefetches = True
+
+    def __init__(self, client, handles=None):
+        self.client = client
+        self.handles = list(handles or [])
+        self.bytes_sent = 0  # array arguments the client put into block tasks
+        self.bytes_received = 0  # small results the client gathered
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.client.scheduler_info()["workers"])
+
+    def start(self, bounds) -> None:
+        """One empty block per label range, spread over the workers round-robin (a
+        preference: a block may start elsewhere, e.g. before any worker has joined)."""
+        workers = sorted(self.client.scheduler_info()["workers"])
+        place = [dict(workers=workers[s % len(workers)], allow_other_workers=True)
+                 if workers else {} for s in range(len(bounds) - 1)]
+        self.handles = [self.client.submit(B.new_block, lo, hi, pure=False, **where)
+                        for (lo, hi), where in zip(zip(bounds[:-1], bounds[1:]), place)]
+
+    def adopt(self, blocks) -> None:
+        """Blocks held in this process (a loaded or gathered model) move to the workers."""
+        with _large_arguments_expected():
+            self.handles = [self.client.submit(_identity, b, pure=False) for b in blocks]
+
+    def prepare(self, shards, bounds):
+        """Per-block data of a batch. Row-range shards start loading now, on the workers,
+        below the running step's priority; their pieces go to the blocks' workers."""
+        if _aligned(shards, bounds):
+            return list(shards)
+        loads = [self.client.submit(_load_split, sh, bounds, pure=False, priority=-1)
+                 for sh in shards]
+        return [[self.client.submit(operator.getitem, f, s, pure=False, priority=-1)
+                 for f in loads] for s in range(len(bounds) - 1)]
+
+    def map(self, fn, *args, per_block=None) -> list:
+        submit = self.client.submit
+        with _large_arguments_expected():
+            new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
+                          pure=False, priority=1)
+                   for s, h in enumerate(self.handles)]
+        outs = [submit(B.out_of, f, pure=False, priority=1) for f in new]
+        self.handles = new
+        results = self.client.gather(outs)
+        self.bytes_sent += sizeof(args) * len(new) + (0 if per_block is None else sum(
+            sizeof(p) for p in per_block if not _holds_futures(p)))
+        self.bytes_received += sizeof(results)
+        return results
+
+    def blocks(self) -> list:
+        """The blocks, gathered into this process."""
+        return self.client.gather(self.handles)
+
+    def local(self) -> LocalEngine:
+        return LocalEngine(self.blocks())
+
+
+def _holds_futures(value) -> bool:
+    return isinstance(value, list) and any(hasattr(v, "key") for v in value)
+
+
+def _identity(block):
+    return block

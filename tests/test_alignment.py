@@ -1,0 +1,91 @@
+"""Shard kernels give the same bits for inputs at any address (issue 10, item 1).
+
+A Dask worker that receives a shard's rows from another worker can hold them at an
+address that is not a multiple of 8 (the TCP comm reads the first out-of-band
+buffer into the same host buffer as the message header). NumPy then feeds
+``X.T @ B`` to BLAS through a C-ordered copy, which OpenBLAS's SkylakeX kernels
+sum in another order than the transposed original.
+"""
+
+import numpy as np
+import pytest
+
+from onebit_dask.kernels import (ActiveRows, aligned, shard_active_rows, shard_apply,
+                                 shard_label_sums)
+
+N, D1, D2, L = 67, 40, 8, 4  # the shape of the shard that failed in test_dask_engine
+
+
+def at_address(a, offset):
+    """A C-ordered copy of ``a`` whose data start ``offset`` bytes past a 64-byte boundary."""
+    buf = np.empty(a.nbytes + 128, dtype=np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    out = np.frombuffer(buf[start:start + a.nbytes], dtype=a.dtype).reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 64 == offset
+    return out
+
+
+@pytest.fixture
+def shard():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((N, D1))
+    labels = rng.integers(0, D2, N)
+    y = np.where(rng.random(N) < 0.5, -1.0, 1.0)
+    A = rng.standard_normal((D1, L))
+    B = rng.standard_normal((D2, L))
+    P = rng.standard_normal((D1 + D2, L))
+    return X, labels, y, A, B, P
+
+
+def test_aligned_copies_only_unaligned_arrays():
+    a = np.arange(12.0).reshape(3, 4)
+    for view in (a, a.T, a[:, 1:]):
+        assert aligned(view) is view  # NumPy's own arrays are not copied
+    for offset in (1, 6, 12):
+        u = at_address(a, offset)
+        assert not u.flags.aligned
+        for view in (u, u.T, u[:, 1:]):
+            b = aligned(view)
+            assert b.flags.aligned and b is not view
+            np.testing.assert_array_equal(b, view)
+            assert b.strides == view.copy(order="K").strides
+
+
+def test_blas_product_here_depends_on_alignment(shard):
+    """The raw product that differed: ``X.T @ B`` with ``X`` 6 bytes off (as observed)."""
+    X = shard[0]
+    Bw = np.random.default_rng(4).standard_normal((N, L))  # w * P_bot[j] of shard_apply
+    reference = X.T @ Bw
+    moved = at_address(X, 6).T @ Bw
+    np.testing.assert_array_equal(np.ascontiguousarray(X.T) @ Bw, moved)  # the C-ordered copy
+    if np.array_equal(moved, reference):
+        pytest.skip("this BLAS sums X.T @ B in the same order for both layouts")
+    np.testing.assert_allclose(moved, reference, rtol=1e-12)  # only rounding differs
+
+
+@pytest.mark.parametrize("offset", [0, 2, 6, 8, 16, 38])
+def test_shard_kernels_do_not_depend_on_alignment(shard, offset):
+    X, labels, y, A, B, P = shard
+    P_top, P_bot = P[:D1], P[D1:]
+    moved = {k: at_address(v, offset) for k, v in
+             dict(X=X, labels=labels, y=y, A=A, B=B, P_top=P_top, P_bot=P_bot).items()}
+
+    active = shard_active_rows(X, labels, y, A, B)
+    active_moved = shard_active_rows(moved["X"], moved["labels"], moved["y"], moved["A"],
+                                     moved["B"])
+    assert active.n_obs == active_moved.n_obs
+    for a, b in zip(active[:3], active_moved[:3]):
+        np.testing.assert_array_equal(a, b)
+
+    for rows in (active, ActiveRows(X, labels, y, N)):  # a step's residuals, the init's y
+        expect = shard_apply(rows, P_top, P_bot)
+        received = ActiveRows(at_address(rows.X, offset), at_address(rows.labels, offset),
+                              at_address(rows.weights, offset), rows.n_obs)
+        got = shard_apply(received, moved["P_top"], moved["P_bot"])
+        for a, b in zip(expect, got):
+            np.testing.assert_array_equal(a, b)
+
+    for a, b in zip(shard_label_sums(X, labels, y),
+                    shard_label_sums(moved["X"], moved["labels"], moved["y"])):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,270 @@
+"""The shipped SLURM and SSH configs against real back ends on 127.0.0.1.
+
+A single-node SLURM (munged, slurmctld, slurmd) and an sshd are started by the
+fixtures in ``tests/backends.py``; ``onebit-dask sweep`` and ``fit`` run through
+them from configs of the shape of ``cluster/slurm.yaml`` and ``cluster/ssh.yaml``,
+and their results must equal an in-process (``--workers 0``) run bit for bit.
+Skipped, with the way to enable them, where the daemons are not installed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import xarray as xr
+import yaml
+
+import backends
+from onebit_dask.cluster import load_cluster_config, parse_cluster_config
+from onebit_dask.sweep.store import open_cube
+
+ROOT = Path(__file__).parents[1]
+QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
+FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
+       "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
+METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
+TIMES = ("fit_s", "wall_s")  # measured seconds
+
+
+def cli(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def wait_until(what, ready, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.5)
+
+
+def fit_numbers(result):
+    """The fit's metrics and history without the measured times."""
+    history = [{k: v for k, v in step.items() if k not in TIMES} for step in result["history"]]
+    return {**{k: result[k] for k in METRICS}, "n_samples": result["n_samples"],
+            "history": history}
+
+
+def assert_same_cube(path_a, path_b):
+    a, b = (open_cube(p).load().drop_vars("wall_s") for p in (path_a, path_b))
+    assert a["done"].all() and b["done"].all()
+    xr.testing.assert_equal(a, b)  # values and coordinates, bit for bit
+    assert a.attrs["spec_fingerprint"] == b.attrs["spec_fingerprint"]
+
+
+@pytest.fixture(scope="module")
+def in_process_cube(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference") / "quickstart.zarr"
+    proc = cli("sweep", QUICKSTART, "--out", out, "--workers", "0", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def in_process_fit():
+    proc = cli(*FIT, "--workers", "0")
+    assert proc.returncode == 0, proc.stderr
+    return fit_numbers(json.loads(proc.stdout))
+
+
+def _private_dir(tmp_path_factory, name):
+    path = tmp_path_factory.mktemp(name)
+    path.chmod(0o700)  # munged and sshd refuse keys and sockets others can reach
+    return path
+
+
+# -- SLURM ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    reason = backends.missing_slurm()
+    if reason:
+        pytest.skip(f"no SLURM: {reason}")
+    daemons = backends.Slurm(_private_dir(tmp_path_factory, "slurm"), partition="compute")
+    try:
+        daemons.start_all()
+        yield daemons
+    finally:
+        daemons.stop()
+
+
+def slurm_config(tmp_path, n_jobs=2, **changes):
+    """cluster/slurm.yaml with this machine's sizes and paths (the same keys otherwise).
+
+    The prologue puts a ``python`` first on PATH that logs ``$SLURM_JOB_ID`` to
+    ``python-used`` and runs this interpreter: the worker must start with the
+    prologue's Python, as the shipped config's comment says.
+    """
+    shipped = yaml.safe_load((ROOT / "cluster" / "slurm.yaml").read_text())
+    env_bin = tmp_path / "env-bin"
+    env_bin.mkdir(exist_ok=True)
+    shim = env_bin / "python"
+    shim.write_text(f'#!/bin/sh\necho "$SLURM_JOB_ID" >> {tmp_path / "python-used"}\n'
+                    f'exec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    options = {**shipped["options"], "cores": 1, "processes": 1, "memory": "1GiB",
+               "walltime": "00:10:00", "job_script_prologue": [f"export PATH={env_bin}:$PATH"],
+               "interface": "lo", "log_directory": str(tmp_path / "logs"),
+               "scheduler_options": {"dashboard_address": "127.0.0.1:0"}, **changes}
+    assert set(shipped["options"]) <= set(options)
+    path = tmp_path / "slurm.yaml"
+    path.write_text(yaml.safe_dump({**shipped, "options": options, "scale": n_jobs}))
+    load_cluster_config(path)  # a valid config
+    return path
+
+
+def run_watching_jobs(slurm, argv):
+    """Run the CLI while polling squeue; returns (process, {job id: set of states})."""
+    env = {**slurm.env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "onebit_dask", *map(str, argv)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = {}
+    try:
+        while proc.poll() is None:
+            for line in slurm.run("squeue", "-h", "-o", "%i %T").splitlines():
+                job, state = line.split()
+                seen.setdefault(job, set()).add(state)
+            time.sleep(0.5)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    proc.stdout_text, proc.stderr_text = out, err
+    return proc, seen
+
+
+def check_jobs_ran_and_ended(slurm, seen, tmp_path, n_jobs):
+    running = {job for job, states in seen.items() if "RUNNING" in states}
+    assert len(running) == n_jobs, seen
+    used = set((tmp_path / "python-used").read_text().split())
+    assert used == running  # each job's worker started with the prologue's python
+    wait_until("the jobs leave squeue", lambda: not slurm.jobs())
+
+
+def test_slurm_sweep_equals_in_process(slurm, in_process_cube, tmp_path):
+    config, out = slurm_config(tmp_path), tmp_path / "cube.zarr"
+    proc, seen = run_watching_jobs(
+        slurm, ["sweep", QUICKSTART, "--out", out, "--cluster", config, "--quiet"])
+    assert proc.returncode == 0, proc.stderr_text[-3000:]
+    check_jobs_ran_and_ended(slurm, seen, tmp_path, 2)
+    assert_same_cube(in_process_cube, out)
+
+
+def test_slurm_fit_equals_in_process(slurm, in_process_fit, tmp_path):
+    proc, seen = run_watching_jobs(slurm, [*FIT, "--cluster", slurm_config(tmp_path, n_jobs=1)])
+    assert proc.returncode == 0, proc.stderr_text[-3000:]
+    check_jobs_ran_and_ended(slurm, seen, tmp_path, 1)
+    assert fit_numbers(json.loads(proc.stdout_text)) == in_process_fit
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"queue": "nosuchpartition"}, "Invalid partition name"),
+    ({"memory": "4096GiB"}, "Requested node configuration is not available"),
+])
+def test_slurm_refused_job_is_one_line(slurm, tmp_path, change, reason):
+    config = slurm_config(tmp_path, **change)
+    start = time.monotonic()
+    proc = cli(*FIT, "--cluster", config, env=slurm.env, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(config) in lines[0] and reason in lines[0], proc.stderr
+    assert time.monotonic() - start < 60 and not slurm.jobs()
+
+
+@pytest.mark.parametrize("walltime", [
+    "90", "90:00", "02:00:00", "1-02", "1-2:3", "1-2:3:4", "UNLIMITED",  # both accept
+    "2h", "1.5", "2:00:00:00", "1-2:3:4:5", "02:00:"])  # both refuse
+def test_walltime_check_agrees_with_sbatch(slurm, walltime):
+    config = {"kind": "slurm", "options": {"cores": 1, "memory": "1GiB", "walltime": walltime}}
+    try:
+        parse_cluster_config(config)
+        ours = True
+    except ValueError:
+        ours = False
+    proc = subprocess.run(["sbatch", "--test-only", "-t", walltime, "--wrap", "true"],
+                          env=slurm.env, capture_output=True, text=True, timeout=30)
+    assert ours == (proc.returncode == 0), proc.stderr
+
+
+# -- SSH ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    reason = backends.missing_sshd()
+    if reason:
+        pytest.skip(f"no sshd: {reason}")
+    setenv = {"OMP_NUM_THREADS": "1"}
+    if os.environ.get("PYTHONPATH"):  # e.g. a source checkout on the path
+        setenv["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    daemon = backends.Sshd(_private_dir(tmp_path_factory, "sshd"), setenv=setenv)
+    try:
+        daemon.start_all()
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+def ssh_config(sshd, tmp_path, **connect):
+    """cluster/ssh.yaml for two processes on 127.0.0.1 through the test's sshd."""
+    shipped = yaml.safe_load((ROOT / "cluster" / "ssh.yaml").read_text())
+    options = shipped["options"]
+    connect = {**options["connect_options"], "port": sshd.port,
+               "known_hosts": str(sshd.known_hosts), "client_keys": [str(sshd.user_key)],
+               **connect}
+    connect = {k: v for k, v in connect.items() if v is not ...}  # ... leaves a key out
+    options = {**options, "hosts": ["127.0.0.1", "127.0.0.1"], "connect_options": connect,
+               "worker_options": {**options["worker_options"], "n_workers": 2,
+                                  "host": "127.0.0.1"},
+               "scheduler_options": {"port": 0, "dashboard_address": "127.0.0.1:0",
+                                     "host": "127.0.0.1"},
+               "remote_python": sys.executable}
+    path = tmp_path / "ssh.yaml"
+    path.write_text(yaml.safe_dump({**shipped, "options": options}))
+    load_cluster_config(path)  # a valid config
+    return path
+
+
+def check_sessions_ended(sshd):
+    sshd_proc = psutil.Process(next(p.pid for name, p in sshd.procs if name == "sshd"))
+    wait_until("the SSH sessions' processes end", lambda: not sshd_proc.children(recursive=True))
+
+
+def test_ssh_sweep_equals_in_process(sshd, in_process_cube, tmp_path):
+    out = tmp_path / "cube.zarr"
+    proc = cli("sweep", QUICKSTART, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
+               "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_sessions_ended(sshd)
+    assert_same_cube(in_process_cube, out)
+
+
+def test_ssh_fit_equals_in_process(sshd, in_process_fit, tmp_path):
+    proc = cli(*FIT, "--cluster", ssh_config(sshd, tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_sessions_ended(sshd)
+    assert fit_numbers(json.loads(proc.stdout)) == in_process_fit
+
+
+@pytest.mark.parametrize("known_hosts", ["another key", "default file, absent"])
+def test_ssh_unknown_host_key_is_refused(sshd, tmp_path, known_hosts):
+    home = tmp_path / "home"
+    home.mkdir()
+    if known_hosts == "another key":
+        other = tmp_path / "other_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
+                       check=True, capture_output=True)
+        file = tmp_path / "known_hosts"
+        file.write_text(f"[127.0.0.1]:{sshd.port} {other.with_suffix('.pub').read_text()}")
+        config = ssh_config(sshd, tmp_path, known_hosts=str(file))
+    else:  # the shipped config's way: no known_hosts key, ~/.ssh/known_hosts is absent
+        config = ssh_config(sshd, tmp_path, known_hosts=...)
+    proc = cli(*FIT, "--cluster", config, env={**os.environ, "HOME": str(home)}, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "known_hosts" in lines[0] and "not trusted" in lines[0], proc.stderr
+    check_sessions_ended(sshd)
