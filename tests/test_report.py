@@ -124,11 +124,15 @@ def test_half_finished_cube_says_how_many_seeds(tmp_path):
     store.create(path, FACETED)
     result = {m: [0.5, 0.25, 0.125] for m in ("spectral_error", "frobenius_error",
                                               "hamming_loss", "auc")}
-    result.update(n_samples=[2000.0, 4000.0, 6000.0], wall_s=1.0)
+    result.update(n_samples=[2000.0, 4000.0, 6000.0], fit_s=[0.1, 0.2, 0.3],
+                  n_active=[2000.0, 100.0, 50.0], wall_s=1.0)
+    writer = store.CubeWriter(path, FACETED)
     for index, params in FACETED.cells():
         if params["d1"] == 20 and params["seed"] < 2 or params["d1"] == 40 and params["seed"] == 0:
             planted = dict(result, frobenius_error=[0.5, 0.25, 0.1 + 0.1 * params["seed"]])
-            store.write_cell(path, FACETED, index, planted)
+            writer.add(index, False, params, planted, {"worker": "", "host": "h",
+                                                       "engine": "local"})
+    writer.flush()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no RuntimeWarning from a mean of nothing
         text, paths = report(path, tmp_path / "plots")

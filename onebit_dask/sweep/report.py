@@ -484,6 +484,23 @@ def _save(fig, directory, name) -> str:
     return path
 
 
+def _check_whole(path: str, ds) -> None:
+    """A store whose arrays are missing or unreadable (the store module's check, which
+    sees through consolidated metadata) is a :class:`RunError`."""
+    from types import SimpleNamespace
+
+    from .store import damage
+
+    try:
+        shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"])
+        problem = damage(path, shape)
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if problem:
+        raise RunError(f"{path}: the store is damaged ({problem}): run the sweep again with "
+                       "--overwrite to rebuild it")
+
+
 def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]:
     """Tables (text) and, with ``plot_dir``, the figures' paths of the cube at ``path``."""
     start = time.perf_counter()
@@ -493,6 +510,7 @@ def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RunError(f"{path}: the cube cannot be opened ({detail}): the store is damaged; "
                        "run the sweep again with --overwrite to rebuild it") from None
+    _check_whole(os.fspath(path), ds)
     cells = collect(ds, progress, os.fspath(path), require_done=plot_dir is not None)
     text = tables(cells)
     paths = plots(cells, plot_dir, progress) if plot_dir is not None else []
