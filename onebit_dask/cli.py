@@ -1,14 +1,25 @@
-"""The ``onebit-dask`` command line.
+"""The onebit-dask command line.
 
-Bad input exits with status 2 and one line on stderr, before any work starts.
+Exit status: 0 on success; 2 for bad input (one line on stderr, before any work
+starts); 1 for a failure at run time (a cluster that does not start, a lost
+scheduler, a full disk, a damaged store): one line naming what failed and what to
+do. ``--debug`` shows the traceback instead.
+
+Each command is a function ``_add_NAME(sub)`` that declares its options and sets
+``run`` to the function that carries it out; add a command by writing one and
+listing it in :data:`COMMANDS`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
+
+from .failures import RunError, describe_failure
 
 
 class UsageError(Exception):
@@ -20,31 +31,87 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default (options without one, or flags, show none)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Given(argparse.Action):
+    """Store a value and remember that it was given on the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        given = set(getattr(namespace, "given", ()))
+        setattr(namespace, "given", given | {self.dest})
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: give a positive, finite "
+                                         "number of seconds")
+    return value
+
+
+def _common(p) -> None:
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of a failure (and Dask's log messages)")
+
+
+# --- fit -----------------------------------------------------------------------------------
+
+SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "n_test", "max_eval_labels", "sampler")
+
+
 def _add_fit(sub):
-    p = sub.add_parser("fit", help="fit on a synthetic problem and print the test metrics")
-    p.add_argument("--d1", type=int, default=500, help="feature dimension (default 500)")
-    p.add_argument("--d2", type=int, default=200, help="number of labels (default 200)")
-    p.add_argument("--rank", type=int, default=3, help="rank k (default 3)")
-    p.add_argument("--batch-size", type=int, default=100_000, help="observations per batch m")
-    p.add_argument("--n-iter", type=int, default=10, help="steps after the initial batch")
-    p.add_argument("--flip", type=float, default=0.0, help="probability a bit is flipped")
-    p.add_argument("--sampler", default="projected",
-                   help="how synthetic batches are drawn: projected (exact in law, draws only "
-                        "what the step uses) or explicit (every feature)")
-    p.add_argument("--noise-std", type=float, default=0.0,
+    p = sub.add_parser("fit", formatter_class=_Help,
+                       help="fit on a synthetic problem (or an observations store) and print "
+                            "the metrics",
+                       description="Fit the one-bit estimator on a synthetic problem with a "
+                                   "planted truth and print its test metrics, or on an "
+                                   "observations store (--data) and print the training summary.")
+    p.add_argument("--data", default=None, metavar="STORE",
+                   help="an observations store (onebit_dask.io.write_observations) to fit "
+                        "instead of a synthetic problem; d1 and d2 come from the store")
+    g = p.add_argument_group("the synthetic problem (not with --data)")
+    g.add_argument("--d1", type=int, default=500, action=_Given, help="feature dimension")
+    g.add_argument("--d2", type=int, default=200, action=_Given, help="number of labels")
+    g.add_argument("--flip", type=float, default=0.0, action=_Given,
+                   help="probability a bit is flipped")
+    g.add_argument("--noise-std", type=float, default=0.0, action=_Given,
                    help="std of Gaussian noise added to x^T w_j")
-    p.add_argument("--step", default="paper", help="step size rule: paper or averaged")
-    p.add_argument("--seed", type=int, default=0, help="seed of the data and the start")
-    p.add_argument("--n-test", type=int, default=10_000, help="test instances")
-    p.add_argument("--max-eval-labels", type=int, default=1000,
+    g.add_argument("--n-test", type=int, default=10_000, action=_Given, help="test instances")
+    g.add_argument("--max-eval-labels", type=int, default=1000, action=_Given,
                    help="labels scored for AUC/Hamming above this many labels")
-    p.add_argument("--shards", type=int, default=4,
-                   help="shards per batch, independent of the workers (default 4)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
+    g.add_argument("--sampler", default="projected", action=_Given,
+                   metavar="{projected,explicit}",
+                   help="how batches are drawn: projected (exact in law, draws only what a "
+                        "step uses) or explicit (every feature)")
+    e = p.add_argument_group("the estimator")
+    e.add_argument("--rank", type=int, default=3, help="rank k")
+    e.add_argument("--batch-size", type=int, default=100_000, help="observations per batch m")
+    e.add_argument("--n-iter", type=int, default=10, help="steps after the initial batch")
+    e.add_argument("--step", default="paper", metavar="{paper,averaged}",
+                   help="step size rule")
+    e.add_argument("--seed", type=int, default=0,
+                   help="seed of the start (and of the synthetic data)")
+    e.add_argument("--shards", type=int, default=4,
+                   help="shards per batch, independent of the workers")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    o.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
     _add_model_options(p)
     _add_target(p)
-    p.set_defaults(run=_run_fit)
+    _common(p)
+    p.set_defaults(run=_run_fit, writes=None)
 
 
 def _add_model_options(p):
@@ -55,151 +122,89 @@ def _add_model_options(p):
                    help="checkpoint store: written during the fit; rerunning the same command "
                         "resumes from it")
     g.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
-                   help="iterations between checkpoints (default 1)")
+                   help="iterations between checkpoints (1 when not given)")
 
 
-def _add_predict(sub):
-    p = sub.add_parser("predict", help="the top-k labels of observations by a saved model")
-    p.add_argument("model", help="a model store written by fit --save")
-    p.add_argument("--data", required=True, help="an observations store (its X is scored)")
-    p.add_argument("--top-k", type=int, default=5, help="labels per row (default 5)")
-    p.add_argument("--rows", type=int, default=10, help="first rows scored (default 10)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    _add_target(p, default="in-process")
-    p.set_defaults(run=_run_predict)
 
 
-def _add_evaluate(sub):
-    p = sub.add_parser("evaluate", help="test metrics of a saved model fitted on a synthetic "
-                                        "problem")
-    p.add_argument("model", help="a model store written by fit --save")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    _add_target(p, default="in-process")
-    p.set_defaults(run=_run_evaluate)
 
+def _fit_inputs(args):
+    """The problem (or store path) and the estimator of ``fit``, checked."""
+    from . import OneBitMultiLabel, SyntheticProblem
 
-def _add_target(p, default="an embedded LocalCluster, one worker a core"):
-    g = p.add_argument_group(f"where it runs (default: {default})")
-    g.add_argument("--workers", type=int, default=None,
-                   help="embedded LocalCluster of N worker processes on 127.0.0.1; 0: in-process")
-    g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
-                   "tcp://HOST:PORT or tls://HOST:PORT")
-    g.add_argument("--cluster", default=None, help="a cluster config file (see cluster/)")
-    g.add_argument("--tls-ca-file", default=None, help="CA certificate for a tls:// scheduler")
-    g.add_argument("--tls-cert", default=None, help="client certificate for a tls:// scheduler")
-    g.add_argument("--tls-key", default=None, help="client key for a tls:// scheduler")
-    g.add_argument("--connect-timeout", type=float, default=10.0,
-                   help="seconds to wait for the scheduler (default 10)")
+    est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
+                           step=args.step, n_shards=args.shards, random_state=args.seed,
+                           progress=not args.quiet)
+    if args.data is None:
+        problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
+                                   noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
+                                   max_eval_labels=args.max_eval_labels, sampler=args.sampler)
+        est._check_params(problem.d1, problem.d2)
+        return problem, est, problem.d1, problem.d2
+    given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
+    if given:
+        names = ", ".join("--" + g.replace("_", "-") for g in given)
+        raise ValueError(f"{names} set the synthetic problem: they do not apply with --data "
+                         f"{args.data!r} (the store gives d1, d2 and the bits)")
+    from ._validation import check_int
+    from .io import ZarrSource
 
-
-def _target(args) -> dict:
-    tls = None
-    if any((args.tls_ca_file, args.tls_cert, args.tls_key)):
-        tls = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
-    return dict(workers=args.workers, scheduler=args.scheduler, cluster=args.cluster, tls=tls)
-
-
-def _add_sweep(sub):
-    p = sub.add_parser("sweep", help="run (or resume) a sweep spec into a zarr result cube")
-    p.add_argument("spec", help="a sweep spec, e.g. pipelines/quickstart.yaml")
-    p.add_argument("--out", required=True, help="the result cube's zarr store")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a store made from another spec")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--retries", type=int, default=0,
-                   help="run a cell that raised up to N more times (Dask's task retries; "
-                        "a cell whose worker died is rescheduled by Dask anyway; default 0)")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="run again the cells an earlier run marked failed (default: skip them)")
-    p.add_argument("--adapt", default=None, metavar="MIN:MAX",
-                   help="adaptive cluster: between MIN and MAX workers (jobs for slurm/pbs "
-                        "configs), following the work left; with --cluster or the embedded "
-                        "cluster")
-    _add_target(p)
-    p.set_defaults(run=_run_sweep)
-
-
-def _parse_adapt(text):
-    """``"MIN:MAX"`` -> ``(MIN, MAX)`` with ``0 <= MIN <= MAX``, ``MAX >= 1``."""
-    if text is None:
-        return None
-    parts = text.split(":")
-    try:
-        low, high = (int(p) for p in parts) if len(parts) == 2 else (None, None)
-    except ValueError:
-        low = high = None
-    if low is None or low < 0 or high < max(1, low):
-        raise UsageError(f"--adapt {text!r} is not allowed: give MIN:MAX, integers with "
-                         "0 <= MIN <= MAX and MAX >= 1, e.g. --adapt 1:8")
-    return low, high
-
-
-def _add_report(sub):
-    p = sub.add_parser("report", help="tables (and figures) from a result cube")
-    p.add_argument("store", help="a sweep's zarr store")
-    p.add_argument("--plots", default=None, help="write PNG figures into this directory")
-    p.set_defaults(run=_run_report)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="onebit-dask", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _add_fit(sub)
-    _add_sweep(sub)
-    _add_report(sub)
-    _add_predict(sub)
-    _add_evaluate(sub)
-    return parser
+    check_int("batch_size", args.batch_size, low=1)
+    source = ZarrSource(args.data, args.batch_size)
+    est._check_params(source.d1, source.d2)
+    return os.fspath(args.data), est, source.d1, source.d2
 
 
 def _run_fit(args) -> int:
-    from . import OneBitMultiLabel, SyntheticProblem
     from .session import check_target, open_client
 
     try:
         check_target(**_target(args))
-        problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
-                                   sampler=args.sampler,
-                                   noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
-                                   max_eval_labels=args.max_eval_labels)
-        est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
-                               step=args.step, n_shards=args.shards, random_state=args.seed,
-                               progress=not args.quiet)
-        est._check_params(problem.d1, problem.d2)
-        fit_options = _check_model_options(args, est, problem)
-    except (TypeError, ValueError) as exc:  # includes ClusterConfigError
+        data, est, d1, d2 = _fit_inputs(args)
+        fit_options = _check_model_options(args, est, data)
+    except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
-    try:
-        with open_client(**_target(args), timeout=args.connect_timeout, quiet=args.quiet) as client:
-            n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
-            start = time.perf_counter()
-            est.set_params(client=client).fit(problem, **fit_options)
-            wall = time.perf_counter() - start
-            if args.save is not None:
-                est.save(args.save)
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
+    with open_client(**_target(args), timeout=args.connect_timeout,
+                     worker_timeout=args.worker_timeout, quiet=args.quiet,
+                     debug=args.debug) as client:
+        n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
+        start = time.perf_counter()
+        est.set_params(client=client).fit(data, **fit_options)
+        wall = time.perf_counter() - start
+        if args.save is not None:  # while the blocks' workers are still there
+            est.save(args.save)
     last = est.history_[-1]
-    result = {key: last[key] for key in ("spectral_error", "frobenius_error", "hamming_loss", "auc")}
+    synthetic = args.data is None
+    metric_keys = ("spectral_error", "frobenius_error", "hamming_loss", "auc") if synthetic else ()
+    result = {key: last[key] for key in metric_keys}
     result.update(
-        wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=args.d1, d2=args.d2,
-        rank=args.rank, seed=args.seed, flip=args.flip, noise_std=args.noise_std,
-        step=args.step, sampler=args.sampler, batch_size=args.batch_size, n_iter=args.n_iter,
-        n_shards=min(args.shards, args.d2), n_workers=n_workers, history=est.history_,
-        model=args.save,
+        wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=d1, d2=d2,
+        rank=args.rank, seed=args.seed, step=args.step, batch_size=args.batch_size,
+        n_iter=args.n_iter, n_shards=min(args.shards, d2), n_workers=n_workers,
     )
+    if synthetic:
+        result.update(flip=args.flip, noise_std=args.noise_std, sampler=args.sampler)
+    else:
+        result.update(data=args.data)
+    result["model"] = args.save
+    result["history"] = est.history_
     if args.json:
         print(json.dumps(result))
-    else:
-        print(f"onebit fit d1={args.d1} d2={args.d2} rank={args.rank} m={args.batch_size} "
+        return 0
+    where = f"workers={n_workers or 'in-process'} shards={result['n_shards']}"
+    if synthetic:
+        print(f"onebit fit d1={d1} d2={d2} rank={args.rank} m={args.batch_size} "
               f"T={args.n_iter} flip={args.flip} noise_std={args.noise_std} step={args.step} "
-              f"workers={n_workers or 'in-process'} shards={result['n_shards']}")
-        for key in ("auc", "hamming_loss", "frobenius_error", "spectral_error"):
-            print(f"  {key:16s} {result[key]:.4f}")
-        print(f"  {'observations':16s} {result['n_samples']:,}")
-        print(f"  {'wall time':16s} {wall:.2f} s (training {last['fit_s']:.2f} s)")
-        if args.save is not None:
-            print(f"  {'model':16s} {args.save}")
+              f"{where}")
+    else:
+        print(f"onebit fit data={args.data} d1={d1} d2={d2} rank={args.rank} "
+              f"m={args.batch_size} T={args.n_iter} step={args.step} {where}")
+    for key in metric_keys:
+        print(f"  {key:16s} {result[key]:.4f}")
+    print(f"  {'observations':16s} {result['n_samples']:,}")
+    print(f"  {'wall time':16s} {wall:.2f} s (training {last['fit_s']:.2f} s)")
+    if args.save is not None:
+        print(f"  {'model':16s} {args.save}")
     return 0
 
 
@@ -218,6 +223,31 @@ def _check_model_options(args, est, problem) -> dict:
         return {}
     Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, data_identity(problem)))
     return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
+
+
+
+# --- saved models --------------------------------------------------------------------------
+
+def _add_predict(sub):
+    p = sub.add_parser("predict", formatter_class=_Help, help="the top-k labels of observations by a saved model")
+    p.add_argument("model", help="a model store written by fit --save")
+    p.add_argument("--data", required=True, help="an observations store (its X is scored)")
+    p.add_argument("--top-k", type=int, default=5, help="labels per row")
+    p.add_argument("--rows", type=int, default=10, help="first rows scored")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    _add_target(p, default="in-process")
+    _common(p)
+    p.set_defaults(run=_run_predict, writes=None)
+
+
+def _add_evaluate(sub):
+    p = sub.add_parser("evaluate", formatter_class=_Help, help="test metrics of a saved model fitted on a synthetic "
+                                        "problem")
+    p.add_argument("model", help="a model store written by fit --save")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    _add_target(p, default="in-process")
+    _common(p)
+    p.set_defaults(run=_run_evaluate, writes=None)
 
 
 def _in_process_by_default(args) -> dict:
@@ -273,7 +303,8 @@ def _run_predict(args) -> int:
         X = ZarrShard(source.path, 0, n, (0, source.d2)).load()[0]
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    with open_client(**target, timeout=args.connect_timeout, quiet=True) as client:
+    with open_client(**target, timeout=args.connect_timeout, quiet=True,
+                     worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
             return 1
@@ -301,7 +332,8 @@ def _run_evaluate(args) -> int:
         raise UsageError(f"model={args.model!r} was not fitted on a synthetic problem (data: "
                          f"{(attrs.get('data') or {}).get('kind')}): evaluate needs its test "
                          "set; use predict")
-    with open_client(**target, timeout=args.connect_timeout, quiet=True) as client:
+    with open_client(**target, timeout=args.connect_timeout, quiet=True,
+                     worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
             return 1
@@ -318,12 +350,82 @@ def _run_evaluate(args) -> int:
     return 0
 
 
+
+# --- where it runs -------------------------------------------------------------------------
+
+def _add_target(p, default="an embedded LocalCluster, one worker a core"):
+    g = p.add_argument_group(f"where it runs (default: {default})")
+    g.add_argument("--workers", type=int, default=None,
+                   help="embedded LocalCluster of N worker processes on 127.0.0.1; 0: "
+                        "in-process")
+    g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
+                   "tcp://HOST:PORT or tls://HOST:PORT")
+    g.add_argument("--cluster", default=None, help="a cluster config file (see cluster/)")
+    g.add_argument("--tls-ca-file", default=None, help="CA certificate for a tls:// scheduler")
+    g.add_argument("--tls-cert", default=None, help="client certificate for a tls:// scheduler")
+    g.add_argument("--tls-key", default=None, help="client key for a tls:// scheduler")
+    g.add_argument("--connect-timeout", type=_seconds, default=10.0,
+                   help="seconds to wait for the scheduler")
+    g.add_argument("--worker-timeout", type=_seconds, default=120.0,
+                   help="seconds to wait for the first worker to join (a batch queue may "
+                        "need longer)")
+
+
+def _target(args) -> dict:
+    tls = None
+    if any((args.tls_ca_file, args.tls_cert, args.tls_key)):
+        tls = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
+    return dict(workers=args.workers, scheduler=args.scheduler, cluster=args.cluster, tls=tls)
+
+
+# --- sweep ---------------------------------------------------------------------------------
+
+def _add_sweep(sub):
+    p = sub.add_parser("sweep", formatter_class=_Help,
+                       help="run (or resume) a sweep spec into a zarr result cube",
+                       description="Run the cells of a sweep spec into a zarr result cube; "
+                                   "the same command again resumes, skipping the cells done.")
+    p.add_argument("spec", help="a sweep spec, e.g. pipelines/quickstart.yaml")
+    p.add_argument("--out", required=True, help="the result cube's zarr store")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a store made from another spec")
+    p.add_argument("--allow-large", action="store_true",
+                   help="allow a grid of more than 10^6 cells")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--retries", type=int, default=0,
+                   help="run a cell that raised up to N more times (Dask's task retries; "
+                        "a cell whose worker died is rescheduled by Dask anyway)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run again the cells an earlier run marked failed (without it they "
+                        "are skipped)")
+    p.add_argument("--adapt", default=None, metavar="MIN:MAX",
+                   help="adaptive cluster: between MIN and MAX workers (jobs for slurm/pbs "
+                        "configs), following the work left; with --cluster or the embedded "
+                        "cluster")
+    _add_target(p)
+    _common(p)
+    p.set_defaults(run=_run_sweep)
+
+
+def _parse_adapt(text):
+    """``"MIN:MAX"`` -> ``(MIN, MAX)`` with ``0 <= MIN <= MAX``, ``MAX >= 1``."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        low, high = (int(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        low = high = None
+    if low is None or low < 0 or high < max(1, low):
+        raise UsageError(f"--adapt {text!r} is not allowed: give MIN:MAX, integers with "
+                         "0 <= MIN <= MAX and MAX >= 1, e.g. --adapt 1:8")
+    return low, high
+
+
 def _run_sweep(args) -> int:
     from .session import check_target, open_client
     from .sweep import load_spec, run_sweep
     from .sweep.store import check_output
-
-    from .sweep.errors import SweepRuntimeError
 
     adapt = _parse_adapt(args.adapt)
     if args.retries < 0:
@@ -332,28 +434,21 @@ def _run_sweep(args) -> int:
         raise UsageError("--adapt needs a cluster this command starts (--cluster or the "
                          "embedded one): not with --scheduler or --workers")
     try:
-        spec = load_spec(args.spec)
+        spec = load_spec(args.spec, allow_large=args.allow_large)
         check_target(**_target(args))
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
-        raise UsageError(str(exc)) from None
-    except SweepRuntimeError as exc:  # a damaged store
-        print(f"onebit-dask: error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        from .sweep.lock import StoreLock
+        raise UsageError(str(exc)) from None  # (a damaged store: SweepRuntimeError, exit 1)
+    args.writes = args.out
+    from .sweep.lock import StoreLock
 
-        StoreLock(args.out).probe()  # in use: refuse before starting a cluster
-        with open_client(**_target(args), timeout=args.connect_timeout, quiet=args.quiet,
-                         adapt=adapt) as client:
-            summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
-                                progress=not args.quiet, retries=args.retries,
-                                retry_failed=args.retry_failed)
-    except SweepRuntimeError as exc:  # store in use, damaged, full disk
-        print(f"onebit-dask: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
+    StoreLock(args.out).probe()  # in use: refuse before starting a cluster
+    with open_client(**_target(args), timeout=args.connect_timeout,
+                     worker_timeout=args.worker_timeout, quiet=args.quiet,
+                     debug=args.debug, adapt=adapt) as client:
+        summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
+                            progress=not args.quiet, retries=args.retries,
+                            retry_failed=args.retry_failed)
     print(f"sweep {spec.name}: {summary}; results in {args.out}")
     if summary.failed or summary.skipped_failed:
         from .sweep.store import failures_path
@@ -364,36 +459,89 @@ def _run_sweep(args) -> int:
     return 0
 
 
-def _run_report(args) -> int:
-    import os
+# --- report --------------------------------------------------------------------------------
 
-    from .sweep.report import report
+def _add_report(sub):
+    p = sub.add_parser("report", formatter_class=_Help,
+                       help="tables (and figures) from a result cube",
+                       description="Print tables of a sweep's result cube (mean +- std over "
+                                   "seeds at the last iteration) and, with --plots, write PNG "
+                                   "figures.")
+    p.add_argument("store", help="a sweep's zarr store")
+    p.add_argument("--plots", default=None, metavar="DIR",
+                   help="write PNG figures into this directory (created if missing)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _common(p)
+    p.set_defaults(run=_run_report)
+
+
+def _run_report(args) -> int:
+    from .sweep.report import TooManyFacets, check_plot_dir, report
     from .sweep.store import FORMAT, read_attrs
 
     attrs = read_attrs(args.store) if os.path.isdir(args.store) else None
     if attrs is None or attrs.get("format") != FORMAT:
         raise UsageError(f"store={args.store!r} is not an onebit-dask sweep store")
-    text, paths = report(args.store, args.plots)
+    if args.plots is not None:
+        try:
+            check_plot_dir(args.plots)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        args.writes = args.plots
+    try:
+        text, paths = report(args.store, args.plots, progress=not args.quiet)
+    except TooManyFacets as exc:
+        raise UsageError(str(exc)) from None
     print(text)
     for path in paths:
         print(f"wrote {path}")
     return 0
 
 
-def main(argv=None) -> int:
-    from .cluster import ClusterStartError
+# --- main ----------------------------------------------------------------------------------
 
+COMMANDS = (_add_fit, _add_sweep, _add_report, _add_predict, _add_evaluate)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="onebit-dask", description=__doc__.splitlines()[0],
+                     formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"onebit-dask {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv=None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    args = None
     try:
         args = parser.parse_args(argv)
         return args.run(args)
     except UsageError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return 2
-    except ClusterStartError as exc:  # a checked config whose cluster did not start
-        print(f"onebit-dask: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("onebit-dask: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        writes = getattr(args, "writes", None)
+        print(f"onebit-dask: error: {describe_failure(exc, writes)}", file=sys.stderr)
         return 1
 
+
+__all__ = ["main", "build_parser", "UsageError", "RunError"]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

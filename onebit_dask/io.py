@@ -8,6 +8,15 @@ Layout of an observations store (a zarr group)::
         y       (n,)    int8, the observed bit, -1 or +1
         attrs:  {"format": "onebit-dask/observations", "version": 1, "n_labels": d2}
 
+Every chunk of the three arrays is written, even one equal to the fill value, so
+a chunk file that is missing later means a damaged store: opening the store, and
+each shard reading its rows, check that the chunks exist (zarr itself would read a
+missing chunk as zeros) and name the rows of a missing or unreadable chunk
+(:class:`DamagedStoreError`). ``X`` must be float32 or float64: a store with
+integer (or boolean) features is refused rather than cast, so that the layout has
+one meaning and memory use is what the dtype says; ``write_observations`` casts
+integer features to float64 (keep float32 by passing float32).
+
 Rows are used in order: batch ``b`` is rows ``[b m, (b + 1) m)``, split into
 ``n_shards`` contiguous row ranges; a worker reads its own range, so the features
 never pass through the client. Rows sorted (or grouped) by label keep each
@@ -23,9 +32,60 @@ import numpy as np
 import zarr
 
 from ._validation import check_features, check_int, check_observations
+from .failures import RunError
 from .sources import row_bounds
 
 FORMAT = "onebit-dask/observations"
+_ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
+
+
+class DamagedStoreError(RunError):
+    """A store whose chunks are missing or unreadable; the message names the rows."""
+
+
+def _chunk_rows(array, lo: int, hi: int):
+    """``(first row, last row + 1, key)`` of every stored object holding rows ``[lo, hi)``."""
+    rows = (array.shards or array.chunks)[0]
+    cols = (array.shards or array.chunks)[1:]
+    col_grid = [range(-(-n // c)) for n, c in zip(array.shape[1:], cols)]
+    import itertools
+
+    for i in range(lo // rows, -(-hi // rows)):
+        for rest in itertools.product(*col_grid):
+            yield i * rows, min((i + 1) * rows, array.shape[0]), array.metadata.encode_chunk_key(
+                (i, *rest))
+
+
+def check_chunks(path: str, name: str, array, lo: int = 0, hi: int | None = None) -> None:
+    """Raise :class:`DamagedStoreError` naming the rows of the first missing chunk of
+    ``array`` (the array ``name`` of the store at ``path``) among rows ``[lo, hi)``."""
+    hi = array.shape[0] if hi is None else hi
+    for first, last, key in _chunk_rows(array, lo, hi):
+        file = os.path.join(path, name, *key.split("/"))
+        if not os.path.exists(file):
+            raise DamagedStoreError(
+                f"data={path!r}: the chunk {name}/{key} holding rows {first}..{last - 1} is "
+                f"missing (zarr would read it as {array.metadata.fill_value}): the store is "
+                "damaged; restore it or write it again with write_observations")
+
+
+def read_rows(path: str, name: str, array, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of ``array``; a missing or unreadable chunk names its rows."""
+    check_chunks(path, name, array, lo, hi)
+    try:
+        return array[lo:hi]
+    except Exception:
+        pass
+    for first, last, key in _chunk_rows(array, lo, hi):  # find the chunk that fails
+        try:
+            array[first:last]
+        except Exception as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DamagedStoreError(
+                f"data={path!r}: the chunk {name}/{key} holding rows {first}..{last - 1} cannot "
+                f"be read ({type(exc).__name__}: {detail}): the store is damaged; restore it "
+                "or write it again with write_observations") from None
+    return array[lo:hi]  # a failure that was not a chunk's: let it raise
 
 
 def write_observations(path, X, labels, y, *, n_labels: int | None = None,
@@ -53,9 +113,12 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
         raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace it")
     group = zarr.open_group(path, mode="w")
     n, d1 = X.shape
-    group.create_array("X", shape=(n, d1), chunks=(min(chunk_rows, n), d1), dtype=X.dtype)[:] = X
-    group.create_array("labels", shape=(n,), chunks=(min(chunk_rows, n),), dtype="int64")[:] = labels
-    group.create_array("y", shape=(n,), chunks=(min(chunk_rows, n),), dtype="int8")[:] = y
+    rows = min(chunk_rows, n)
+    group.create_array("X", shape=(n, d1), chunks=(rows, d1), dtype=X.dtype,
+                       config=_ALL_CHUNKS)[:] = X
+    group.create_array("labels", shape=(n,), chunks=(rows,), dtype="int64",
+                       config=_ALL_CHUNKS)[:] = labels
+    group.create_array("y", shape=(n,), chunks=(rows,), dtype="int8", config=_ALL_CHUNKS)[:] = y
     group.attrs.update({"format": FORMAT, "version": 1, "n_labels": int(n_labels)})
     return path
 
@@ -75,8 +138,9 @@ class ZarrShard:
 
     def load(self):
         group = zarr.open_group(self.path, mode="r")
-        X = check_features(group["X"][self.lo: self.hi], row_offset=self.lo)
-        return X, group["labels"][self.lo: self.hi], group["y"][self.lo: self.hi].astype(np.float64)
+        X, labels, y = (read_rows(self.path, name, group[name], self.lo, self.hi)
+                        for name in ("X", "labels", "y"))
+        return check_features(X, row_offset=self.lo), labels, y.astype(np.float64)
 
 
 class ZarrSource:
@@ -101,11 +165,22 @@ class ZarrSource:
         missing = {"X", "labels", "y"} - set(group.array_keys())
         if missing:
             raise ValueError(f"data={self.path!r} lacks the arrays {sorted(missing)}")
-        n, self.d1 = group["X"].shape
+        X = group["X"]
+        if X.ndim != 2:
+            raise ValueError(f"data={self.path!r}: X has shape {X.shape}: an observations store's "
+                             "X must be 2-D (n, d1)")
+        if X.dtype not in (np.float32, np.float64):
+            raise TypeError(f"data={self.path!r}: X has dtype {X.dtype}: an observations store "
+                            "holds float32 or float64 features (write_observations casts "
+                            "other numbers to float64)")
+        n, self.d1 = X.shape
         self.d2 = check_int("n_labels", group.attrs.get("n_labels"), low=1)
-        self.labels = group["labels"][:]
-        check_observations(np.zeros((n, 1)), self.labels, group["y"][:], n_labels=self.d2)
+        check_chunks(self.path, "X", X)
+        self.labels = read_rows(self.path, "labels", group["labels"], 0, group["labels"].shape[0])
+        y = read_rows(self.path, "y", group["y"], 0, group["y"].shape[0])
+        check_observations(np.zeros((n, 1)), self.labels, y, n_labels=self.d2)
         self.n = n
+        self.requested_batch_size = batch_size
         self.batch_size = min(batch_size, n)
         self.n_batches = -(-n // self.batch_size)
 

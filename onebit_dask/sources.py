@@ -26,10 +26,13 @@ def row_bounds(n: int, parts: int) -> list[int]:
 def source_warn_if_cycling(source, n_batches: int) -> None:
     """Warn when a source of ``source.n_batches`` batches is asked for more."""
     if n_batches > source.n_batches:
+        size = getattr(source, "requested_batch_size", source.batch_size)
+        held = (f"{source.n_batches} batches of it" if size == source.batch_size else
+                f"{source.n} rows, one batch of {source.batch_size}")
         warnings.warn(
-            f"{n_batches} batches of batch_size={source.batch_size} were asked for, but the "
-            f"data hold {source.n_batches}: batches are reused. Pass more observations, a "
-            f"smaller batch_size or a smaller n_iter for fresh batches.",
+            f"{n_batches} batches of batch_size={size} were asked for, but the data hold "
+            f"{held}: batches are reused. Pass more observations, a smaller batch_size or "
+            f"a smaller n_iter for fresh batches.",
             UserWarning, stacklevel=3,
         )
 
@@ -62,6 +65,8 @@ class ArraySource:
         self.X, self.labels, self.y = X, labels, y
         self.d1 = X.shape[1]
         self.d2 = n_labels
+        self.n = X.shape[0]
+        self.requested_batch_size = batch_size
         self.batch_size = min(batch_size, X.shape[0])
         self.n_batches = -(-X.shape[0] // self.batch_size)
 

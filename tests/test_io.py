@@ -65,3 +65,70 @@ def test_non_finite_features_are_reported_by_the_shard(tmp_path, observations):
     zarr.open_group(str(path), mode="r+")["X"][42, 3] = np.inf  # corrupted after writing
     with pytest.raises(ValueError, match=r"X\[42, 3\]=inf is not allowed: X must be finite"):
         OneBitMultiLabel(2, batch_size=100, n_iter=0).fit(str(path))
+
+
+def _copy(store, tmp_path):
+    import shutil
+
+    target = tmp_path / "copy.zarr"
+    shutil.copytree(store, target)
+    return str(target)
+
+
+def test_every_chunk_is_written_even_all_zero(tmp_path):
+    X = np.zeros((200, 3))
+    X[100:] = 1.0
+    path = write_observations(tmp_path / "z.zarr", X, np.zeros(200, int), np.ones(200),
+                              n_labels=2, chunk_rows=100)
+    for name in ("X/c/0/0", "X/c/1/0", "labels/c/0", "labels/c/1", "y/c/0"):
+        assert (tmp_path / "z.zarr" / name).is_file(), name
+    ZarrSource(path, 100)  # a store whose first chunk is all zeros is whole
+
+
+def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
+    import os
+
+    from onebit_dask.io import DamagedStoreError
+
+    path = _copy(store, tmp_path)
+    os.remove(os.path.join(path, "X", "c", "4", "0"))
+    with pytest.raises(DamagedStoreError, match=r"X/c/4/0 holding rows 4000\.\.4999 is missing"):
+        ZarrSource(path, 3000)
+    shards = ZarrSource(_copy(store, tmp_path / "b"), 3000).batch(1, 2)  # opened whole,
+    os.remove(os.path.join(shards[0].path, "labels", "c", "3"))           # damaged afterwards
+    with pytest.raises(DamagedStoreError, match=r"labels/c/3 holding rows 3000\.\.3999"):
+        shards[0].load()
+
+
+def test_truncated_chunk_names_path_and_rows(store, tmp_path):
+    import os
+
+    from onebit_dask.io import DamagedStoreError
+
+    path = _copy(store, tmp_path)
+    chunk = os.path.join(path, "X", "c", "7", "0")
+    data = open(chunk, "rb").read()
+    with open(chunk, "wb") as fh:
+        fh.write(data[: len(data) // 3])
+    source = ZarrSource(path, 3000)  # the layout is fine: the shard finds the damage
+    shard = next(sh for sh in source.batch(2, 2) if sh.lo <= 7000 < sh.hi)
+    with pytest.raises(DamagedStoreError, match=rf"data='{path}': the chunk X/c/7/0 holding rows "
+                                                r"7000\.\.7999 cannot be read"):
+        shard.load()
+    with pytest.raises(DamagedStoreError, match="X/c/7/0"):
+        OneBitMultiLabel(2, batch_size=3000, n_iter=3).fit(path)
+
+
+def test_one_dimensional_and_integer_features_are_refused(tmp_path):
+    for name, X in (("flat", np.ones(50)), ("ints", np.ones((50, 3), dtype=np.int32))):
+        group = zarr.open_group(str(tmp_path / name), mode="w")
+        group.create_array("X", data=X)
+        group.create_array("labels", data=np.zeros(50, dtype=np.int64))
+        group.create_array("y", data=np.ones(50, dtype=np.int8))
+        group.attrs.update({"format": "onebit-dask/observations", "version": 1, "n_labels": 1})
+    with pytest.raises(ValueError, match=r"X has shape \(50,\): an observations store's X must "
+                                         r"be 2-D"):
+        ZarrSource(str(tmp_path / "flat"), 10)
+    with pytest.raises(TypeError, match="X has dtype int32: an observations store holds float32 "
+                                        "or float64"):
+        ZarrSource(str(tmp_path / "ints"), 10)

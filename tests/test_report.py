@@ -62,3 +62,81 @@ def test_methods_without_a_step_rule_get_one_row():
     ds = xr.Dataset(coords={"method": ["onebit", "colwise_1bit"], "step": ["paper", "averaged"]})
     assert [name for _, _, name in _rows(ds)] == [
         "onebit / paper", "onebit / averaged", "colwise_1bit"]
+
+
+FACETED = parse_spec("""
+grid:
+  d1: [20, 40]
+  d2: [10]
+  rank: [2]
+  noise: [none]
+  step: [paper]
+  batch_size: [2000]
+  n_iter: [2]
+  seed: [0, 1, 2]
+fixed: {n_test: 200, n_shards: 2}
+""")
+
+
+@pytest.fixture(scope="module")
+def faceted(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("facet") / "cube.zarr")
+    run_sweep(FACETED, path, progress=False)
+    return path
+
+
+def test_figures_are_faceted_by_dimensions_they_do_not_show(faceted, tmp_path):
+    import numpy as np
+
+    from onebit_dask.sweep.report import collect
+    from onebit_dask.sweep.store import open_cube
+
+    text, paths = report(faceted, tmp_path)
+    names = sorted(p.rsplit("/", 1)[1] for p in paths)
+    assert names == ["auc_per_method_d1=20.png", "auc_per_method_d1=40.png",
+                     "error_vs_iteration_d1=20.png", "error_vs_iteration_d1=40.png",
+                     "error_vs_observations_d1=20.png", "error_vs_observations_d1=40.png"]
+    # the tables keep the settings apart too, with the mean over seeds of each
+    ds = open_cube(faceted).load()
+    for d1 in (20, 40):
+        values = ds["frobenius_error"].sel(d1=d1).isel(iteration=-1).values.ravel()
+        assert f"d1={d1}" in text
+        assert f"{values.mean():.4f}+-{values.std(ddof=1):.4f}" in text
+    cells = collect(open_cube(faceted))
+    assert len(cells.params) == 6 and set(cells.params["d1"]) == {20, 40}
+
+
+def test_too_many_facets_are_refused(faceted, tmp_path, monkeypatch):
+    from onebit_dask.sweep import report as module
+
+    monkeypatch.setattr(module, "MAX_FACETS", 1)
+    with pytest.raises(module.TooManyFacets, match=r"2 facets \(one per value of d1\)"):
+        report(faceted, tmp_path / "p")
+    assert not (tmp_path / "p").exists() or not list((tmp_path / "p").iterdir())
+
+
+def test_half_finished_cube_says_how_many_seeds(tmp_path):
+    import warnings
+
+    from onebit_dask.sweep import store
+
+    path = str(tmp_path / "half.zarr")
+    store.create(path, FACETED)
+    result = {m: [0.5, 0.25, 0.125] for m in ("spectral_error", "frobenius_error",
+                                              "hamming_loss", "auc")}
+    result.update(n_samples=[2000.0, 4000.0, 6000.0], fit_s=[0.1, 0.2, 0.3],
+                  n_active=[2000.0, 100.0, 50.0], wall_s=1.0)
+    writer = store.CubeWriter(path, FACETED)
+    for index, params in FACETED.cells():
+        if params["d1"] == 20 and params["seed"] < 2 or params["d1"] == 40 and params["seed"] == 0:
+            planted = dict(result, frobenius_error=[0.5, 0.25, 0.1 + 0.1 * params["seed"]])
+            writer.add(index, False, params, planted, {"worker": "", "host": "h",
+                                                       "engine": "local"})
+    writer.flush()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning from a mean of nothing
+        text, paths = report(path, tmp_path / "plots")
+    assert "0.1500+-0.0707 [2/3]" in text  # d1=20: seeds 0 and 1 done, planted 0.1 and 0.2
+    assert "0.1000 [1/3]" in text          # d1=40: one seed, no std
+    assert "nan" not in text and "3 of 6 cells done" in text
+    assert len(paths) == 6

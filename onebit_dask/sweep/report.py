@@ -1,189 +1,518 @@
 """Tables and figures from a sweep's result cube.
 
-Tables: mean +- std over seeds of the last iteration, methods (and step rules)
-as rows and noise settings as columns, like the paper's Table 1. Figures (PNG):
-error vs iteration per noise setting (the paper's Fig. 1), error vs observations
-on log-log axes, and AUC per method and noise setting.
+Only the cells marked ``done`` are read: the ``done`` flags first (one boolean per
+cell), then the values of the done cells, in blocks, so time and memory grow with
+the cells done, not with the grid. Progress goes to stderr.
+
+Tables: mean +- std over seeds of each cell's last iteration, methods (and step
+rules) as rows and noise settings as columns, like the paper's Table 1; an entry
+with fewer seeds done than the grid has says how many. Figures (PNG): error vs
+iteration per noise setting (the paper's Fig. 1), error vs observations on log-log
+axes, final error vs batch size (when the grid has several), AUC per method and
+noise setting. A grid dimension a figure does not show that has several values
+gives one figure per value (``NAME_d1=20.png``, ...), never an average over it.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
+import time
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
+from ..failures import RunError
 from .methods import METHODS
 from .store import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
+SERIES = ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples")
+SHOWN = ("method", "step", "noise", "seed")  # dimensions every figure shows or aggregates
+MAX_FACETS = 16
+BLOCK = 20_000  # cells of the grid per block read
+DENSE = 0.1  # a block with at least this fraction done is read whole, else cell by cell
 
 
-def final(ds: xr.Dataset) -> xr.Dataset:
-    """Values at each cell's last iteration (``n_iter``), done cells only."""
-    last = ds.sel(iteration=ds["n_iter"].clip(max=int(ds.iteration[-1])))
-    keep = ds["done"]
-    return last.where(keep)
+class TooManyFacets(ValueError):
+    """The figures would need more facets than :data:`MAX_FACETS`."""
 
 
-def tables(ds: xr.Dataset, metrics=TABLE_METRICS) -> str:
+@dataclass
+class Cells:
+    """The done cells of a cube: their grid coordinates and values."""
+
+    dims: tuple          # grid dimensions (without iteration)
+    coords: dict         # dim -> all coordinate values of the grid
+    params: pd.DataFrame  # one row per done cell: its grid coordinates
+    series: dict         # name -> (n_done, n_iterations) per-iteration values
+    wall_s: np.ndarray   # (n_done,)
+    n_cells: int
+    n_failed: int
+
+    def final(self) -> pd.DataFrame:
+        """Each done cell's values at its last iteration (``n_iter``), with its coordinates."""
+        last = np.clip(self.params["n_iter"].to_numpy(dtype=int), 0,
+                       next(iter(self.series.values())).shape[1] - 1)
+        rows = np.arange(len(last))
+        out = self.params.copy()
+        for name, values in self.series.items():
+            out[name] = values[rows, last]
+        out["wall_s"] = self.wall_s
+        return out
+
+
+def _progress(enabled: bool, text: str) -> None:
+    if enabled:
+        print(f"report: {text}", file=sys.stderr, flush=True)
+
+
+def collect(ds, progress: bool = False, path: str = "the cube",
+            require_done: bool = False) -> Cells:
+    """Read the done cells of ``ds`` (from :func:`open_cube`), block by block;
+    ``require_done``: no cell done is an error (there is nothing to plot)."""
+    start = time.perf_counter()
+    try:
+        done_var = ds["done"]
+        dims = tuple(done_var.dims)
+        done = np.asarray(done_var.values, dtype=bool)
+        failed = int(np.asarray(ds["failed"].values).sum()) if "failed" in ds else 0
+    except Exception as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"{path}: the 'done' flags are missing or unreadable ({detail}): the "
+                       "store is damaged; run the sweep again with --overwrite to rebuild it"
+                       ) from None
+    index = np.nonzero(done)
+    n_done = len(index[0]) if index else 0
+    if require_done and n_done == 0:
+        raise RunError(f"no cell of the cube {path} is done: there is nothing to plot yet "
+                       "(run the sweep, then report again)")
+    _progress(progress, f"{n_done:,} of {done.size:,} cells done "
+                        f"({time.perf_counter() - start:.1f} s to read the done flags)")
+    coords = {d: ds[d].values for d in dims}
+    params = pd.DataFrame({d: coords[d][i] for d, i in zip(dims, index)})
+    n_it = ds.sizes["iteration"]
+    series = {name: np.empty((n_done, n_it)) for name in SERIES}
+    wall = np.empty(n_done)
+    variables = ds[[*SERIES, "wall_s"]]
+    got = 0
+    for axes, mask in _slabs(done):
+        where = {dims[axis]: key for axis, key in axes.items()}
+        rows = np.nonzero(mask)
+        if not len(rows[0]):
+            continue
+        if len(rows[0]) >= DENSE * mask.size:  # mostly done: read the slab whole
+            block = variables.isel(where).compute()
+            picked = {name: block[name].transpose(*(d for d in dims if d in block[name].dims),
+                                                  ...).values[rows]
+                      for name in variables.data_vars}
+        else:  # a few done cells: read only theirs
+            inner = [d for d in dims if d not in where or isinstance(where[d], slice)]
+            offsets = {d: where[d].start if isinstance(where.get(d), slice) else 0 for d in inner}
+            points = {**{d: v for d, v in where.items() if not isinstance(v, slice)},
+                      **{d: xr.DataArray(r + offsets[d], dims="cell") for d, r in zip(inner, rows)}}
+            block = variables.isel(points).compute()
+            picked = {name: block[name].transpose("cell", ...).values
+                      for name in variables.data_vars}
+        n = len(rows[0])
+        for name in SERIES:
+            series[name][got:got + n] = picked[name]
+        wall[got:got + n] = picked["wall_s"]
+        got += n
+        _progress(progress, f"read {got:,} of {n_done:,} done cells "
+                            f"({time.perf_counter() - start:.1f} s)")
+    return Cells(dims, coords, params, series, wall, int(done.size), failed)
+
+
+def _slabs(done: np.ndarray):
+    """``({dim index: int or slice}, done mask of the slab)`` covering the grid in C order
+    (the order cells run and are written in), each slab at most :data:`BLOCK` cells."""
+    shape = done.shape
+    split = 0
+    while split < len(shape) and int(np.prod(shape[split + 1:])) > BLOCK:
+        split += 1
+    if split == len(shape):
+        yield {}, done
+        return
+    inner = int(np.prod(shape[split + 1:]))
+    step = max(1, BLOCK // inner)
+    for outer in np.ndindex(*shape[:split]):
+        for lo in range(0, shape[split], step):
+            key = (*outer, slice(lo, min(lo + step, shape[split])))
+            yield dict(enumerate(key)), done[key]
+
+
+# --- tables --------------------------------------------------------------------------------
+
+def _rows(ds):
+    """``(method, step, row name)``: one row per step rule for the methods that use
+    one, a single row (stored along every step) for the others. ``ds`` is anything
+    indexable by ``"method"`` and ``"step"`` giving their values."""
+    for method in np.asarray(ds["method"].values if hasattr(ds["method"], "values")
+                             else ds["method"]):
+        uses_step = METHODS[method].uses_step if method in METHODS else True
+        steps = np.asarray(ds["step"].values if hasattr(ds["step"], "values") else ds["step"])
+        if not uses_step:
+            yield method, steps[0], str(method)
+            continue
+        for step in steps:
+            yield method, step, f"{method} / {step}"
+
+
+def _entry(mean, std, count, n_seeds, scale, digits) -> str:
+    if count == 0 or not np.isfinite(mean):
+        return "-"
+    text = f"{mean * scale:.{digits}f}"
+    if count > 1:
+        text += f"+-{std * scale:.{digits}f}"
+    if count < n_seeds:
+        text += f" [{count}/{n_seeds}]"
+    return text
+
+
+def tables(cells: Cells, metrics=TABLE_METRICS) -> str:
     """Text tables of mean +- std over seeds: rows method/step, columns noise (or
-    ``dataset`` when there is one noise setting and several datasets).
-
-    (Selections use the dict form of ``.sel``: ``method`` is also a keyword of it.)
-    """
+    ``dataset`` when there is one noise setting and several datasets). An entry
+    ``[k/N]`` has ``k`` of the grid's ``N`` seeds done (no std with one seed)."""
+    coords = cells.coords
     col = "noise"
-    if ds.sizes["noise"] == 1 and ds.sizes.get("dataset", 1) > 1:
+    if len(coords["noise"]) == 1 and len(coords.get("dataset", ())) > 1:
         col = "dataset"
-    fin = final(ds).drop_vars([v for v in ("noise_model", "noise_level") if v in ds.coords])
-    mean = fin.mean("seed").compute()
-    std = fin.std("seed", ddof=1 if ds.sizes["seed"] > 1 else 0).compute()
+    n_seeds = len(coords["seed"])
+    rest = [d for d in cells.dims if d not in ("method", "step", col, "seed")]
+    groups = [d for d in rest if len(coords[d]) > 1]
+    keys = ["method", "step", col, *rest]
+    final = cells.final()
+    stats = {}
+    if len(final):
+        grouped = final.groupby(keys, sort=False)[list(metrics)]
+        mean, std, count = grouped.mean(), grouped.std(ddof=1), grouped.count()
+        for key in mean.index:
+            stats[key] = (mean.loc[key], std.loc[key], count.loc[key])
     lines = []
-    rest = [d for d in ds["done"].dims if d not in ("method", "step", col, "seed")]
-    groups = [d for d in rest if ds.sizes[d] > 1]
-    for combo in itertools.product(*(ds[d].values for d in groups)):
+    for combo in itertools.product(*(coords[d] for d in groups)):
         sel = dict(zip(groups, combo))
-        fixed = {d: ds[d].values[0] for d in rest if d not in sel}
+        fixed = {d: coords[d][0] for d in rest if d not in sel}
         header = ", ".join(f"{k}={v}" for k, v in {**fixed, **sel}.items())
         for metric in metrics:
             scale, unit = {"auc": (100.0, " (%)"), "wall_s": (1.0, " (training seconds)")}.get(
                 metric, (1.0, ""))
-            lines.append(f"{metric}{unit}, mean +- std over {ds.sizes['seed']} seeds; {header}")
-            cols = [str(n) for n in ds[col].values]
-            width = max(17, *(len(c) + 2 for c in cols))
+            digits = 4 if unit == "" else (2 if metric == "auc" else 1)
+            lines.append(f"{metric}{unit}, mean +- std over {n_seeds} seeds "
+                         f"([k/{n_seeds}]: k seeds done); {header}")
+            cols = [str(n) for n in coords[col]]
+            entries = []
+            for method, step, name in _rows(coords):
+                row = []
+                for value in coords[col]:
+                    key = (method, step, value, *(sel.get(d, fixed.get(d)) for d in rest))
+                    m, s, c = stats.get(key, (None, None, None))
+                    row.append("-" if m is None else
+                               _entry(m[metric], s[metric], int(c[metric]), n_seeds, scale,
+                                      digits))
+                entries.append((name, row))
+            width = max(17, *(len(c) + 2 for c in cols),
+                        *(len(e) + 2 for _, row in entries for e in row))
             lines.append(f"{'method / step':22s}" + "".join(f"{c:>{width}s}" for c in cols))
-            for method, step, name in _rows(ds):
-                row = f"{name:22s}"
-                for value in ds[col].values:
-                    where = {**sel, **fixed, "method": method, "step": step, col: value}
-                    m = float(mean[metric].sel(where).squeeze())
-                    s = float(std[metric].sel(where).squeeze())
-                    digits = 4 if unit == "" else (2 if metric == "auc" else 1)
-                    cell = "-" if np.isnan(m) else f"{m * scale:.{digits}f}+-{s * scale:.{digits}f}"
-                    row += f"{cell:>{width}s}"
-                lines.append(row)
+            for name, row in entries:
+                lines.append(f"{name:22s}" + "".join(f"{e:>{width}s}" for e in row))
             lines.append("")
-    n_done, n_all = int(ds["done"].sum()), int(ds["done"].size)
-    lines.append(f"{n_done} of {n_all} cells done, {int(ds['failed'].sum())} failed")
+    lines.append(f"{len(cells.params)} of {cells.n_cells} cells done, {cells.n_failed} failed")
     return "\n".join(lines)
 
 
-def _rows(ds: xr.Dataset):
-    """``(method, step, row name)``: one row per step rule for the methods that use
-    one, a single row (stored along every step) for the others."""
-    for method in ds["method"].values:
-        uses_step = METHODS[method].uses_step if method in METHODS else True
-        if not uses_step:
-            yield method, ds["step"].values[0], str(method)
-            continue
-        for step in ds["step"].values:
-            yield method, step, f"{method} / {step}"
+# --- figures -------------------------------------------------------------------------------
+
+def check_plot_dir(directory) -> None:
+    """The figures' directory must be a directory we can write (created if missing)."""
+    directory = os.fspath(directory)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"--plots {directory!r} is a file, not a directory: choose a "
+                         "directory for the figures")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--plots {directory!r} cannot be created ({exc.strerror}): choose "
+                         "a writable directory") from None
+    from .store import _writable
+
+    if not _writable(directory):
+        raise ValueError(f"--plots {directory!r} is not writable: choose a writable directory")
 
 
-def _squeeze_others(da: xr.DataArray, keep) -> xr.DataArray:
-    for dim in da.dims:
-        if dim not in keep:
-            da = da.isel({dim: 0}) if da.sizes[dim] == 1 else da.mean(dim)
-    return da
+def _facets(cells: Cells, shown) -> list[tuple[str, dict]]:
+    """``(file suffix, {dim: value})`` of each facet: one per combination of the grid
+    dimensions a figure does not show that have several values among the done cells."""
+    dims = [d for d in cells.dims if d not in shown
+            and cells.params[d].nunique() > 1]
+    if not dims:
+        return [("", {})]
+    combos = cells.params[dims].drop_duplicates().sort_values(dims)
+    if len(combos) > MAX_FACETS:
+        raise TooManyFacets(
+            f"the figures would need {len(combos)} facets (one per value of "
+            f"{' x '.join(dims)}), more than {MAX_FACETS}: plot a subset with xarray "
+            "(see the README), or report without --plots")
+    return [("_" + "_".join(f"{d}={v}" for d, v in zip(dims, row)), dict(zip(dims, row)))
+            for row in combos.itertuples(index=False)]
 
 
-def plots(ds: xr.Dataset, directory) -> list[str]:
+def _select(cells: Cells, where: dict) -> np.ndarray:
+    mask = np.ones(len(cells.params), dtype=bool)
+    for dim, value in where.items():
+        mask &= (cells.params[dim] == value).to_numpy()
+    return mask
+
+
+def _seed_stats(values: np.ndarray):
+    """Mean, std (0 with one seed) and count over rows, ignoring NaN."""
+    count = np.sum(np.isfinite(values), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.nansum(values, axis=0)
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        dev = np.nansum((values - mean) ** 2, axis=0)
+        std = np.where(count > 1, np.sqrt(dev / np.maximum(count - 1, 1)), 0.0)
+    return mean, std, count
+
+
+def _title_suffix(where: dict) -> str:
+    return (" — " + ", ".join(f"{k}={v}" for k, v in where.items())) if where else ""
+
+
+def _style(cells: Cells):
+    """Colours by noise setting; ``(line style, marker)`` by method / step row, so that
+    lines that coincide (the step rules agree before averaging starts) stay visible."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    noise = {n: colors[i % len(colors)] for i, n in enumerate(cells.coords["noise"])}
+    looks = list(zip(("o", "x", "s", "+", "D", "^"), ("-", "--", ":", "-.", "-", "--")))
+    rows = {(m, s): looks[k % len(looks)] for k, (m, s, _) in enumerate(_rows(cells.coords))}
+    return noise, rows
+
+
+def plots(cells: Cells, directory, progress: bool = False) -> list[str]:
     """Write the figures as PNG into ``directory``; return their paths."""
+    if len(cells.params) == 0:
+        raise RunError("no cell of the cube is done: there is nothing to plot yet (run the "
+                       "sweep, then report again)")
+    by_iteration = _facets(cells, SHOWN)
+    by_observations = _facets(cells, (*SHOWN, "batch_size"))
+    check_plot_dir(directory)
     import matplotlib
 
     matplotlib.use("Agg")
+    paths = []
+    for suffix, where in by_iteration:
+        paths.append(_error_vs_iteration(cells, where, directory, suffix))
+        paths.append(_auc_per_method(cells, where, directory, suffix))
+    for suffix, where in by_observations:
+        paths.append(_error_vs_observations(cells, where, directory, suffix))
+        if cells.params.loc[_select(cells, where), "batch_size"].nunique() > 1:
+            paths.append(_error_vs_batch_size(cells, where, directory, suffix))
+    _progress(progress, f"wrote {len(paths)} figures into {os.fspath(directory)}")
+    return sorted(paths)
+
+
+def _panels(cells: Cells, mask):
+    present = cells.params.loc[mask]
+    return [(m, s, name) for m, s, name in _rows(cells.coords)
+            if ((present["method"] == m) & (present["step"] == s)).any()]
+
+
+def _error_vs_iteration(cells, where, directory, suffix):
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    base = _select(cells, where)
+    panels = _panels(cells, base)
+    noise_color, _ = _style(cells)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels) + 1.5, 4.2),
+                             squeeze=False, sharey=True)
+    for ax, (method, step, name) in zip(axes[0], panels):
+        for noise in cells.coords["noise"]:
+            mask = base & _select(cells, {"method": method, "step": step, "noise": noise})
+            if not mask.any():
+                continue
+            mean, std, count = _seed_stats(cells.series["frobenius_error"][mask])
+            ok = count > 0
+            it = np.arange(len(mean))[ok]
+            seeds = int(count[ok].max())
+            ax.errorbar(it, mean[ok], yerr=std[ok], marker="o", ms=3, capsize=2,
+                        color=noise_color[noise],
+                        label=f"{noise} ({seeds} of {len(cells.coords['seed'])} seeds)")
+        ax.set(title=name, xlabel="iteration (0 = initialisation)", yscale="log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(title="noise", fontsize=8)
+    axes[0][0].set_ylabel("frobenius_error (RMS column error)")
+    fig.suptitle("Recovery error vs iteration: mean over seeds, error bars = std over seeds"
+                 + _title_suffix(where), fontsize=10)
+    return _save(fig, directory, f"error_vs_iteration{suffix}.png")
+
+
+def _error_vs_observations(cells, where, directory, suffix):
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    base = _select(cells, where)
+    noise_color, row_look = _style(cells)
+    sizes = sorted(cells.params.loc[base, "batch_size"].unique())
+    fig, ax = plt.subplots(figsize=(9.5, 5.2))
+    for (method, step, name), noise, size in itertools.product(
+            _panels(cells, base), cells.coords["noise"], sizes):
+        mask = base & _select(cells, {"method": method, "step": step, "noise": noise,
+                                      "batch_size": size})
+        if not mask.any():
+            continue
+        err, std, count = _seed_stats(cells.series["frobenius_error"][mask])
+        obs, _, _ = _seed_stats(cells.series["n_samples"][mask])
+        ok = (count > 0) & np.isfinite(obs)
+        label = f"{name}, {noise}" + (f", m={size}" if len(sizes) > 1 else "")
+        marker, line = row_look[(method, step)]
+        ax.errorbar(obs[ok], err[ok], yerr=std[ok], capsize=2, lw=1.3, ms=6, alpha=0.85,
+                    color=noise_color[noise], linestyle=line, marker=marker,
+                    markerfacecolor="none", label=label)
+    ax.set(xscale="log", yscale="log", xlabel="observations used (initial batch included)",
+           ylabel="frobenius_error (RMS column error)",
+           title="Recovery error vs observations: mean over seeds, error bars = std over seeds"
+                 + _title_suffix(where))
+    ax.title.set_fontsize(10)
+    for axis in (ax.xaxis, ax.yaxis):  # ticks at 1, 2, 5 x 10^k, labelled plainly
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_locator(LogLocator(base=10, subs=np.arange(1, 10)))
+        axis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(_count))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.grid(True, which="major", alpha=0.4)
+    ax.grid(True, which="minor", alpha=0.12)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              title="method / step, noise (colour: noise)", title_fontsize=8)
+    return _save(fig, directory, f"error_vs_observations{suffix}.png")
+
+
+def _count(value, _pos=None) -> str:
+    """10000 -> '10k', 2000000 -> '2M'."""
+    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= div:
+            return f"{value / div:g}{unit}"
+    return f"{value:g}"
+
+
+def _error_vs_batch_size(cells, where, directory, suffix):
     import matplotlib.pyplot as plt
 
-    os.makedirs(directory, exist_ok=True)
-    paths = []
-    data = ds.where(ds["done"]).compute()
-    panels = list(_rows(data))  # (method, step, name): one per step rule where it applies
-
-    # 1. error vs iteration per noise setting (the paper's Fig. 1)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False,
-                             sharey=True)
-    for ax, (method, step, name) in zip(axes[0], panels):
-        sub = data["frobenius_error"].sel({"method": method, "step": step})
-        for noise in data["noise"].values:
-            curve = _squeeze_others(sub.sel(noise=noise), {"iteration", "seed"})
-            mean, std = curve.mean("seed"), curve.std("seed")
-            ax.errorbar(curve["iteration"], mean, yerr=std, marker="o", ms=3, capsize=2,
-                        label=str(noise))
-        ax.set(title=name, xlabel="iteration", yscale="log")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("frobenius_error (RMS column error)")
-    axes[0][-1].legend(title="noise", fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.suptitle("Recovery error vs iteration (mean +- std over seeds)")
-    paths.append(_save(fig, directory, "error_vs_iteration.png"))
-
-    # 2. error vs observations, log-log: one line per cell setting, over the iterations
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    sizes = data["batch_size"].values if "batch_size" in data.dims else [None]
-    for (method, step, name), noise, size in itertools.product(panels, data["noise"].values,
-                                                               sizes):
-        where = {"method": method, "step": step, "noise": noise}
-        if size is not None:
-            where["batch_size"] = size
-        sub = data.sel(where)
-        err = _squeeze_others(sub["frobenius_error"], {"iteration", "seed"}).mean("seed")
-        obs = _squeeze_others(sub["n_samples"], {"iteration", "seed"}).mean("seed")
-        ok = np.isfinite(err.values) & np.isfinite(obs.values)
-        label = f"{name}, {noise}" + (f", m={size}" if len(sizes) > 1 else "")
-        ax.plot(obs.values[ok], err.values[ok], marker=".", label=label)
-    ax.set(xscale="log", yscale="log", xlabel="observations used", ylabel="frobenius_error",
-           title="Recovery error vs observations")
+    base = _select(cells, where)
+    final = cells.final()
+    noise_color, row_look = _style(cells)
+    sizes = np.array(sorted(cells.params.loc[base, "batch_size"].unique()), dtype=float)
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for (method, step, name), noise in itertools.product(_panels(cells, base),
+                                                         cells.coords["noise"]):
+        mask = base & _select(cells, {"method": method, "step": step, "noise": noise})
+        if not mask.any():
+            continue
+        sub = final.loc[mask]
+        table = np.array([sub.loc[sub["batch_size"] == m, "frobenius_error"].to_numpy()
+                          for m in sizes], dtype=object)
+        mean = np.array([v.mean() if len(v) else np.nan for v in table])
+        std = np.array([v.std(ddof=1) if len(v) > 1 else 0.0 for v in table])
+        ok = np.isfinite(mean)
+        slope = (np.polyfit(np.log(sizes[ok]), np.log(mean[ok]), 1)[0] if ok.sum() > 1
+                 else np.nan)
+        marker, line = row_look[(method, step)]
+        ax.errorbar(sizes[ok], mean[ok], yerr=std[ok], marker=marker, markerfacecolor="none",
+                    capsize=2, color=noise_color[noise], linestyle=line,
+                    label=f"{name}, {noise}: slope {slope:.2f}")
+    ax.set(xscale="log", yscale="log", xlabel="batch size m",
+           ylabel="frobenius_error at the last iteration",
+           title="Sample complexity (Theorem 1: slope -1); error bars = std over seeds"
+                 + _title_suffix(where))
+    ax.title.set_fontsize(10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    paths.append(_save(fig, directory, "error_vs_observations.png"))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return _save(fig, directory, f"error_vs_batch_size{suffix}.png")
 
-    # 2b. final error vs batch size m, with the fitted log-log slope (Theorem 1: -1)
-    if len(sizes) > 1:
-        fin_err = final(ds)["frobenius_error"].compute()
-        fig, ax = plt.subplots(figsize=(6, 4.5))
-        for (method, step, name), noise in itertools.product(panels, data["noise"].values):
-            err = _squeeze_others(fin_err.sel({"method": method, "step": step, "noise": noise}),
-                                  {"batch_size", "seed"})
-            mean = err.mean("seed").values
-            m = np.asarray(sizes, dtype=float)
-            ok = np.isfinite(mean)
-            slope = np.polyfit(np.log(m[ok]), np.log(mean[ok]), 1)[0] if ok.sum() > 1 else np.nan
-            ax.errorbar(m, mean, yerr=err.std("seed").values, marker="o", capsize=2,
-                        label=f"{name}, {noise}: slope {slope:.2f}")
-        ax.set(xscale="log", yscale="log", xlabel="batch size m",
-               ylabel="frobenius_error at the last iteration",
-               title="Sample complexity (Theorem 1: slope -1)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        paths.append(_save(fig, directory, "error_vs_batch_size.png"))
 
-    # 3. AUC per method and noise
-    fin = final(ds).compute()
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * ds.sizes["noise"] * len(panels) / 2), 4.5))
-    noises = list(data["noise"].values)
+def _auc_per_method(cells, where, directory, suffix):
+    import matplotlib.pyplot as plt
+
+    base = _select(cells, where)
+    final = cells.final().loc[base]
+    panels = _panels(cells, base)
+    noises = list(cells.coords["noise"])
     width = 0.8 / len(panels)
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(noises) * len(panels) / 2 + 3), 4.6))
+    lows, seeds = [], set()
     for k, (method, step, name) in enumerate(panels):
-        auc = _squeeze_others(fin["auc"].sel({"method": method, "step": step}), {"noise", "seed"})
-        ax.bar(np.arange(len(noises)) + k * width, 100 * auc.mean("seed"), width,
-               yerr=100 * auc.std("seed"), capsize=2, label=name)
-    ax.set_xticks(np.arange(len(noises)) + width * (len(panels) - 1) / 2, noises, rotation=20)
-    lows = 100 * fin["auc"].min().item() if np.isfinite(fin["auc"].min().item()) else 50
-    ax.set(ylabel="AUC (%)", ylim=(max(50, lows - 1), 100.2), title="AUC at the last iteration")
-    ax.legend(fontsize=8)
-    paths.append(_save(fig, directory, "auc_per_method.png"))
-    return paths
+        means, stds = [], []
+        for noise in noises:
+            v = 100 * final.loc[(final["method"] == method) & (final["step"] == step)
+                                & (final["noise"] == noise), "auc"].dropna().to_numpy()
+            means.append(v.mean() if len(v) else np.nan)
+            stds.append(v.std(ddof=1) if len(v) > 1 else 0.0)
+            seeds.add(len(v))
+            if len(v):
+                lows.append((v.mean() - stds[-1]))
+        ax.bar(np.arange(len(noises)) + k * width, means, width, yerr=stds, capsize=3,
+               label=name)
+    ax.set_xticks(np.arange(len(noises)) + width * (len(panels) - 1) / 2, noises)
+    low = min(lows) if lows else 50.0
+    ax.set(xlabel="noise setting", ylabel="AUC at the last iteration (%)",
+           ylim=(max(0.0, min(50.0, low - 2)) if low < 50 else max(50.0, low - 2), 100.0))
+    seed_text = "/".join(str(s) for s in sorted(seeds - {0})) or "0"
+    ax.set_title(f"AUC at the last iteration{_title_suffix(where)}\nbars: mean over seeds "
+                 f"({seed_text} seeds), error bars: std over seeds", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), title="method / step",
+              title_fontsize=8)
+    return _save(fig, directory, f"auc_per_method{suffix}.png")
 
 
 def _save(fig, directory, name) -> str:
     import matplotlib.pyplot as plt
 
-    path = os.path.join(directory, name)
+    path = os.path.join(os.fspath(directory), name)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
     return path
 
 
-def report(path, plot_dir=None) -> tuple[str, list[str]]:
-    ds = open_cube(path)
-    return tables(ds), (plots(ds, plot_dir) if plot_dir else [])
+def _check_whole(path: str, ds) -> None:
+    """A store whose arrays are missing or unreadable (the store module's check, which
+    sees through consolidated metadata) is a :class:`RunError`."""
+    from types import SimpleNamespace
+
+    from .store import damage
+
+    try:
+        shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"])
+        problem = damage(path, shape)
+    except Exception as exc:
+        problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if problem:
+        raise RunError(f"{path}: the store is damaged ({problem}): run the sweep again with "
+                       "--overwrite to rebuild it")
+
+
+def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]:
+    """Tables (text) and, with ``plot_dir``, the figures' paths of the cube at ``path``."""
+    start = time.perf_counter()
+    try:
+        ds = open_cube(path)
+    except Exception as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RunError(f"{path}: the cube cannot be opened ({detail}): the store is damaged; "
+                       "run the sweep again with --overwrite to rebuild it") from None
+    _check_whole(os.fspath(path), ds)
+    cells = collect(ds, progress, os.fspath(path), require_done=plot_dir is not None)
+    text = tables(cells)
+    paths = plots(cells, plot_dir, progress) if plot_dir is not None else []
+    _progress(progress, f"done in {time.perf_counter() - start:.1f} s")
+    return text, paths

@@ -72,6 +72,7 @@ PLACEMENT_DEFAULTS = {"distributed": "auto", "distributed_batch": 2 ** 25,
                       "distributed_labels": 2 ** 17}
 DISTRIBUTED = ("auto", "always", "never")
 TOP_KEYS = ("name", "description", "datasets", "grid", "fixed")
+MAX_CELLS = 10**6  # a larger grid needs allow_large=True (the CLI's --allow-large)
 
 
 def _did_you_mean(key, allowed) -> str:
@@ -123,16 +124,27 @@ class SweepSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def _as_list(key, value):
+def _as_list(key, value, where="<spec>"):
     values = value if isinstance(value, list) else [value]
     if not values:
-        raise SpecError(f"grid.{key}: an empty list is not allowed")
+        raise SpecError(f"{where}: grid.{key}: an empty list is not allowed")
     if len(set(map(str, values))) != len(values):
-        raise SpecError(f"grid.{key}: repeated values in {values!r}")
+        raise SpecError(f"{where}: grid.{key}: repeated values in {values!r}")
     return values
 
 
-def _check_grid_values(key, values):
+def _same_setting(key, values, where):
+    """Refuse two spellings of one setting (``flip=0.05`` and ``flip=5e-2``)."""
+    seen = {}
+    for v in values:
+        canonical = parse_noise(v) if key == "noise" else v
+        if canonical in seen:
+            raise SpecError(f"{where}: grid.{key}: {seen[canonical]!r} and {v!r} are the same "
+                            "setting: list it once")
+        seen[canonical] = v
+
+
+def _check_grid_values(key, values, where="<spec>"):
     checks = {
         "d1": lambda v: check_int("d1", v, low=1),
         "d2": lambda v: check_int("d2", v, low=1),
@@ -155,14 +167,20 @@ def _check_grid_values(key, values):
             elif key == "method" and v not in METHODS:
                 raise ValueError(f"method={v!r} is not allowed{_did_you_mean(v, METHODS)}: "
                                  f"choose from {', '.join(METHODS)}")
+        except SpecError as exc:  # already names the key
+            raise SpecError(f"{where}: {exc}") from None
         except (TypeError, ValueError) as exc:
-            raise SpecError(f"grid.{key}: {exc}") from None
+            raise SpecError(f"{where}: grid.{key}: {exc}") from None
         out.append(v)
+    _same_setting(key, out, where)
     return out
 
 
-def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
-    """Parse and check a spec given as YAML text."""
+def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -> SweepSpec:
+    """Parse and check a spec given as YAML text.
+
+    A grid of more than :data:`MAX_CELLS` cells is refused unless ``allow_large``.
+    """
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -191,12 +209,18 @@ def parse_spec(text: str, where: str = "<spec>") -> SweepSpec:
         values = grid_in.get(key, GRID_DEFAULTS.get(key))
         if values is None:
             continue
-        grid[key] = _check_grid_values(key, _as_list(key, values))
+        grid[key] = _check_grid_values(key, _as_list(key, values, where), where)
     if datasets:
         unknown = [v for v in grid["dataset"] if v not in datasets]
         if unknown:
             raise SpecError(f"{where}: grid.dataset: {unknown[0]!r} is not in datasets "
                             f"({', '.join(datasets)})")
+    n_cells = 1
+    for values in grid.values():
+        n_cells *= len(values)
+    if n_cells > MAX_CELLS and not allow_large:
+        raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than {MAX_CELLS:,}: "
+                        "pass --allow-large (allow_large=True) if you mean it")
     spec_cells = SweepSpec("", grid, {}, "", datasets=datasets).cells()
     for _, params in spec_cells:
         try:
@@ -252,16 +276,16 @@ def _parse_datasets(raw, grid_in, where):
                                 f"{', '.join(DATASET_KEYS)}")
             if key in grid_in:
                 raise SpecError(f"{where}: {key} is set both in grid and in datasets.{name}")
-        out[str(name)] = {k: _check_grid_values(k, [v])[0] for k, v in settings.items()}
+        out[str(name)] = {k: _check_grid_values(k, [v], where)[0] for k, v in settings.items()}
     keys = [set(d) for d in out.values()]
     if any(k != keys[0] for k in keys):
         raise SpecError(f"{where}: every dataset must set the same keys")
     return out
 
 
-def load_spec(path) -> SweepSpec:
+def load_spec(path, *, allow_large: bool = False) -> SweepSpec:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise SpecError(f"spec {path!r} does not exist (see pipelines/)")
     with open(path) as fh:
-        return parse_spec(fh.read(), path)
+        return parse_spec(fh.read(), path, allow_large=allow_large)

@@ -1,0 +1,355 @@
+"""Every failure through the command line is one line on stderr: exit 2 for bad input
+(before any work), exit 1 for a failure at run time; ``--debug`` shows the traceback.
+
+Real processes throughout: the CLI as a subprocess, real ``dask scheduler`` /
+``dask worker`` processes on 127.0.0.1, real zarr stores, a real full file system
+(a small tmpfs, when this user may mount one).
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import DaskProcesses, _wait_for_file, make_certificates
+
+SPEC = """
+name: tiny
+grid:
+  d1: [20]
+  d2: [10]
+  rank: [2]
+  noise: [none, flip=0.05]
+  step: [paper]
+  batch_size: [2000]
+  n_iter: [2]
+  seed: [0, 1]
+fixed: {n_test: 200, n_shards: 2}
+"""
+
+
+def run_cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line(proc, status):
+    """The process exited with ``status`` and said one line on stderr, no traceback."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == status, proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("onebit-dask: error: ")
+    return lines[0]
+
+
+def write_yaml(path, data):
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+FIT = ["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--batch-size", "2000", "--n-iter",
+       "2", "--n-test", "200", "--quiet"]
+
+
+# --- bad input: exit 2 ---------------------------------------------------------------------
+
+def test_tls_config_without_its_pem_files_exits_2(tmp_path):
+    config = write_yaml(tmp_path / "tls.yaml", {
+        "kind": "local", "options": {"n_workers": 1},
+        "security": {"ca_file": str(tmp_path / "ca.pem"), "cert": str(tmp_path / "cert.pem"),
+                     "key": str(tmp_path / "key.pem")}})
+    line = one_line(run_cli(*FIT, "--cluster", config), 2)
+    assert "security.ca_file=" in line and "does not exist" in line
+
+
+def test_slurm_interface_that_does_not_exist_exits_2(tmp_path):
+    config = write_yaml(tmp_path / "slurm.yaml", {
+        "kind": "slurm", "options": {"cores": 1, "memory": "1GB", "interface": "nosuch0"}})
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC)
+    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "c.zarr", "--cluster", config), 2)
+    assert "options.interface='nosuch0' is not a network interface" in line
+    assert not (tmp_path / "c.zarr").exists()
+
+
+@pytest.mark.parametrize("value", ["nan", "-5", "inf", "0"])
+def test_connect_timeout_must_be_positive_and_finite(value):
+    line = one_line(run_cli(*FIT, "--connect-timeout", value), 2)
+    assert f"--connect-timeout: {value!r} is not allowed" in line
+
+
+@pytest.mark.parametrize("workers", [0, -3])
+def test_cluster_config_without_workers_exits_2(tmp_path, workers):
+    config = write_yaml(tmp_path / "c.yaml", {"kind": "local", "options": {"n_workers": workers}})
+    line = one_line(run_cli(*FIT, "--cluster", config), 2)
+    assert f"options.n_workers={workers} is not allowed: it must be >= 1" in line
+
+
+def test_invalid_pem_files_say_what_failed(tmp_path):
+    for name in ("ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / name).write_text("not a certificate\n")
+    tls = ["--tls-ca-file", tmp_path / "ca.pem", "--tls-cert", tmp_path / "cert.pem",
+           "--tls-key", tmp_path / "key.pem"]
+    start = time.perf_counter()
+    line = one_line(run_cli(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
+    assert "--tls-ca-file=" in line and "is not a PEM CA certificate" in line
+    assert "could not reach" not in line and time.perf_counter() - start < 60
+    # valid files with a tcp:// scheduler: the options do not apply
+    good = make_certificates(tmp_path)
+    tls = ["--tls-ca-file", good["ca_file"], "--tls-cert", good["cert"], "--tls-key", good["key"]]
+    line = one_line(run_cli(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
+    assert "apply to a tls:// scheduler only" in line
+
+
+def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
+    spec = tmp_path / "dup.yaml"
+    spec.write_text(SPEC.replace("flip=0.05]", "flip=0.05, flip=5e-2]"))
+    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
+    assert line.count(str(spec)) == 1 and line.count("grid.noise") == 1
+    assert "'flip=0.05' and 'flip=5e-2' are the same setting" in line
+    spec.write_text(SPEC.replace("noise: [none, flip=0.05]", "noise: [none, flip=0.7]"))
+    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
+    assert line.count(str(spec)) == 1 and line.count("grid.noise") == 1
+    spec.write_text(SPEC.replace("seed: [0, 1]", f"seed: {list(range(501))}").replace(
+        "d1: [20]", f"d1: {list(range(1000, 2000))}"))
+    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "x.zarr", timeout=120), 2)
+    assert "the grid has 1,002,000 cells, more than 1,000,000: pass --allow-large" in line
+    assert not (tmp_path / "x.zarr").exists()
+
+
+# --- runtime failures: exit 1 --------------------------------------------------------------
+
+def test_scheduler_without_workers_times_out_with_one_line(tmp_path):
+    procs = DaskProcesses(tmp_path, n_workers=0)
+    try:
+        start = time.perf_counter()
+        line = one_line(run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "3"), 1)
+        assert f"no worker joined the scheduler at {procs.address} within 3 s" in line
+        assert time.perf_counter() - start < 60
+    finally:
+        procs.close()
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    procs = DaskProcesses(tmp_path, n_workers=0)
+    try:
+        proc = run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "1", "--debug")
+    finally:
+        procs.close()
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "RunError" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def cube(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cube")
+    spec = directory / "tiny.yaml"
+    spec.write_text(SPEC)
+    proc = run_cli("sweep", spec, "--out", directory / "c.zarr", "--workers", "0", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    return directory / "c.zarr", spec
+
+
+def test_report_plots_onto_a_file_or_read_only_dir_exit_2(cube, tmp_path):
+    path, _ = cube
+    target = tmp_path / "a-file"
+    target.write_text("x")
+    line = one_line(run_cli("report", path, "--plots", target), 2)
+    assert "is a file, not a directory" in line
+    with read_only_dir(tmp_path / "ro") as ro:
+        line = one_line(run_cli("report", path, "--plots", ro / "plots"), 2)
+        assert "--plots" in line and ("cannot be created" in line or "not writable" in line)
+
+
+def test_report_plots_with_no_cell_done_exits_1_and_writes_nothing(tmp_path):
+    from onebit_dask.sweep.spec import parse_spec
+    from onebit_dask.sweep.store import check_output, create
+
+    spec = parse_spec(SPEC)
+    path = tmp_path / "empty.zarr"
+    check_output(str(path), spec, False)
+    create(str(path), spec)
+    proc = run_cli("report", path, "--plots", tmp_path / "plots")
+    assert f"no cell of the cube {path} is done" in one_line(proc, 1)
+    assert not list((tmp_path / "plots").glob("*.png"))
+    tables = run_cli("report", path)  # the tables alone are fine: every entry is '-'
+    assert tables.returncode == 0 and "0 of 4 cells done" in tables.stdout
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupted"])
+def test_report_on_a_damaged_done_array_exits_1(cube, tmp_path, damage):
+    import shutil
+
+    path, _ = cube
+    copy = tmp_path / "c.zarr"
+    shutil.copytree(path, copy)
+    if damage == "missing":
+        shutil.rmtree(copy / "done")
+    else:
+        for root, _, files in os.walk(copy / "done"):
+            for name in files:
+                if name != "zarr.json":
+                    with open(os.path.join(root, name), "wb") as fh:
+                        fh.write(b"\x00garbage")
+    line = one_line(run_cli("report", copy), 1)
+    assert str(copy) in line and "damaged" in line
+
+
+@contextlib.contextmanager
+def read_only_dir(directory):
+    directory.mkdir()
+    if os.geteuid() == 0:  # root writes through permissions: a read-only mount instead
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(directory)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a read-only tmpfs here")
+        try:
+            yield directory
+        finally:
+            subprocess.run(["umount", str(directory)], check=False)
+    else:
+        directory.chmod(0o500)
+        try:
+            yield directory
+        finally:
+            directory.chmod(0o700)
+
+
+@contextlib.contextmanager
+def small_disk(directory, size="200k"):
+    directory.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                           str(directory)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill: {proc.stderr.strip()}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def test_full_disk_exits_1_naming_the_path(cube, tmp_path):
+    path, spec = cube
+    with small_disk(tmp_path / "disk", "120k") as disk:
+        out = disk / "c.zarr"
+        proc = run_cli("sweep", spec, "--out", out, "--workers", "0", "--quiet")
+        line = one_line(proc, 1)
+        assert "no space left on" in line.lower() and str(disk) in line
+        for name in os.listdir(disk):  # make room, keep the figures' directory tight
+            target = disk / name
+            subprocess.run(["rm", "-rf", str(target)], check=True)
+        (disk / "filler").write_bytes(b"\0" * 100_000)
+        proc = run_cli("report", path, "--plots", disk / "plots", "--quiet")
+        line = one_line(proc, 1)
+        assert "no space left on the device" in line and str(disk / "plots") in line
+
+
+# --- a scheduler killed mid-sweep ----------------------------------------------------------
+
+SLOW = SPEC.replace("batch_size: [2000]", "batch_size: [60000]").replace(
+    "seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5, 6, 7]").replace("n_iter: [2]", "n_iter: [4]")
+
+
+def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
+    from onebit_dask.sweep.store import open_cube
+
+    spec = tmp_path / "slow.yaml"
+    spec.write_text(SLOW)
+    out = tmp_path / "c.zarr"
+    procs = DaskProcesses(tmp_path, n_workers=1)
+    try:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "onebit_dask", "sweep", str(spec), "--out", str(out),
+             "--scheduler", procs.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        deadline = time.time() + 240
+        while time.time() < deadline and sweep.poll() is None:  # wait for a cell to be done
+            with contextlib.suppress(Exception):
+                if open_cube(out)["done"].values.any():
+                    break
+            time.sleep(0.3)
+        procs.scheduler.send_signal(signal.SIGKILL)
+        _, stderr = sweep.communicate(timeout=120)
+    finally:
+        procs.close()
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("onebit-dask:")]
+    assert sweep.returncode == 1, stderr
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "lost the connection to the Dask scheduler" in lines[0]
+    assert "run the same command again" in lines[0]
+    done = open_cube(out)["done"].values
+    assert 0 < done.sum() < done.size
+    again = run_cli("sweep", spec, "--out", out, "--workers", "0", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert f"{int(done.sum())} skipped" in again.stdout
+    assert open_cube(out)["done"].values.all()
+
+
+# --- observations stores from the command line ---------------------------------------------
+
+@pytest.fixture
+def obs_store(tmp_path):
+    from onebit_dask import SyntheticProblem
+    from onebit_dask.io import write_observations
+
+    problem = SyntheticProblem(20, 10, 2, seed=3)
+    X, labels, y = problem.draw_batches(range(3), 2000, 1)
+    return write_observations(tmp_path / "obs.zarr", X, labels, y, n_labels=10,
+                              chunk_rows=2000)
+
+
+def test_fit_data_prints_the_training_summary(obs_store):
+    import json
+
+    proc = run_cli("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
+                   "--n-iter", "2", "--workers", "0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["d1"], result["d2"], result["n_samples"]) == (20, 10, 6000)
+    assert "auc" not in result and result["data"] == obs_store
+    text = run_cli("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
+                   "--n-iter", "2", "--workers", "0", "--quiet")
+    assert text.returncode == 0 and "observations" in text.stdout and "6,000" in text.stdout
+
+
+def test_fit_data_refuses_synthetic_options(obs_store):
+    line = one_line(run_cli("fit", "--data", obs_store, "--d1", "500", "--rank", "2"), 2)
+    assert "--d1 set the synthetic problem: they do not apply with --data" in line
+
+
+def test_fit_data_with_a_missing_chunk_names_the_rows(obs_store):
+    os.remove(os.path.join(obs_store, "X", "c", "1", "0"))
+    line = one_line(run_cli("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
+                            "--n-iter", "2", "--workers", "0"), 1)
+    assert "X/c/1/0 holding rows 2000..3999 is missing" in line
+
+
+# --- the command line as people expect it --------------------------------------------------
+
+def test_version_and_help():
+    from onebit_dask import __version__
+
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"onebit-dask {__version__}"
+    for command in ("fit", "sweep", "report"):
+        text = run_cli(command, "--help").stdout
+        assert "``" not in text and ":class:" not in text and ":func:" not in text
+        assert text.startswith(f"usage: onebit-dask {command}")
+        if command != "report":  # report's options have no default to show
+            assert "(default: " in text
+    fit = run_cli("fit", "--help").stdout
+    assert "(default: 500)" in fit and "{paper,averaged}" in fit and "(default: 10.0)" in fit
+
+
+def test_batch_reuse_warning_reports_the_requested_size():
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+    X, labels, y = SyntheticProblem(20, 10, 2, seed=3).draw_batches(range(2), 1000, 1)
+    with pytest.warns(UserWarning, match=r"batch_size=5000 were asked for, but the data hold "
+                                         r"2000 rows"):
+        OneBitMultiLabel(2, batch_size=5000, n_iter=1).fit(X, labels, y, n_labels=10)
+    assert np.all(np.isfinite(X))
