@@ -68,7 +68,8 @@ def paper_setting(args):
     medians are compared."""
     from distributed import Client, LocalCluster
 
-    problem = SyntheticProblem(args.d1, args.d2, args.rank, seed=0, n_test=args.n_test)
+    problem = SyntheticProblem(args.d1, args.d2, args.rank, seed=0, n_test=args.n_test,
+                               sampler="explicit")  # the data floor is an explicit draw
     params = dict(batch_size=args.batch_size, n_iter=args.n_iter, n_shards=args.shards)
     shards = [sh for t in range(args.n_iter + 1)
               for sh in problem.batch(t, args.batch_size, args.shards)]

@@ -19,8 +19,6 @@ import scipy.linalg
 from threadpoolctl import threadpool_limits
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.algorithm import initialise, initialise_dense
-from onebit_dask.engine import LocalEngine
 from onebit_dask.kernels import (ActiveRows, cholqr2, scatter_rows, shard_active_rows,
                                  shard_apply, shard_scores)
 
@@ -83,7 +81,7 @@ def main(argv=None):
     big_d2 = (10**5, 10**6)
     if args.smoke:
         d1, d2, m, big_d2, args.repeat = 40, 20, 4000, (2000,), 1
-    problem = SyntheticProblem(d1, d2, k, seed=0, n_test=200)
+    problem = SyntheticProblem(d1, d2, k, seed=0, n_test=200, sampler="explicit")
     est = OneBitMultiLabel(k, batch_size=m, n_iter=10, random_state=0, eval_every=0,
                            n_shards=shards).fit(problem)  # the factors after 10 steps
     A, B = est.A_, est.B_
@@ -139,19 +137,14 @@ def main(argv=None):
                 best(lambda: scipy.linalg.qr(Y, mode="economic"), args.repeat))
 
         # 6. initialisation: exact SVD of the dense H0 vs matrix-free randomised SVD
-        engine = LocalEngine()
-        batch0 = problem.batch(0, m, shards)
+        def init(kind):
+            est = OneBitMultiLabel(k, batch_size=m, n_iter=0, n_shards=shards, init_svd=kind,
+                                   eval_every=0, random_state=0)
+            return lambda: est.fit(problem)
 
-        def dense():
-            n_obs, S = engine.label_sums(batch0, d1, d2)
-            return initialise_dense(S, n_obs, d1, d2, k)
-
-        def randomised():
-            batch = engine.open_batch(batch0, d1, d2)
-            return initialise(batch, d1, d2, k, np.random.default_rng(0))
-
-        row(f"initialisation d2={d2}: dense H0 + SVD (kept) vs randomised", best(dense, 1),
-            best(randomised, 1), "drawing batch 0 included in both")
+        row(f"initialisation d2={d2}: dense H0 + SVD (kept) vs randomised",
+            best(init("dense"), 1), best(init("randomized"), 1),
+            "drawing batch 0 included in both")
     return 0
 
 

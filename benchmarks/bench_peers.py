@@ -48,7 +48,7 @@ def main(argv=None):
                                    step=step, random_state=0, eval_every=0)
             start = time.perf_counter()
             est.fit(problem)
-            rows.append((f"onebit ({step} step)", time.perf_counter() - start, est))
+            rows.append((f"onebit ({step}, projected)", time.perf_counter() - start, est))
         X, labels, y = problem.draw_batches(range(args.n_iter + 1), args.batch_size, 4)
         for step in ("paper", "averaged"):  # the same observations, given in memory
             est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,

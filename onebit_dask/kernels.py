@@ -1,6 +1,6 @@
 r"""Pure NumPy kernels of the one-bit estimator (no Dask import here).
 
-Notation (``../shared/ALGORITHM.md``): ``W = A B^T`` is the ``d1 x d2`` estimate
+Notation (``docs/ALGORITHM.md``): ``W = A B^T`` is the ``d1 x d2`` estimate
 with unit-norm columns, ``P = [P_top; P_bot]`` a ``(d1 + d2) x l`` block, and one
 shard of a batch is ``(X, j, y)`` with ``X`` of shape ``(m_s, d1)``.
 
@@ -133,7 +133,7 @@ def cholqr2(Y: np.ndarray) -> np.ndarray:
 
 
 def step_size(step: str, t: int, t0: int = 3) -> float:
-    """``eta_t`` of ALGORITHM.md section 2 (``t`` counts steps from 0)."""
+    """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0)."""
     if step == "paper" or t < t0:
         return 1.0
     return 1.0 / (t - t0 + 2)

@@ -1,4 +1,4 @@
-r"""Recovery and prediction metrics (ALGORITHM.md section 5).
+r"""Recovery and prediction metrics (docs/ALGORITHM.md section 5).
 
 The error metrics work on factors, ``W* = A* B*^T`` and ``W = A B^T``, and never
 form a dense ``d1 x d2`` matrix: ``W* - W = L R^T`` with ``L = [A*, -A]`` and

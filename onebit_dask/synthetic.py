@@ -1,4 +1,4 @@
-r"""The synthetic one-bit single-label problem of ALGORITHM.md section 1.
+r"""The synthetic one-bit single-label problem of docs/ALGORITHM.md section 1.
 
 Everything is a pure function of ``(d1, d2, rank, flip, noise_std, seed)``:
 
