@@ -250,8 +250,11 @@ def test_full_disk_exits_1_naming_the_path(cube, tmp_path):
 
 # --- a scheduler killed mid-sweep ----------------------------------------------------------
 
+# cells of about a second (explicit draws of 60000 x 200), so the kill lands mid-sweep
 SLOW = SPEC.replace("batch_size: [2000]", "batch_size: [60000]").replace(
-    "seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5, 6, 7]").replace("n_iter: [2]", "n_iter: [4]")
+    "seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5, 6, 7]").replace("n_iter: [2]", "n_iter: [4]").replace(
+    "d1: [20]", "d1: [200]").replace("fixed: {n_test: 200, n_shards: 2}",
+                                     "fixed: {n_test: 200, n_shards: 2, sampler: explicit}")
 
 
 def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):

@@ -30,9 +30,11 @@ grid:
   seed: [0, 1]
 fixed: {n_test: 300, n_shards: 2}
 """
-# cells slow enough (explicit draws of 30000 x 40) for a kill to land mid-sweep
+# cells slow enough (explicit draws of 30000 x 100, 7 batches) for a kill to land
+# mid-sweep, after the runner's first batched write (every 5 s)
 KILL_SPEC = SPEC_TEXT.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5]").replace(
-    "batch_size: [4000]", "batch_size: [30000]").replace(
+    "batch_size: [4000]", "batch_size: [30000]").replace("d1: [40]", "d1: [100]").replace(
+    "n_iter: [4]", "n_iter: [6]").replace(
     "fixed: {n_test: 300, n_shards: 2}", "fixed: {n_test: 300, n_shards: 2, sampler: explicit}")
 TIME_DEPENDENT = ("wall_s", "fit_s")  # measured seconds differ from run to run
 WHERE = ("worker", "host", "engine")  # where a cell ran
