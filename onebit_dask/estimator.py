@@ -24,7 +24,7 @@ from .progress import StepProgress
 from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import FullObservationProblem, SyntheticProblem
 
-DENSE_INIT_LIMIT = 10_000_000  # entries of H0 that init_svd="auto" forms
+DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
 KEEP_LOCAL_LIMIT = 3_000_000  # label-side numbers (Q, V, B; 24 MB) gathered here after a fit
 GATHER_LIMIT = 50_000_000  # label-side numbers Q_, V_ or B_ may gather
 
@@ -67,7 +67,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``H0`` (``d1 x d2``) is summed in one pass over the batch and decomposed
         exactly. ``"randomized"``: matrix-free randomised subspace iteration on the
         dilation, ``O(k (d1 + d2))`` memory. ``"auto"``: dense when
-        ``d1 * d2 <= 10**7``.
+        ``d1 * d2 <= 2 * 10**6`` (the client then holds a few ``d1 x d2`` arrays).
     init_power_iter : int, default 4
         Subspace iterations of the randomised initial SVD.
     random_state : int, RandomState, Generator or None
