@@ -5,6 +5,7 @@ import pytest
 import scipy.linalg
 
 from dense import dense_dilation, dense_H
+from test_alignment import at_address
 from onebit_dask import algorithm
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
@@ -187,11 +188,8 @@ def test_top_k_in_chunks_equals_argsort():
 
 
 def misaligned(a):
-    """A copy of ``a`` whose data start 2 bytes past an aligned address."""
-    raw = np.empty(a.nbytes + 16, dtype=np.uint8)
-    start = (-raw.ctypes.data) % 16 + 2
-    out = raw[start: start + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
+    """A copy of ``a`` whose data start 2 bytes past a 64-byte boundary."""
+    out = at_address(a, 2)
     assert not out.flags.aligned
     return out
 
