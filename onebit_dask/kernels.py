@@ -12,14 +12,14 @@ The batch part of the dilation product is split by shard:
     H^T P_{top} = c \sum_i w_i e_{j_i} (x_i^T P_{top}),
 
 with weights ``w = y`` (initialisation) or ``w = r = y - sign(s)`` (a step).
-:func:`shard_apply` returns one shard's two sums (without ``c``), and
-:func:`reduce_shards` adds them in shard order, so the result does not depend on
-where the shards ran.
+:func:`shard_apply` returns one shard's two sums (without ``c``); the label blocks
+of :mod:`onebit_dask.engine.blocks` compute the same sums over their own rows, and the
+client adds them in block order, so the result does not depend on where they ran.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -95,19 +95,6 @@ def normalised_factors(Q: np.ndarray, V: np.ndarray, d1: int):
     V_bot = V[d1:]
     B = V_bot / column_norms(A, V_bot)[:, None]
     return A, B
-
-
-def lowrank_apply(A: np.ndarray, B: np.ndarray, P: np.ndarray, out: np.ndarray | None = None):
-    """The dilation of ``W = A B^T`` applied to ``P``: ``[W P_bot; W^T P_top]``.
-
-    With ``out``, the product is added to it in place (no ``(d1 + d2) x l`` temporary).
-    """
-    d1 = A.shape[0]
-    if out is None:
-        out = np.zeros((d1 + B.shape[0], P.shape[1]))
-    out[:d1] += A @ (B.T @ P[d1:])
-    out[d1:] += B @ (A.T @ P[:d1])
-    return out
 
 
 def cholqr2(Y: np.ndarray) -> np.ndarray:
@@ -232,13 +219,4 @@ def add_label_rows(out: np.ndarray, parts) -> np.ndarray:
     """``out[labels] += rows`` for each ``(labels, rows)`` in order (labels unique per part)."""
     for labels, rows in parts:
         out[labels] += rows
-    return out
-
-
-def reduce_shards(products: Sequence[ShardProduct], d1: int, d2: int, width: int) -> np.ndarray:
-    """Sum shard products in shard order into the ``(d1 + d2) x width`` block."""
-    out = np.zeros((d1 + d2, width))
-    for prod in products:
-        out[:d1] += prod.top
-    add_label_rows(out[d1:], ((prod.labels, prod.rows) for prod in products))
     return out
