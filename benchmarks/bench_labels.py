@@ -37,7 +37,8 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--eval-every", type=int, default=5)
-    p.add_argument("--sampler", default="projected", choices=["projected", "explicit"])
+    p.add_argument("--sampler", default="conditional",
+                   choices=["conditional", "projected", "explicit"])
     p.add_argument("--n-test", type=int, default=5000)
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)

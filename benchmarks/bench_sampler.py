@@ -1,13 +1,17 @@
-"""Projected vs explicit sampling: training time side by side, and the projected floor.
+"""Conditional vs projected vs explicit sampling: training time side by side, and floors.
 
     python benchmarks/bench_sampler.py                # paper setting, in-process, medians of 3
     python benchmarks/bench_sampler.py --smoke        # tiny sizes (CI)
 
-Both fits run in this process (``eval_every=0``; one evaluation at the end). The
-*projected floor* is the randomness no implementation of projected sampling can avoid:
-per step, ``m x r`` normals (``r = 3k``), the labels, and ``d1`` normals for each label
-that has an active row (the counts are those of the projected fit itself); it is drawn
-with the same generator in the same shards.
+All fits run in this process (``eval_every=0``; one evaluation at the end, not timed).
+A *floor* is the randomness a sampler cannot avoid drawing, replayed with the same
+generator and the sizes the fit itself drew (recorded while it ran):
+
+* projected floor (issue 11's): per shard, ``n_obs x r`` normals (``r = 3k``), the
+  ``n_obs`` labels, and ``d1`` float32 normals per label with an active row;
+* conditional floor: per shard, the ``hi - lo`` label counts (a multinomial), ``r + 1``
+  normals per active row and ``d1`` float32 normals per label with an active row (the
+  initial batch: one normal per observation instead).
 """
 
 from __future__ import annotations
@@ -19,26 +23,54 @@ import time
 
 import numpy as np
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, synthetic
+
+DRAWS = ("draw_projected_init", "draw_projected_step", "draw_conditional_init",
+         "draw_conditional_step")
 
 
 def timed_fit(problem, **params):
-    est = OneBitMultiLabel(problem.rank, random_state=0, eval_every=0, **params)
-    est.fit(problem)
-    return est, est.history_[-1]["fit_s"]
+    """Fit, recording ``(function, n_obs, n_labels_in_shard, n_active_rows,
+    n_active_labels)`` for every shard the sampler drew."""
+    record = []
+    originals = {name: getattr(synthetic, name) for name in DRAWS}
+
+    def recorder(name):
+        def draw(rng, n_obs, lo, hi, *args):
+            out = originals[name](rng, n_obs, lo, hi, *args)
+            active, n_active = (out, n_obs) if name.endswith("init") else out
+            record.append((name, n_obs, hi - lo, n_active, active.labels.size))
+            return out
+        return draw
+
+    for name in DRAWS:
+        setattr(synthetic, name, recorder(name))
+    try:
+        est = OneBitMultiLabel(problem.rank, random_state=0, eval_every=0, **params)
+        est.fit(problem)
+    finally:
+        for name, f in originals.items():
+            setattr(synthetic, name, f)
+    return est, est.history_[-1]["fit_s"], record
 
 
-def projected_floor(problem, est, batch_size, n_iter, n_shards) -> float:
-    """Draw what the projected sampler must draw for the fit ``est`` made."""
+def floor(problem, record) -> float:
+    """Replay the draws a sampler cannot avoid, with the sizes in ``record``."""
     r = min(3 * problem.rank, problem.d1)
+    rng = np.random.default_rng(0)
     start = time.perf_counter()
-    for t in range(n_iter + 1):
-        active_labels = min(est.history_[t]["n_active"], problem.d2)
-        for sh in problem.batch(t, batch_size, n_shards):
-            rng = np.random.default_rng(np.random.SeedSequence([problem.seed, t, sh.s]))
-            rng.standard_normal((sh.n_obs, r))
-            rng.integers(sh.lo, sh.hi, size=sh.n_obs)
-            rng.standard_normal((active_labels * sh.n_obs // batch_size, problem.d1))
+    for name, n_obs, n_labels, n_active, n_active_labels in record:
+        if "projected" in name:
+            width = problem.rank if name.endswith("init") else r
+            rng.standard_normal((n_obs, width))
+            rng.integers(0, n_labels, size=n_obs)
+        else:
+            rng.multinomial(n_obs, np.full(n_labels, 1.0 / n_labels))
+            if name.endswith("init"):
+                rng.standard_normal(n_obs)
+            else:
+                rng.standard_normal((n_active, r + 1))
+        rng.standard_normal((n_active_labels, problem.d1), dtype=np.float32)
     return time.perf_counter() - start
 
 
@@ -58,14 +90,17 @@ def main(argv=None):
         args.d1, args.d2, args.batch_size, args.n_iter, args.repeat = 30, 20, 4000, 2, 1
     base = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip, seed=0, n_test=10_000)
     params = dict(batch_size=args.batch_size, n_iter=args.n_iter, n_shards=args.shards)
-    times = {"explicit": [], "projected": [], "projected floor": []}
+    samplers = ("explicit", "projected", "conditional")
+    times = {k: [] for k in samplers + ("projected floor", "conditional floor")}
     for _ in range(args.repeat):
         fits = {}
-        for sampler in ("explicit", "projected"):
-            fits[sampler], seconds = timed_fit(dataclasses.replace(base, sampler=sampler),
-                                               **params)
+        for sampler in samplers:
+            est, seconds, record = timed_fit(dataclasses.replace(base, sampler=sampler),
+                                             **params)
+            fits[sampler] = est
             times[sampler].append(seconds)
-        times["projected floor"].append(projected_floor(base, fits["projected"], **params))
+            if sampler != "explicit":
+                times[f"{sampler} floor"].append(floor(base, record))
     med = {k: float(np.median(v)) for k, v in times.items()}
     print(f"# d1={args.d1} d2={args.d2} k={args.rank} m={args.batch_size} T={args.n_iter} "
           f"flip={args.flip} shards={args.shards}, in-process; median of {args.repeat}")
@@ -75,10 +110,15 @@ def main(argv=None):
         h = est.history_[-1]
         print(f"{name:18s} auc {h['auc']:.4f}  frobenius {h['frobenius_error']:.4f}  "
               f"active rows at the last step {h['n_active']}")
-    print(f"explicit / projected training time   {med['explicit'] / med['projected']:7.1f}x "
-          "(goal >= 20x)")
-    print(f"projected / its floor                {med['projected'] / med['projected floor']:7.2f}x "
+    for sampler in ("projected", "conditional"):
+        print(f"explicit / {sampler:12s} training time {med['explicit'] / med[sampler]:7.1f}x "
+              "(goal >= 20x)")
+    print(f"projected / projected floor          {med['projected'] / med['projected floor']:7.2f}x "
           "(goal <= 1.5x)")
+    print(f"conditional / projected floor        "
+          f"{med['conditional'] / med['projected floor']:7.2f}x (goal <= 1.5x)")
+    print(f"conditional / conditional floor      "
+          f"{med['conditional'] / med['conditional floor']:7.2f}x")
 
 
 if __name__ == "__main__":

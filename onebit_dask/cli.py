@@ -91,10 +91,11 @@ def _add_fit(sub):
     g.add_argument("--n-test", type=int, default=10_000, action=_Given, help="test instances")
     g.add_argument("--max-eval-labels", type=int, default=1000, action=_Given,
                    help="labels scored for AUC/Hamming above this many labels")
-    g.add_argument("--sampler", default="projected", action=_Given,
-                   metavar="{projected,explicit}",
-                   help="how batches are drawn: projected (exact in law, draws only what a "
-                        "step uses) or explicit (every feature)")
+    g.add_argument("--sampler", default="conditional", action=_Given,
+                   metavar="{conditional,projected,explicit}",
+                   help="how batches are drawn, all exact in law: conditional (only the "
+                        "active rows), projected (3k numbers a row, features of the active "
+                        "rows) or explicit (every feature)")
     e = p.add_argument_group("the estimator")
     e.add_argument("--rank", type=int, default=3, help="rank k")
     e.add_argument("--batch-size", type=int, default=100_000, help="observations per batch m")

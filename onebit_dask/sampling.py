@@ -133,3 +133,150 @@ def draw_projected_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     z = np.einsum("ij,ij->i", u @ PtA_true, B_true_rows[labels - lo])
     y = noisy_bits(z, flip, noise_std, rng)
     return projected_rows(u, labels, y, P_true, n_obs, rng)
+
+
+# -- conditional sampling: only the active rows are drawn ---------------------------------
+#
+# Write an observation of label ``j`` as ``v = (u, g) ~ N(0, I_{r+1})`` (``g`` the Gaussian
+# noise), ``c_j = (P^T A* b*_j, noise_std)`` and ``e_j = (P^T A b_j, 0)``: the bit before the
+# flip is ``sign(c_j . v)`` and the score's sign ``sign(e_j . v)``. Both depend on ``v`` only
+# through its projection on a plane ``span(p1, p2) ⊇ span(c_j, e_j)``, where ``v`` has polar
+# coordinates ``(R, phi)``: ``phi`` uniform on ``[0, 2 pi)``, ``R^2 ~ chi^2_2``, and the rest
+# ``v_perp`` independent of both. A row is active iff the two signs differ (not flipped)
+# or agree (flipped), i.e. iff ``phi`` falls in a union of arcs ``D_j`` (or its complement):
+# so the number of active rows of a label is binomial, and given it the active rows are
+# independent, with ``phi`` uniform on the arcs, ``R`` and ``v_perp`` as before.
+
+TWO_PI = 2.0 * np.pi
+
+
+def _unit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = np.linalg.norm(x, axis=1)
+    return x / np.where(n > 0, n, 1.0)[:, None], n
+
+
+def _plane(c: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal ``(p1, p2)``, each ``(L, n)``, with ``span(p1, p2) ⊇ span(c_j, e_j)``
+    per row ``j`` (``n >= 2``); ``p1`` along ``e_j`` (or ``c_j`` where ``e_j = 0``)."""
+    e1, ne = _unit(e)
+    c1, nc = _unit(c)
+    p1 = np.where((ne > 0)[:, None], e1, c1)
+    p1[(ne == 0) & (nc == 0), 0] = 1.0  # both zero: any frame
+    w = c - np.sum(c * p1, axis=1)[:, None] * p1
+    p2, nw = _unit(w)
+    lone = nw <= 1e-12 * np.maximum(nc, 1e-300)  # c_j in span(p1): complete the frame
+    if lone.any():
+        q = p1[lone]
+        pick = np.argmin(np.abs(q), axis=1)
+        t = -q[np.arange(q.shape[0]), pick][:, None] * q
+        t[np.arange(q.shape[0]), pick] += 1.0
+        p2[lone] = _unit(t)[0]
+    return p1, p2
+
+
+def _arcs(c2d: np.ndarray, e2d: np.ndarray):
+    """The circle cut where ``sign(c . (cos, sin))`` or ``sign(e . (cos, sin))`` changes:
+    ``(starts, lengths, disagree, sign_e)``, each ``(L, 5)``; ``disagree`` marks the arcs
+    where the two signs differ (``sign(0) = +1``; a zero vector has a constant sign)."""
+    cuts = []
+    for v in (c2d, e2d):
+        angle = np.arctan2(v[:, 1], v[:, 0])
+        zero = ~np.any(v != 0, axis=1)
+        cuts += [np.where(zero, 0.0, angle + np.pi / 2), np.where(zero, np.pi, angle - np.pi / 2)]
+    cuts = np.sort(np.mod(np.stack(cuts, axis=1), TWO_PI), axis=1)
+    L = cuts.shape[0]
+    edges = np.hstack([np.zeros((L, 1)), cuts, np.full((L, 1), TWO_PI)])
+    starts, lengths = edges[:, :-1], np.diff(edges, axis=1)
+    mid = starts + lengths / 2
+    at = lambda v: sign(v[:, :1] * np.cos(mid) + v[:, 1:] * np.sin(mid))  # noqa: E731
+    sign_e = at(e2d)
+    return starts, lengths, at(c2d) != sign_e, sign_e
+
+
+def uniform_on_arcs(rng, starts: np.ndarray, lengths: np.ndarray, mask: np.ndarray):
+    """Per row, an angle uniform on the arcs ``[starts, starts + lengths)`` where ``mask``
+    holds (one uniform per row): ``(phi, index of its arc)``."""
+    arc = lengths * mask
+    cum = np.cumsum(arc, axis=1)
+    t = rng.random(arc.shape[0]) * cum[:, -1]
+    pick = np.minimum(np.sum(cum <= t[:, None], axis=1), arc.shape[1] - 1)
+    rows = np.arange(arc.shape[0])
+    return starts[rows, pick] + (t - (cum[rows, pick] - arc[rows, pick])), pick
+
+
+def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
+                          PtA_true: np.ndarray, B_true_rows: np.ndarray, PtA: np.ndarray,
+                          B_rows: np.ndarray, flip: float, noise_std: float):
+    r"""One shard of a step's batch drawing only its active rows (conditional sampling).
+
+    Same parameters and result as :func:`draw_projected_step`, and the same law; the cost
+    is ``O(hi - lo)`` for the counts plus ``O(r + 1)`` numbers per active row, not per row.
+    Per label ``j`` (module comment above): ``n_j`` from the multinomial of the shard,
+    flips ``F_j ~ Bin(n_j, flip)``, active rows ``Bin(n_j - F_j, q_j) + Bin(F_j, 1 - q_j)``
+    with ``q_j = |D_j| / 2 pi`` (noise free, ``q_j = angle(w*_j, w_j) / pi``); each active
+    row has ``r_i = -2 sign(s_i)`` and ``u_i`` drawn from its conditional law.
+    """
+    L = hi - lo
+    r = P.shape[1]
+    n_j = rng.multinomial(n_obs, np.full(L, 1.0 / L))
+    c = np.hstack([B_true_rows @ PtA_true.T, np.full((L, 1), float(noise_std))])
+    e = np.hstack([B_rows @ PtA.T, np.zeros((L, 1))])
+    p1, p2 = _plane(c, e)
+    frame = lambda v: np.stack([np.sum(v * p1, 1), np.sum(v * p2, 1)], axis=1)  # noqa: E731
+    starts, lengths, disagree, sign_e = _arcs(frame(c), frame(e))
+    q = np.clip(np.sum(lengths * disagree, axis=1) / TWO_PI, 0.0, 1.0)
+    flips = rng.binomial(n_j, flip) if flip > 0 else np.zeros(L, dtype=np.int64)
+    k_dis = rng.binomial(n_j - flips, q)
+    k_agree = rng.binomial(flips, 1.0 - q)
+    k = k_dis + k_agree
+    n_active = int(k.sum())
+    # the active rows, grouped by label: first the disagreeing, then the flipped agreeing
+    j = np.repeat(np.arange(L), k)
+    first = np.cumsum(k) - k
+    agree = (np.arange(n_active) - first[j]) >= k_dis[j]
+    phi, pick = uniform_on_arcs(rng, starts[j], lengths[j], disagree[j] != agree[:, None])
+    radius = np.sqrt(2.0 * rng.standard_exponential(n_active))
+    v = rng.standard_normal((n_active, r + 1))
+    P1, P2 = p1[j], p2[j]
+    v -= np.sum(v * P1, 1)[:, None] * P1 + np.sum(v * P2, 1)[:, None] * P2
+    v += (radius * np.cos(phi))[:, None] * P1 + (radius * np.sin(phi))[:, None] * P2
+    weighted = (-2.0 * sign_e[j, pick])[:, None] * v[:, :r]
+    has = np.flatnonzero(k)
+    coef = np.add.reduceat(weighted, first[has], axis=0) if has.size else np.zeros((0, r))
+    rows_x = complete_rows(P, coef, 2.0 * np.sqrt(k[has]), rng)
+    active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs, by_label=True)
+    return active, n_active
+
+
+def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
+                          PtA_true: np.ndarray, B_true_rows: np.ndarray, flip: float,
+                          noise_std: float) -> ActiveRows:
+    r"""The initial batch's per-label sums ``S_j = sum_{i in j} y_i x_i`` by conditional
+    sampling (same law as :func:`draw_projected_init`).
+
+    With ``p_j = c_j / |c_j|`` (``c_j`` as in :func:`draw_conditional_step`), write
+    ``v_i = a_i p_j + v_perp,i``: the bit is ``sign(a_i)`` (flipped or not) and independent
+    of ``v_perp,i``, so ``sum y_i v_i = (sum_unflipped |a_i| - sum_flipped |a_i|) p_j +
+    sqrt(n_j) N(0, I - p_j p_j^T)``: one normal per row and ``r + 1`` per label.
+    """
+    L = hi - lo
+    r = P_true.shape[1]
+    n_j = rng.multinomial(n_obs, np.full(L, 1.0 / L))
+    flips = rng.binomial(n_j, flip) if flip > 0 else np.zeros(L, dtype=np.int64)
+    c = np.hstack([B_true_rows @ PtA_true.T, np.full((L, 1), float(noise_std))])
+    p, norm = _unit(c)
+    zero = norm == 0  # y = +1 (or flipped) whatever x: y_i a_i is a symmetric normal
+    p[zero, 0] = 1.0
+    j = np.repeat(np.arange(L), n_j)
+    first = np.cumsum(n_j) - n_j
+    a = rng.standard_normal(n_obs)
+    a = np.where(zero[j], a, np.abs(a))
+    a[(np.arange(n_obs) - first[j]) >= n_j[j] - flips[j]] *= -1.0  # the flipped rows
+    has = np.flatnonzero(n_j)
+    along = np.add.reduceat(a, first[has]) if has.size else np.zeros(0)
+    g = rng.standard_normal((has.size, r + 1))
+    ph = p[has]
+    g -= np.sum(g * ph, 1)[:, None] * ph
+    sums = along[:, None] * ph + np.sqrt(n_j[has])[:, None] * g
+    rows = complete_rows(P_true, sums[:, :r], np.sqrt(n_j[has]).astype(np.float64), rng)
+    return ActiveRows(rows, lo + has, np.ones(has.size), n_obs, by_label=True)

@@ -30,9 +30,10 @@ import numpy as np
 
 from ._validation import check_choice, check_float, check_int, check_rank, check_seed
 from .kernels import sign
-from .sampling import draw_projected_init, draw_projected_step, noisy_bits, span_basis
+from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
+                       draw_projected_step, noisy_bits, span_basis)
 
-SAMPLERS = ("projected", "explicit")
+SAMPLERS = ("conditional", "projected", "explicit")
 
 TRUTH_TAG = 2**32 - 1
 TEST_TAG = 2**32 - 2
@@ -158,12 +159,13 @@ class ProjectedShard(_BlockShard):
         rng = _rng(p.seed, self.t, self.s)
         B_true = _truth_rows(p.d1, p.d2, p.rank, p.seed, self.lo, self.hi)[1]
         if projection.PtA is None:
-            active = draw_projected_init(rng, self.n_obs, self.lo, self.hi, projection.P,
-                                         projection.PtA_true, B_true, p.flip, p.noise_std)
+            init = draw_conditional_init if p.sampler == "conditional" else draw_projected_init
+            active = init(rng, self.n_obs, self.lo, self.hi, projection.P, projection.PtA_true,
+                          B_true, p.flip, p.noise_std)
             return active, self.n_obs
-        return draw_projected_step(rng, self.n_obs, self.lo, self.hi, projection.P,
-                                   projection.PtA_true, B_true, projection.PtA, B_rows,
-                                   p.flip, p.noise_std)
+        draw = draw_conditional_step if p.sampler == "conditional" else draw_projected_step
+        return draw(rng, self.n_obs, self.lo, self.hi, projection.P, projection.PtA_true,
+                    B_true, projection.PtA, B_rows, p.flip, p.noise_std)
 
 
 @dataclass(frozen=True)
@@ -186,16 +188,21 @@ class SyntheticProblem:
         Size of the held-out test set.
     max_eval_labels : int, default 1000
         Above this many labels, a fixed seeded subset of this size is evaluated.
-    sampler : {"projected", "explicit"}, default "projected"
-        How a batch is simulated. ``"explicit"`` draws every observation's ``d1``
-        features. ``"projected"`` draws, for every observation, only its coordinates
+    sampler : {"conditional", "projected", "explicit"}, default "conditional"
+        How a batch is simulated; all three give the step's ``H`` exactly the same law.
+        ``"explicit"`` draws every observation's ``d1`` features. ``"projected"`` draws, for every observation, only its coordinates
         ``u = P^T x`` in a basis ``P`` of ``span([A*, A])`` (which decide its bit and
         its score), and whole feature vectors only where the step uses them, as
         per-label sums over the rows with a non-zero residual: the step's ``H`` has
         exactly the same law (:mod:`onebit_dask.sampling`), at a cost of
-        ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``. The two
-        samplers give different draws of the same distribution; baselines, which need
-        explicit features, always see explicit draws.
+        ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``.
+        ``"conditional"`` draws, per label, how many of its observations are active
+        (binomial, from the angle between the truth and the model) and only the active
+        rows' coordinates, from their conditional law: a step then costs ``O(d2)`` plus
+        ``O(3k)`` per active row plus ``d1`` per active label, whatever ``m``
+        (:func:`onebit_dask.sampling.draw_conditional_step`). The samplers give different
+        draws of the same distribution; baselines, which need explicit features, always
+        see explicit draws.
     """
 
     d1: int
@@ -207,7 +214,7 @@ class SyntheticProblem:
     seed: int = 0
     n_test: int = 10_000
     max_eval_labels: int = 1000
-    sampler: str = "projected"
+    sampler: str = "conditional"
 
     def __post_init__(self):
         d1 = check_int("d1", self.d1, low=1)
@@ -248,7 +255,7 @@ class SyntheticProblem:
     def projection(self, A=None) -> Projection | None:
         """What projected shards need of the model ``A`` (``None``: the initial batch);
         ``None`` for the explicit sampler."""
-        if self.sampler != "projected":
+        if self.sampler == "explicit":
             return None
         A_true = self.truth_rows(0, 0)[0]
         P = span_basis(A_true) if A is None else span_basis(A_true, A)
@@ -258,7 +265,7 @@ class SyntheticProblem:
     def batch(self, t: int, batch_size: int, n_shards: int, sampler: str | None = None):
         """The shards of batch ``t``: ``min(n_shards, d2)`` label blocks, drawn by this
         problem's sampler (or ``sampler``)."""
-        kind = ProjectedShard if (sampler or self.sampler) == "projected" else SyntheticShard
+        kind = SyntheticShard if (sampler or self.sampler) == "explicit" else ProjectedShard
         return [kind(self, *block) for block in _label_blocks(self, t, batch_size, n_shards)]
 
     def draw(self, t: int, batch_size: int, n_shards: int = 1):

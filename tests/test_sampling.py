@@ -15,25 +15,29 @@ D1, D2, K = 5, 3, 1
 PROBLEM = SyntheticProblem(D1, D2, K, flip=0.1, seed=3)
 
 
-def model_state(seed=0):
-    """A fixed model ``(A, B)`` (``l = 2``) that is not the truth, and a probe ``P``."""
+def model_state(seed=0, zero_row=False):
+    """A fixed model ``(A, B)`` (``l = 2``) that is not the truth, and a probe ``P``;
+    ``zero_row``: label 1's row of ``B`` is zero (its scores are 0, ``sign(0) = +1``)."""
     rng = np.random.default_rng(seed)
     A = np.linalg.qr(rng.standard_normal((D1, 2)))[0]
     Bm = rng.standard_normal((D2, 2))
+    if zero_row:
+        Bm[1] = 0.0
     P = rng.standard_normal((D1 + D2, 1))
     return A, Bm, P
 
 
-def batch_products(problem, n_batches, m, A, Bm, P, wrong=False):
-    """``apply(P)`` of ``n_batches`` independent step batches (one shard each), as rows
-    ``[X^T (r P_bot[j]); scatter(j, r X P_top)]`` of length ``d1 + d2``."""
+def batch_products(problem, n_batches, m, A, Bm, P, wrong=None):
+    """``apply(P)`` of ``n_batches`` independent batches (one shard each; the initial
+    batch's weights ``y`` if ``A`` is None, else a step's residuals), as rows
+    ``[X^T (w P_bot[j]); scatter(j, w X P_top)]`` of length ``d1 + d2``."""
     projection = problem.projection(A)
     out = np.empty((n_batches, D1 + D2))
     for t in range(n_batches):
         (shard,) = problem.batch(t + 1, m, 1)
         if wrong:
-            shard = WrongShard(**{f.name: getattr(shard, f.name)
-                                  for f in dataclasses.fields(shard)})
+            shard = WRONG[wrong](**{f.name: getattr(shard, f.name)
+                                    for f in dataclasses.fields(shard)})
         blk = B.activate(B.Block(0, D2, {"B": Bm, "P": P[D1:]}), shard,
                          B.StepModel(A, projection))
         blk = B.product(blk, "P", "Z", P[:D1], None, 1.0)
@@ -41,16 +45,45 @@ def batch_products(problem, n_batches, m, A, Bm, P, wrong=False):
     return out
 
 
-class WrongShard(ProjectedShard):
-    """A broken projected sampler: it drops the orthogonal complement of ``span(P)``."""
+class Patched(ProjectedShard):
+    """A deliberately broken sampler: ``draw_active`` with one function of
+    :mod:`onebit_dask.sampling` replaced."""
+
+    name, replacement = None, None
 
     def draw_active(self, projection, B_rows=None):
-        original = sampling.complete_rows
-        sampling.complete_rows = lambda P, coef, scale, rng: coef @ P.T
+        original = getattr(sampling, self.name)
+        setattr(sampling, self.name, self.replacement)
         try:
             return super().draw_active(projection, B_rows)
         finally:
-            sampling.complete_rows = original
+            setattr(sampling, self.name, original)
+
+
+class NoComplement(Patched):
+    """Drops the orthogonal complement of ``span(P)``."""
+
+    name, replacement = "complete_rows", staticmethod(lambda P, coef, scale, rng: coef @ P.T)
+
+
+_ON_ARCS = sampling.uniform_on_arcs
+
+
+class AnyAngle(Patched):
+    """Right active counts, but the active rows drawn at any angle (not on their arcs)."""
+
+    name = "uniform_on_arcs"
+    replacement = staticmethod(lambda rng, starts, lengths, mask: _ON_ARCS(
+        rng, starts, lengths, np.ones_like(mask)))
+
+
+WRONG = {"no complement": NoComplement, "any angle": AnyAngle}
+SAMPLERS = ("projected", "conditional")
+CASES = {  # problem, whether the model has a zero row of B, initial batch or step
+    "flip, step": (PROBLEM, True, False),
+    "gaussian noise, step": (dataclasses.replace(PROBLEM, flip=0.0, noise_std=0.7), False, False),
+    "flip, initial batch": (PROBLEM, False, True),
+}
 
 
 def moments(Z):
@@ -64,35 +97,46 @@ def min_p_value(a, b):
     return scipy.stats.ttest_ind(moments(a), moments(b), equal_var=False).pvalue.min()
 
 
-@pytest.fixture(scope="module")
-def products():
-    A, Bm, P = model_state()
-    projected = dataclasses.replace(PROBLEM, sampler="projected")
-    explicit = dataclasses.replace(PROBLEM, sampler="explicit")
-    n, m = 1500, 60
-    return (batch_products(explicit, n, m, A, Bm, P),
-            batch_products(projected, n, m, A, Bm, P),
-            batch_products(projected, n, m, A, Bm, P, wrong=True))
+N_BATCHES, M = 1500, 60
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request):
+    problem, zero_row, initial = CASES[request.param]
+    A, Bm, P = model_state(zero_row=zero_row)
+    A = None if initial else A
+    draws = lambda sampler, wrong=None: batch_products(  # noqa: E731
+        dataclasses.replace(problem, sampler=sampler), N_BATCHES // (5 if wrong else 1), M,
+        A, Bm, P, wrong)
+    return draws, draws("explicit"), initial
 
 
 LEVEL = 0.01  # family-wise, Bonferroni over the 8 + 36 moments
 
 
-def test_projected_batch_product_has_the_explicit_law(products):
-    explicit, projected, _ = products
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_batch_product_has_the_explicit_law(case, sampler):
+    draws, explicit, _ = case
     n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, projected) > LEVEL / n_tests
+    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
 
 
-def test_the_law_test_rejects_a_sampler_without_the_complement(products):
-    explicit, _, wrong = products
+@pytest.mark.parametrize("sampler, wrong", [("projected", "no complement"),
+                                            ("conditional", "no complement"),
+                                            ("conditional", "any angle")])
+def test_the_law_test_rejects_a_wrong_sampler(case, sampler, wrong):
+    """Power: a fifth of the batches suffices to reject each broken sampler."""
+    draws, explicit, initial = case
+    if wrong == "any angle" and initial:
+        pytest.skip("the initial batch draws no angles")
     n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, wrong) < LEVEL / n_tests
+    assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
 
 
-def test_active_fraction_is_the_angle_over_pi():
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_active_fraction_is_the_angle_over_pi(sampler):
     """Noise free, a row of label j is active with probability angle(w*_j, w_j) / pi."""
-    problem = SyntheticProblem(D1, D2, K, seed=4)
+    problem = SyntheticProblem(D1, D2, K, seed=4, sampler=sampler)
     A, Bm, _ = model_state(1)
     A_true, B_true = problem.truth
     W_true, W = A_true @ B_true.T, A @ Bm.T
@@ -109,22 +153,24 @@ def test_active_fraction_is_the_angle_over_pi():
     assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
 
 
-def test_final_errors_of_projected_and_explicit_fits_agree_over_seeds():
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_final_errors_agree_with_explicit_fits_over_seeds(sampler):
     """20 seeds each: a two-sample test does not tell the final errors apart at 1 %."""
     errors = {}
-    for sampler in ("projected", "explicit"):
+    for sampler in (sampler, "explicit"):
         errors[sampler] = [
             OneBitMultiLabel(2, batch_size=4000, n_iter=4, n_shards=2, random_state=seed,
                              eval_every=0)
             .fit(SyntheticProblem(20, 15, 2, flip=0.05, seed=seed, n_test=300, sampler=sampler))
             .history_[-1]["frobenius_error"]
             for seed in range(20)]
-    result = scipy.stats.mannwhitneyu(errors["projected"], errors["explicit"])
+    result = scipy.stats.mannwhitneyu(*errors.values())
     assert result.pvalue > LEVEL, errors
 
 
-def test_projected_fit_is_deterministic_and_seeded():
-    problem = SyntheticProblem(20, 15, 2, flip=0.05, seed=1, n_test=200)
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_fit_is_deterministic_and_seeded(sampler):
+    problem = SyntheticProblem(20, 15, 2, flip=0.05, seed=1, n_test=200, sampler=sampler)
     fit = lambda p: OneBitMultiLabel(2, batch_size=3000, n_iter=3, random_state=0).fit(p)
     a, b = fit(problem), fit(problem)
     c = fit(dataclasses.replace(problem, seed=2))

@@ -61,7 +61,7 @@ def test_noise_labels():
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {shards: 2}\n",
      r"unknown key 'fixed.shards' \(did you mean 'n_shards'\?\)"),
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {sampler: implicit}\n",
-     r"fixed.sampler='implicit' is not allowed: choose from projected, explicit"),
+     r"fixed.sampler='implicit' is not allowed: choose from conditional, projected, explicit"),
     ("grid: [1, 2]\n", r"'grid' must be a mapping"),
     ("grid: {d1: [5\n", r"not valid YAML"),
 ])

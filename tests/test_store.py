@@ -54,7 +54,7 @@ def test_layout(cube):
                 "dask_version", "xarray_version", "zarr_version", "created"):
         assert ds.attrs[key]
     assert ds.attrs["spec_fingerprint"] == SPEC.fingerprint()
-    assert ds.attrs["sampler"] == "projected"  # the default
+    assert ds.attrs["sampler"] == "conditional"  # the default
 
 
 def test_cell_chunks_keep_trailing_dimensions_whole():

@@ -19,8 +19,8 @@ A spec::
       n_test: 2000
       n_shards: 4
       max_eval_labels: 1000
-      sampler: projected       # projected | explicit: how onebit's synthetic batches are
-                               # drawn (baselines always see explicit draws)
+      sampler: conditional     # conditional | projected | explicit: how onebit's synthetic
+                               # batches are drawn (baselines always see explicit draws)
       distributed: auto        # auto | always | never: a onebit cell's fit across the
                                # cluster (Dask engine) or as one task; auto: when
                                # batch_size * d1 >= distributed_batch (default 2**25)
@@ -66,7 +66,7 @@ GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step"
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
 DATASET_KEYS = ("d1", "d2", "rank", "n_train", "batch_size")
 FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000,
-                  "sampler": "projected"}
+                  "sampler": "conditional"}
 # where a cell's fit runs (never its values: not part of the fingerprint); see placement.py
 PLACEMENT_DEFAULTS = {"distributed": "auto", "distributed_batch": 2 ** 25,
                       "distributed_labels": 2 ** 17}
