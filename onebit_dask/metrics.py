@@ -64,12 +64,24 @@ def hamming_loss(Y_true, scores) -> float:
 
 
 def auc_per_label(Y_true, scores) -> np.ndarray:
-    """ROC AUC of each column; NaN where the column has one class."""
-    Y = np.asarray(Y_true) > 0
-    pos = Y.sum(axis=0).astype(np.float64)
-    neg = Y.shape[0] - pos
-    ranks = scipy.stats.rankdata(np.asarray(scores), axis=0)
-    u = np.einsum("ij,ij->j", ranks, Y) - pos * (pos + 1) / 2.0
+    """ROC AUC of each column; NaN where the column has one class.
+
+    The Mann-Whitney statistic from the ranks of each column's scores: one ``argsort`` per
+    column (of a transposed, contiguous copy); columns with tied scores get average ranks
+    (``scipy.stats.rankdata``), as scikit-learn's ``roc_auc_score`` counts ties as 1/2.
+    """
+    Y = np.asarray(Y_true).T > 0
+    S = np.ascontiguousarray(np.asarray(scores, dtype=np.float64).T)
+    order = np.argsort(S, axis=1)
+    ranks = np.empty_like(S)
+    np.put_along_axis(ranks, order, np.arange(1.0, S.shape[1] + 1.0)[None, :], axis=1)
+    ordered = np.take_along_axis(S, order, axis=1)
+    tied = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    if tied.size:
+        ranks[tied] = scipy.stats.rankdata(S[tied], axis=1)
+    pos = Y.sum(axis=1).astype(np.float64)
+    neg = Y.shape[1] - pos
+    u = np.einsum("ij,ij->i", ranks, Y) - pos * (pos + 1) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((pos > 0) & (neg > 0), u / (pos * neg), np.nan)
 

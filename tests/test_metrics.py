@@ -38,6 +38,16 @@ def test_hamming_and_auc_match_sklearn():
         sklearn.metrics.roc_auc_score(Y > 0, S, average="macro"), rel=1e-12)
 
 
+def test_auc_per_label_with_and_without_ties_matches_sklearn():
+    rng = np.random.default_rng(3)
+    Y = np.where(rng.random((400, 6)) < 0.4, 1, -1)
+    S = rng.standard_normal((400, 6)) + 0.5 * Y
+    S[:, ::2] = np.round(S[:, ::2], 1)  # ties in columns 0, 2, 4 only
+    S[:, 5] = 1.0  # one constant column: AUC 1/2
+    expected = [sklearn.metrics.roc_auc_score(Y[:, j] > 0, S[:, j]) for j in range(6)]
+    np.testing.assert_allclose(metrics.auc_per_label(Y, S), expected, rtol=1e-12)
+
+
 def test_auc_skips_single_class_labels():
     rng = np.random.default_rng(2)
     Y = np.where(rng.random((100, 4)) < 0.5, 1, -1)
