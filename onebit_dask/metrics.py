@@ -64,24 +64,28 @@ def hamming_loss(Y_true, scores) -> float:
 
 
 def auc_per_label(Y_true, scores) -> np.ndarray:
-    """ROC AUC of each column; NaN where the column has one class.
+    """ROC AUC of each column; NaN where the column has one class."""
+    Y = np.ascontiguousarray(np.asarray(Y_true).T > 0)
+    return auc_rows(Y, np.ascontiguousarray(np.asarray(scores, dtype=np.float64).T))
 
-    The Mann-Whitney statistic from the ranks of each column's scores: one ``argsort`` per
-    column (of a transposed, contiguous copy); columns with tied scores get average ranks
+
+def auc_rows(Y: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """ROC AUC of each row of ``S`` (labels x instances, C-contiguous) against the
+    boolean rows of ``Y``; NaN where a row has one class.
+
+    The Mann-Whitney statistic from one ``argsort`` per row: the sum of the positives'
+    ranks is ``Y[order] @ (1..n)``. Rows with tied scores get average ranks
     (``scipy.stats.rankdata``), as scikit-learn's ``roc_auc_score`` counts ties as 1/2.
     """
-    Y = np.asarray(Y_true).T > 0
-    S = np.ascontiguousarray(np.asarray(scores, dtype=np.float64).T)
     order = np.argsort(S, axis=1)
-    ranks = np.empty_like(S)
-    np.put_along_axis(ranks, order, np.arange(1.0, S.shape[1] + 1.0)[None, :], axis=1)
+    rank_sum = np.take_along_axis(Y, order, axis=1) @ np.arange(1.0, S.shape[1] + 1.0)
     ordered = np.take_along_axis(S, order, axis=1)
     tied = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
     if tied.size:
-        ranks[tied] = scipy.stats.rankdata(S[tied], axis=1)
+        rank_sum[tied] = np.einsum("ij,ij->i", scipy.stats.rankdata(S[tied], axis=1), Y[tied])
     pos = Y.sum(axis=1).astype(np.float64)
     neg = Y.shape[1] - pos
-    u = np.einsum("ij,ij->i", ranks, Y) - pos * (pos + 1) / 2.0
+    u = rank_sum - pos * (pos + 1) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((pos > 0) & (neg > 0), u / (pos * neg), np.nan)
 
@@ -98,13 +102,13 @@ def auc(Y_true, scores) -> float:
 def _scores_metrics(test_set, A, B_eval, chunk_labels: int):
     """``(hamming_loss, auc)`` of ``W = A B^T`` on the test set; ``B_eval`` holds the rows
     of ``B`` at ``test_set.labels``. Scores ``chunk_labels`` labels at a time."""
-    XA = test_set.X @ A
+    XA_T = np.ascontiguousarray((test_set.X @ A).T)
     errors, per_label = 0, []
     for lo in range(0, test_set.labels.size, chunk_labels):
-        scores = XA @ B_eval[lo: lo + chunk_labels].T
-        Y = test_set.Y[:, lo: lo + chunk_labels]
-        errors += np.count_nonzero((Y > 0) != (scores >= 0))
-        per_label.append(auc_per_label(Y, scores))
+        scores = B_eval[lo: lo + chunk_labels] @ XA_T  # labels x instances
+        Y = np.ascontiguousarray(test_set.Y[:, lo: lo + chunk_labels].T > 0)
+        errors += np.count_nonzero(Y != (scores >= 0))
+        per_label.append(auc_rows(Y, scores))
     per_label = np.concatenate(per_label)
     return (errors / test_set.Y.size,
             float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan"))
