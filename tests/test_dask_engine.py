@@ -1,5 +1,6 @@
 """The Dask path against the in-process path, on real local clusters and subprocesses."""
 
+import dataclasses
 import json
 import os
 import pickle
@@ -43,6 +44,12 @@ def test_dask_equals_in_process(reference, n_workers):
         explicit = OneBitMultiLabel(2, client=client, **PARAMS).fit(EXPLICIT)
     assert_same_fit(reference, est)
     assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT), explicit)
+
+
+def test_projected_sampler_on_dask_equals_in_process(client2):
+    projected = dataclasses.replace(PROBLEM, sampler="projected")
+    assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(projected),
+                    OneBitMultiLabel(2, client=client2, **PARAMS).fit(projected))
 
 
 def test_randomized_init_on_dask_equals_in_process(client2):
