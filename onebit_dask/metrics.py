@@ -70,21 +70,26 @@ def auc_per_label(Y_true, scores) -> np.ndarray:
 
 
 def auc_rows(Y: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """ROC AUC of each row of ``S`` (labels x instances, C-contiguous) against the
-    boolean rows of ``Y``; NaN where a row has one class.
+    """ROC AUC of each row of ``S`` (labels x instances) against the boolean rows of ``Y``;
+    NaN where a row has one class.
 
-    The Mann-Whitney statistic from one ``argsort`` per row: the sum of the positives'
-    ranks is ``Y[order] @ (1..n)``. Rows with tied scores get average ranks
+    The Mann-Whitney statistic: the rank of a positive among all scores of its row is its
+    position in the row sorted (``searchsorted``), so two sorts per row (all scores, and
+    the positives) replace an ``argsort``. Rows with tied scores get average ranks
     (``scipy.stats.rankdata``), as scikit-learn's ``roc_auc_score`` counts ties as 1/2.
     """
-    order = np.argsort(S, axis=1)
-    rank_sum = np.take_along_axis(Y, order, axis=1) @ np.arange(1.0, S.shape[1] + 1.0)
-    ordered = np.take_along_axis(S, order, axis=1)
-    tied = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-    if tied.size:
-        rank_sum[tied] = np.einsum("ij,ij->i", scipy.stats.rankdata(S[tied], axis=1), Y[tied])
-    pos = Y.sum(axis=1).astype(np.float64)
-    neg = Y.shape[1] - pos
+    pos = Y.sum(axis=1)
+    ordered = np.sort(S, axis=1)
+    tied = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+    positives = np.sort(np.where(Y, S, np.inf), axis=1)
+    rank_sum = np.empty(S.shape[0])
+    for i, p in enumerate(pos.tolist()):
+        if tied[i]:
+            rank_sum[i] = scipy.stats.rankdata(S[i]) @ Y[i]
+        else:
+            rank_sum[i] = np.searchsorted(ordered[i], positives[i, :p]).sum() + p
+    pos = pos.astype(np.float64)
+    neg = S.shape[1] - pos
     u = rank_sum - pos * (pos + 1) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((pos > 0) & (neg > 0), u / (pos * neg), np.nan)

@@ -22,6 +22,7 @@ not to the ``sqrt(d2)``-scaled measurement of the paper's eq. (2).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import KW_ONLY, dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -289,11 +290,14 @@ class SyntheticProblem:
         return np.sort(rng.choice(self.d2, size=self.max_eval_labels, replace=False))
 
     def test_set(self) -> TestSet:
-        """``n_test`` fresh instances with noiseless labels ``sign(X W*)`` on ``eval_labels``."""
-        X = _rng(self.seed, TEST_TAG).standard_normal((self.n_test, self.d1))
-        labels = self.eval_labels
-        A, B = self.eval_truth()
-        return TestSet(X, labels, np.where((X @ A) @ B.T >= 0, 1, -1).astype(np.int8))
+        """``n_test`` fresh instances with noiseless labels ``sign(X W*)`` on ``eval_labels``
+        (read-only; it does not depend on the noise or the sampler, so the cells of a sweep
+        that differ only in those share the last one drawn in a process, up to
+        ``TEST_CACHE_LIMIT`` numbers)."""
+        if self.n_test * self.d1 > TEST_CACHE_LIMIT:
+            return _draw_test_set(self)
+        return _cached_test_set(dataclasses.replace(self, flip=0.0, noise_std=0.0,
+                                                    sampler="explicit"))
 
     def eval_truth(self) -> tuple[np.ndarray, np.ndarray]:
         """``(A*, B*[eval_labels])``, streaming through ``B*`` in ``O(TRUTH_CHUNK k)`` memory."""
@@ -326,6 +330,20 @@ class SyntheticProblem:
         if self.flip > 0:
             Y[rng.random(Y.shape) < self.flip] *= -1.0
         return X, Y.astype(np.int8)
+
+
+TEST_CACHE_LIMIT = 10**7  # numbers of a test set's X kept for the next cell
+
+
+def _draw_test_set(problem: SyntheticProblem) -> TestSet:
+    X = _rng(problem.seed, TEST_TAG).standard_normal((problem.n_test, problem.d1))
+    A, B = problem.eval_truth()
+    return TestSet(X, problem.eval_labels, np.where((X @ A) @ B.T >= 0, 1, -1).astype(np.int8))
+
+
+@lru_cache(maxsize=1)
+def _cached_test_set(problem: SyntheticProblem) -> TestSet:
+    return TestSet(*_read_only(*_draw_test_set(problem)))
 
 
 @lru_cache(maxsize=2)
