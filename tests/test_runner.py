@@ -219,12 +219,13 @@ grid:
   batch_size: [2000, 8000]
   n_iter: [2]
   seed: [0, 1, 2]
-fixed: {n_test: 200, n_shards: 4, distributed: auto, distributed_batch: 100000}
+fixed: {n_test: 200, n_shards: 4, distributed: auto, distributed_batch: 100000,
+       sampler: explicit}
 """
 
 
 def test_large_cells_run_across_the_cluster(tmp_path, client2):
-    """batch_size * d1 = 160000 >= 100000: those 3 cells fit with the Dask engine, their
+    """Explicit draws, batch_size * d1 = 160000 >= 100000: those 3 cells fit with the Dask engine, their
     shards on both workers; the 3 others are single tasks; the cube is the in-process one."""
     from distributed import get_task_stream
 
@@ -240,7 +241,7 @@ def test_large_cells_run_across_the_cluster(tmp_path, client2):
     assert (engine.sel(batch_size=2000) == "local").all()
     worker = ds["worker"].squeeze()
     assert (worker.sel(batch_size=8000) == client2.scheduler.address).all()
-    assert "batch_size * d1 >= 100000" in ds.attrs["placement"]
+    assert "batch draws >= 100000 numbers" in ds.attrs["placement"]
     assert set(worker.sel(batch_size=2000).values) <= set(client2.scheduler_info()["workers"])
     shard_tasks = [t for t in stream.data if not t["key"].startswith("compute_cell")]
     cell_tasks = [t for t in stream.data if t["key"].startswith("compute_cell")]

@@ -129,9 +129,14 @@ def test_runs_distributed_rule():
     from onebit_dask.sweep.methods import runs_distributed
 
     fixed = parse_spec(GOOD).fixed
-    small = {"method": "onebit", "d1": 20, "d2": 10, "batch_size": 1000}
+    small = {"method": "onebit", "d1": 20, "d2": 10, "rank": 2, "batch_size": 1000}
     assert not runs_distributed(small, fixed)
-    assert runs_distributed({**small, "batch_size": 2 ** 25 // 20 + 1}, fixed)
+    big_batch = {**small, "batch_size": 2 ** 25 // 20 + 1}
+    explicit = {**fixed, "sampler": "explicit"}
+    assert runs_distributed(big_batch, explicit)  # 2**25 features drawn
+    assert not runs_distributed(big_batch, {**fixed, "sampler": "projected"})  # 6 a row
+    assert not runs_distributed(big_batch, {**fixed, "sampler": "conditional"})  # 10 x 20
+    assert runs_distributed({**big_batch, "d1": 2 ** 25 // 10}, fixed)  # whole labels
     assert runs_distributed({**small, "d2": 2 ** 17}, fixed)
     assert not runs_distributed({**small, "d2": 2 ** 17, "method": "leml"}, fixed)
     assert runs_distributed(small, {**fixed, "distributed": "always"})

@@ -39,16 +39,25 @@ class Method:
 def runs_distributed(params: dict, fixed: dict) -> bool:
     """Whether a cell's fit runs with the Dask engine across the cluster (else one task).
 
-    ``fixed["distributed"]``: ``always``/``never``, or ``auto``: a cell whose batch
-    (``batch_size * d1`` numbers) or label count ``d2`` reaches ``distributed_batch`` /
-    ``distributed_labels``. Only methods with a Dask engine (``onebit``) can.
+    ``fixed["distributed"]``: ``always``/``never``, or ``auto``: a cell whose batch draws
+    at least ``distributed_batch`` numbers (:func:`batch_numbers`) or whose label count
+    ``d2`` reaches ``distributed_labels``. Only methods with a Dask engine (``onebit``) can.
     """
     if not METHODS[params["method"]].distributable or fixed["distributed"] == "never":
         return False
     if fixed["distributed"] == "always":
         return True
-    return (params["batch_size"] * params["d1"] >= fixed["distributed_batch"]
+    return (batch_numbers(params, fixed["sampler"]) >= fixed["distributed_batch"]
             or params["d2"] >= fixed["distributed_labels"])
+
+
+def batch_numbers(params: dict, sampler: str) -> int:
+    """Random numbers a batch draws, at most: ``batch_size * d1`` (explicit),
+    ``batch_size * 3k`` (projected), ``min(batch_size, d2) * d1`` (conditional: whole
+    feature vectors for the labels with an active row, and nothing per observation)."""
+    m, d1, d2 = params["batch_size"], params["d1"], params["d2"]
+    return {"explicit": m * d1, "projected": m * min(3 * params["rank"], d1),
+            "conditional": min(m, d2) * d1}[sampler]
 
 
 def make_problem(params: dict, fixed: dict) -> SyntheticProblem:

@@ -205,7 +205,7 @@ def placement_text(fixed: dict, client) -> str:
     if client is None:
         return "in-process: every cell in the runner with the in-process engine"
     rule = {"always": "every onebit cell", "never": "no cell",
-            "auto": (f"onebit cells with batch_size * d1 >= {fixed['distributed_batch']} or "
+            "auto": (f"onebit cells whose batch draws >= {fixed['distributed_batch']} numbers or "
                      f"d2 >= {fixed['distributed_labels']}")}[fixed["distributed"]]
     return (f"on a Dask cluster: {rule} fitted with the Dask engine across the workers "
             "(engine 'dask'), the others one task each (engine 'local')")

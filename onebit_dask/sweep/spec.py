@@ -23,7 +23,9 @@ A spec::
                                # batches are drawn (baselines always see explicit draws)
       distributed: auto        # auto | always | never: a onebit cell's fit across the
                                # cluster (Dask engine) or as one task; auto: when
-                               # batch_size * d1 >= distributed_batch (default 2**25)
+                               # a batch draws >= distributed_batch numbers (default
+                               # 2**25: batch_size * d1 explicit, * 3k projected,
+                               # min(batch_size, d2) * d1 conditional)
                                # or d2 >= distributed_labels (default 2**17)
 
 A scalar in ``grid`` is a one-value list. Missing grid keys take the defaults of
