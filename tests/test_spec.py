@@ -136,7 +136,7 @@ def test_runs_distributed_rule():
     assert runs_distributed(big_batch, explicit)  # 2**25 features drawn
     assert not runs_distributed(big_batch, {**fixed, "sampler": "projected"})  # 6 a row
     assert not runs_distributed(big_batch, {**fixed, "sampler": "conditional"})  # 10 x 20
-    assert runs_distributed({**big_batch, "d1": 2 ** 25 // 10}, fixed)  # whole labels
+    assert runs_distributed({**big_batch, "d1": 2 ** 25 // 10 + 1}, fixed)  # whole labels
     assert runs_distributed({**small, "d2": 2 ** 17}, fixed)
     assert not runs_distributed({**small, "d2": 2 ** 17, "method": "leml"}, fixed)
     assert runs_distributed(small, {**fixed, "distributed": "always"})
