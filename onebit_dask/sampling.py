@@ -64,13 +64,16 @@ def complete_rows(P: np.ndarray, coef: np.ndarray, scale: np.ndarray, rng) -> np
     """Rows ``P coef_i + scale_i (I - P P^T) g_i``, ``g_i ~ N(0, I_d1)``, as float64.
 
     ``coef`` is ``(n, r)``, ``scale`` ``(n,)``; draws ``n x d1`` float32 normals (as the
-    explicit sampler's features are float32) and projects them in float32.
+    explicit sampler's features are float32). Computed as
+    ``scale_i g_i + P (coef_i - scale_i P^T g_i)``: three passes over ``n x d1``
+    (the draw, ``g P`` and the scaled copy) and one rank-``r`` update in place.
     """
     g = rng.standard_normal((coef.shape[0], P.shape[0]), dtype=np.float32)
-    P32 = P.astype(np.float32)
-    g -= (g @ P32) @ P32.T
-    rows = coef @ P.T
-    rows += scale[:, None] * g
+    small = coef - scale[:, None] * (g @ P.astype(np.float32))
+    rows = np.multiply(g, scale[:, None], dtype=np.float64)
+    if rows.size:
+        scipy.linalg.blas.dgemm(1.0, P, small, trans_b=True, beta=1.0, c=rows.T,
+                                overwrite_c=True)
     return rows
 
 
