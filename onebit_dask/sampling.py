@@ -25,6 +25,11 @@ plus ``d1`` normals per label that has an active row, instead of ``m_s d1``.
 
 The initial batch (``W = 0``, weights ``y_i``) is the same construction with
 ``span(P) = span(A*)`` and weights ``y_i`` (so ``sqrt(sum y_i^2) = sqrt(n_j)``).
+
+*Conditional* sampling (:func:`draw_conditional_step`, :func:`draw_conditional_init`,
+below) does not draw ``u`` for every row either: whether a row is active depends on
+``u`` only through its angle in a plane, so the active counts are binomial and only the
+active rows are drawn, from their conditional law (docs/ALGORITHM.md, section 7b).
 """
 
 from __future__ import annotations
