@@ -44,3 +44,21 @@ def test_levers_benchmark_smoke():
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "ms |" not in line]
     levers = ("normals", "scores", "active rows", "scatter-add", "Cholesky-QR2", "initialisation")
     assert all(any(lever in r for r in rows) for lever in levers), proc.stdout
+
+
+def test_sampler_benchmark_smoke():
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_sampler.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for row in ("explicit", "projected", "conditional", "projected floor", "conditional floor"):
+        assert any(line.startswith(row + " ") for line in proc.stdout.splitlines()), row
+    assert "conditional / projected floor" in proc.stdout
+
+
+def test_table1_benchmark_smoke():
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_table1.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| explicit")
+            or line.startswith("| conditional")]
+    assert len(rows) == 2 and all(row.split("|")[2].strip() == "4" for row in rows)
