@@ -347,8 +347,12 @@ def _start(config: ClusterConfig):
     return KubeCluster(**opts)
 
 
-def make_cluster(config: ClusterConfig):
+def make_cluster(config: ClusterConfig, adapt_range=None):
     """Start the cluster of a config, scaled or adaptive as it says.
+
+    ``adapt_range=(minimum, maximum)`` (the CLI's ``--adapt``) makes it adaptive
+    instead of the config's ``scale``/``adapt``: no job is submitted for the
+    config's ``scale`` first.
 
     Raises :class:`ClusterConfigError` for a missing TLS file and
     :class:`ClusterStartError` (one line: what failed, what to do) when the
@@ -368,7 +372,9 @@ def make_cluster(config: ClusterConfig):
         raise ClusterStartError(_start_failure(config, exc)) from exc
     finally:
         spec_log.setLevel(level)
-    if config.adapt is not None:
+    if adapt_range is not None:
+        adapt(cluster, *adapt_range)
+    elif config.adapt is not None:
         adapt(cluster, config.adapt.get("minimum", 0), config.adapt.get("maximum", 1))
     elif config.scale is not None:
         cluster.scale(config.scale)

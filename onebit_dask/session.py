@@ -137,16 +137,24 @@ def _connect(scheduler, tls, timeout):
                        ) from None
 
 
-def _start_cluster(cluster, workers, debug):
+def _start_cluster(cluster, workers, debug, adapt=None):
+    """The cluster of a config or the embedded LocalCluster; with ``adapt=(min, max)``
+    adaptive from the start (no workers or jobs started for a fixed size first)."""
     if cluster is not None:  # a failure to start is a one-line ClusterStartError
         from .cluster import load_cluster_config, make_cluster
 
-        return make_cluster(load_cluster_config(cluster))
+        return make_cluster(load_cluster_config(cluster), adapt)
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=workers or default_workers(), threads_per_worker=1,
-                        processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                        silence_logs=logging.DEBUG if debug else logging.CRITICAL)
+    from .cluster import adapt as make_adaptive
+
+    local = LocalCluster(n_workers=0 if adapt is not None else workers or default_workers(),
+                         threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address="127.0.0.1:0",
+                         silence_logs=logging.DEBUG if debug else logging.CRITICAL)
+    if adapt is not None:
+        make_adaptive(local, *adapt)
+    return local
 
 
 def wait_for_a_worker(client, timeout: float, where: str) -> None:
@@ -187,11 +195,7 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
         if scheduler is not None:
             client = stack.enter_context(_connect(scheduler, tls, timeout))
         else:
-            dask_cluster = stack.enter_context(_start_cluster(cluster, workers, debug))
-            if adapt is not None:
-                from .cluster import adapt as make_adaptive
-
-                make_adaptive(dask_cluster, *adapt)
+            dask_cluster = stack.enter_context(_start_cluster(cluster, workers, debug, adapt))
             client = stack.enter_context(Client(dask_cluster, timeout=timeout))
             if not quiet:
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)

@@ -120,14 +120,19 @@ def slurm_config(tmp_path, n_jobs=2, **changes):
 
 
 def run_watching_jobs(slurm, argv):
-    """Run the CLI while polling squeue; returns (process, {job id: set of states})."""
+    """Run the CLI while polling squeue; returns (process, {job id: set of states}).
+
+    ``process.most_jobs`` is the largest number of jobs squeue listed at one poll.
+    """
     env = {**slurm.env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "onebit_dask", *map(str, argv)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = {}
+    seen, most = {}, 0
     try:
         while proc.poll() is None:
-            for line in slurm.run("squeue", "-h", "-o", "%i %T").splitlines():
+            lines = slurm.run("squeue", "-h", "-o", "%i %T").splitlines()
+            most = max(most, len(lines))
+            for line in lines:
                 job, state = line.split()
                 seen.setdefault(job, set()).add(state)
             time.sleep(0.5)
@@ -135,7 +140,7 @@ def run_watching_jobs(slurm, argv):
     finally:
         if proc.poll() is None:
             proc.kill()
-    proc.stdout_text, proc.stderr_text = out, err
+    proc.stdout_text, proc.stderr_text, proc.most_jobs = out, err, most
     return proc, seen
 
 
@@ -153,6 +158,22 @@ def test_slurm_sweep_equals_in_process(slurm, in_process_cube, tmp_path):
         slurm, ["sweep", QUICKSTART, "--out", out, "--cluster", config, "--quiet"])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
     check_jobs_ran_and_ended(slurm, seen, tmp_path, 2)
+    assert_same_cube(in_process_cube, out)
+
+
+def test_slurm_adaptive_sweep_equals_in_process(slurm, in_process_cube, tmp_path):
+    """``--adapt 0:2`` with the shipped config's shape (``scale: 4``): no job before the
+    work comes, then jobs submitted by the adaptive cluster, never more than 2 at a time
+    (not the config's 4), all gone from squeue afterwards; the cube is the same."""
+    config, out = slurm_config(tmp_path, n_jobs=4), tmp_path / "cube.zarr"
+    proc, seen = run_watching_jobs(
+        slurm, ["sweep", QUICKSTART, "--out", out, "--cluster", config, "--adapt", "0:2",
+                "--quiet"])
+    assert proc.returncode == 0, proc.stderr_text[-3000:]
+    running = {job for job, states in seen.items() if "RUNNING" in states}
+    assert running and 1 <= proc.most_jobs <= 2, seen
+    assert set((tmp_path / "python-used").read_text().split()) <= set(seen)
+    wait_until("the jobs leave squeue", lambda: not slurm.jobs())
     assert_same_cube(in_process_cube, out)
 
 
