@@ -44,3 +44,15 @@ def test_levers_benchmark_smoke():
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "ms |" not in line]
     levers = ("normals", "scores", "active rows", "scatter-add", "Cholesky-QR2", "initialisation")
     assert all(any(lever in r for r in rows) for lever in levers), proc.stdout
+
+
+def test_bigcell_benchmark_smoke():
+    # a one-cell sweep fitted across 2 workers is the same fit as `onebit-dask fit`
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_bigcell.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1 |")]
+    assert len(rows) == 1 and len(rows[0].split("|")) == 9, proc.stdout
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["d2"] == 2000 and result["pairs"] == 1 and result["same_fit"] is True
+    assert result["wall_ratio"] > 0 and result["fit_s_ratio"] > 0
