@@ -9,7 +9,7 @@ where the cell ran), store creation, lock, scheduling, writes and consolidation
 included: ``(wall - cell_s) / n`` in-process and ``(W * wall - cell_s) / n`` on ``W``
 single-threaded workers (worker time not spent in a cell). On workers it runs the sweep
 twice on the same cluster, into two stores: "fresh" workers import onebit-dask for their
-first cell (a fixed cost per worker, about 1-2 s, counted as overhead), "warm" ones have it
+first cell (a fixed cost per worker, seconds, counted as overhead), "warm" ones have it
 imported, like the runner's own process in the in-process row (this script imports the
 runner before timing). It also times the creation of a 20,160-cell store and a resume of
 the finished sweep (all cells skipped).
