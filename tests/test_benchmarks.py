@@ -62,3 +62,15 @@ def test_table1_benchmark_smoke():
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| explicit")
             or line.startswith("| conditional")]
     assert len(rows) == 2 and all(row.split("|")[2].strip() == "4" for row in rows)
+
+
+def test_bigcell_benchmark_smoke():
+    # a one-cell sweep fitted across 2 workers is the same fit as `onebit-dask fit`
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_bigcell.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1 |")]
+    assert len(rows) == 1 and len(rows[0].split("|")) == 9, proc.stdout
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["d2"] == 2000 and result["pairs"] == 1 and result["same_fit"] is True
+    assert result["wall_ratio"] > 0 and result["fit_s_ratio"] > 0

@@ -1,8 +1,8 @@
 """Run a sweep: cells as Dask tasks (or in this process), their values written by the
 runner in batches; a second run of the same command resumes.
 
-On a cluster, a small cell is one task (:func:`compute_cell`, the in-process engine on
-one worker) that returns its values; a large cell (:func:`~.methods.runs_distributed`)
+On a cluster, a small cell is one task (:func:`.cell.compute_cell`, the in-process engine
+on one worker) that returns its values; a large cell (:func:`~.methods.runs_distributed`)
 is fitted from this process with the Dask engine, its shards on all the workers
 (:func:`fit_across_cluster`, a few at once in a thread pool). The runner is the only
 writer of the store: it holds the store's lock (:mod:`.lock`) and writes the finished
@@ -22,7 +22,10 @@ import time
 import traceback
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import store
+from .cell import compute_cell
 from .errors import SweepRuntimeError
 from .lock import StoreLock
 from .methods import METHODS, runs_distributed
@@ -57,32 +60,12 @@ class Cell:
     all_steps: bool  # a method without a step rule: stored along every step
 
 
-def _host() -> str:
-    return store.this_host()
-
-
-def compute_cell(params: dict, fixed: dict):
-    """Run one cell here (on a worker, or in the runner): ``(result, where, seconds)``.
-
-    Raises what the method raises (so Dask's ``retries`` apply).
-    """
-    start = time.perf_counter()
-    result = METHODS[params["method"]].run(params, fixed)
-    try:
-        from distributed import get_worker
-
-        worker = get_worker().address
-    except (ImportError, ValueError):  # not on a worker
-        worker = ""
-    return result, {"worker": worker, "host": _host(), "engine": "local"}, \
-        time.perf_counter() - start
-
-
 def fit_across_cluster(params: dict, fixed: dict, client):
     """Fit one cell from this process with the Dask engine (its shards on all workers)."""
     start = time.perf_counter()
     result = METHODS[params["method"]].run(params, fixed, client=client)
-    return result, {"worker": client.scheduler.address, "host": _host(), "engine": "dask"}, \
+    return result, {"worker": client.scheduler.address, "host": store.this_host(),
+                    "engine": "dask"}, \
         time.perf_counter() - start
 
 
@@ -153,7 +136,8 @@ def _on_cluster(client, todo, fixed, retries, tick):
     """Yield ``(cell, outcome, error)`` as cells finish (``None`` every ``tick`` s idle).
 
     Small cells: tasks with Dask's ``retries``, at most a few per worker thread queued
-    at a time. Large cells: fitted from a thread pool with this client.
+    at a time; the values of the cells finished meanwhile are fetched with one
+    ``gather``. Large cells: fitted from a thread pool with this client.
     """
     from distributed import Future
 
@@ -177,23 +161,35 @@ def _on_cluster(client, todo, fixed, retries, tick):
             job.add_done_callback(lambda f, c=cell: done_q.put((c, f)))
         while small and len(futures) < window:
             submit_small()
-        for _ in range(len(todo)):
-            while True:
+        left = len(todo)
+        while left:
+            try:
+                ready = [done_q.get(timeout=tick)]
+            except queue.Empty:
+                yield None
+                continue
+            while True:  # every cell finished by now: their values in one gather
                 try:
-                    cell, fut = done_q.get(timeout=tick)
-                    break
+                    ready.append(done_q.get_nowait())
                 except queue.Empty:
-                    yield None
-            if isinstance(fut, Future):
+                    break
+            left -= len(ready)
+            small_done = [f for _, f in ready if isinstance(f, Future)]
+            for fut in small_done:  # keep the workers fed before fetching the values
                 futures.discard(fut)
                 if small:
                     submit_small()
-                if fut.status == "error":
+            finished = [f for f in small_done if f.status == "finished"]
+            values = dict(zip(finished, client.gather(finished))) if finished else {}
+            for cell, fut in ready:
+                if not isinstance(fut, Future):
+                    yield cell, *fut.result()
+                elif fut in values:
+                    yield cell, values[fut], None
+                elif fut.status == "error":
                     yield cell, None, describe(fut.exception())
                 else:
                     yield cell, fut.result(), None  # a cancelled future raises here
-            else:
-                yield cell, *fut.result()
     finally:
         for fut in futures:
             fut.cancel()
@@ -256,17 +252,19 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
     out = os.fspath(out).rstrip("/")
     start = time.perf_counter()
     with StoreLock(out) as lock:
-        if store.check_output(out, spec, overwrite):
-            try:
-                store.create(out, spec)
-            except OSError as exc:
-                raise _full_disk(out, exc, 0, 0) from None
-        done, failed = store.flags(out)
+        fresh = store.check_output(out, spec, overwrite)
+        if fresh:  # a new store: every cell to run; created while the first cells run
+            done = failed = np.zeros(spec.shape, dtype=bool)
+        else:
+            done, failed = store.flags(out)
         cells = list(pending_cells(spec, done, failed))
         summary = SweepSummary(total=len(cells))
         todo = [c for c, state in cells if state == "todo" or (state == "failed" and retry_failed)]
         summary.skipped = sum(state == "done" for _, state in cells)
         summary.skipped_failed = len(cells) - summary.skipped - len(todo)
+        creator = concurrent.futures.ThreadPoolExecutor(1, "onebit-sweep-create")
+        creating = creator.submit(store.create, out, spec) if fresh else None
+
         writer = store.CubeWriter(out, spec, before_write=lock.check)
         bar = CellProgress(len(todo), enabled=progress)
         failures = []
@@ -277,6 +275,8 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         def flush():
             nonlocal last_flush
             try:
+                if creating is not None:
+                    creating.result()  # the store exists before the first write (or its error)
                 if failures:  # the error texts first: a cell is marked failed after them
                     with open(store.failures_path(out), "a") as fh:
                         fh.writelines(failures)
@@ -301,7 +301,9 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
                         failures.append(json.dumps({
                             "cell": cell.params, "error": error,
                             "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
-                if len(writer) >= flush_cells or time.monotonic() - last_flush >= flush_s:
+                if (len(writer) >= flush_cells or time.monotonic() - last_flush >= flush_s
+                        or (creating is not None and creating.done()
+                            and creating.exception() is not None)):
                     flush()
             flush()
         except SweepRuntimeError:
@@ -314,6 +316,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
             raise
         finally:
             results.close()  # cancels the tasks still queued (after an error)
+            creator.shutdown(wait=True)  # never release the lock while the store is built
             bar.close()
         try:
             store.set_attrs(out, placement=placement_text(spec.fixed, client))

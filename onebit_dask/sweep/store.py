@@ -348,15 +348,14 @@ class CubeWriter:
     Each :meth:`flush` writes every variable with one coordinate selection (zarr
     reads, updates and rewrites each touched chunk once, atomically per chunk
     file), the ``failed`` flags next and the ``done`` flags last, so a cell is
-    ``done`` only once all its values are on disk.
+    ``done`` only once all its values are on disk. ``before_write()`` is called before
+    each write (the runner waits there for the store's creation and checks its lock);
+    the store is opened at the first write.
     """
 
     def __init__(self, path: str, spec: SweepSpec, before_write=None):
-        import zarr
-
         self.path, self.spec = os.fspath(path), spec
-        group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
-        self.arrays = {name: group[name] for name in VARIABLES}
+        self.arrays = None  # opened at the first write: the store may still be created
         self.before_write = before_write
         self.pending = []  # (indices, params, result or None)
         self.written = 0
@@ -376,6 +375,11 @@ class CubeWriter:
             return 0
         if self.before_write is not None:
             self.before_write()
+        if self.arrays is None:
+            import zarr
+
+            group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
+            self.arrays = {name: group[name] for name in VARIABLES}
         n_it = self.spec.n_iterations
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
         ctx = _quiet_zarr()

@@ -1,0 +1,29 @@
+"""What a worker runs for a small cell: :func:`compute_cell`.
+
+Kept apart from the runner so that a worker imports only the methods (not xarray, zarr
+and the store, which only the runner uses).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from .methods import METHODS
+
+
+def compute_cell(params: dict, fixed: dict):
+    """Run one cell here (on a worker, or in the runner): ``(result, where, seconds)``.
+
+    Raises what the method raises (so Dask's ``retries`` apply).
+    """
+    start = time.perf_counter()
+    result = METHODS[params["method"]].run(params, fixed)
+    try:
+        from distributed import get_worker
+
+        worker = get_worker().address
+    except (ImportError, ValueError):  # not on a worker
+        worker = ""
+    return result, {"worker": worker, "host": socket.gethostname(), "engine": "local"}, \
+        time.perf_counter() - start
