@@ -68,6 +68,24 @@ def check_rank(rank, d1: int, d2: int) -> int:
     return rank
 
 
+def _first_non_finite(X: np.ndarray):
+    """``(row, column)`` of the first NaN or infinite entry of a float array, or ``None``.
+
+    One read of ``X`` and no temporary of its size: NaN and inf carry through the row
+    sums ``X @ 1``; only rows whose sum is not finite (a bad entry, or an overflow of
+    finite ones) are looked at entry by entry.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = X @ np.ones(X.shape[1], dtype=X.dtype)
+    rows = np.flatnonzero(~np.isfinite(sums))
+    if rows.size:
+        bad = ~np.isfinite(X[rows])
+        hit = np.flatnonzero(bad.any(axis=1))
+        if hit.size:
+            return int(rows[hit[0]]), int(np.argmax(bad[hit[0]]))
+    return None
+
+
 def check_features(X, *, n_features: int | None = None, name: str = "X",
                    row_offset: int = 0) -> np.ndarray:
     """A finite 2-D float array; float32 stays float32, anything else becomes float64.
@@ -81,8 +99,8 @@ def check_features(X, *, n_features: int | None = None, name: str = "X",
         raise TypeError(f"{name} has dtype {X.dtype}: {name} must hold real numbers")
     if X.dtype != np.float32:
         X = X.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(X)):
-        bad = np.argwhere(~np.isfinite(X))[0]
+    bad = _first_non_finite(X)
+    if bad is not None:
         raise ValueError(
             f"{name}[{bad[0] + row_offset}, {bad[1]}]={X[bad[0], bad[1]]} is not allowed: "
             f"{name} must be finite (no NaN or inf); drop or impute those rows first"

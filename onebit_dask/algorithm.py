@@ -114,7 +114,7 @@ def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
 
 def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):
     """Initialise from the exact SVD of the dense ``H0`` (``d1 x d2`` on the client)."""
-    engine.map(B.activate, model, per_block=data)
+    engine.map(B.activate, model, per_block=engine.by_block(data, model))
     S = add_label_rows(np.zeros((d2, d1)), engine.map(B.label_sums))
     Q0, V0 = initialise_dense(S, n_obs, d1, d2, rank)
     A = Q0[:d1]
@@ -132,7 +132,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     c = scale_constant(d2, n_obs)
     n = d1 + d2
     width = min(2 * rank + oversampling, n)
-    engine.map(B.activate, model, per_block=data)
+    engine.map(B.activate, model, per_block=engine.by_block(data, model))
     top = rng.standard_normal((d1, width))
     engine.map(B.random_slot, "P", int(rng.integers(2**63)), width)
     grams = engine.map(B.cross, "P", "P")
@@ -161,7 +161,8 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     A = state.Q  # W = A B^T with A = Q_top
     scale = eta * scale_constant(d2, n_obs)
     n_rows = A.shape[0] + d2
-    outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, per_block=data)
+    outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale,
+                      per_block=engine.by_block(data, model))
     n_active = sum(o[0] for o in outs)
     Y_top = _combine([o[1:] for o in outs], A, scale)
     Rinv, shifted = chol_inverse(Y_top.T @ Y_top + _sum(o[3] for o in outs), n_rows)

@@ -162,6 +162,70 @@ def shard_active_rows(X, labels, y, A=None, B_rows=None, offset: int = 0) -> Act
     return ActiveRows(X[keep].astype(np.float64), labels[keep], r[keep], n)
 
 
+PRODUCT_BYTES = 1 << 18
+"""Bytes of the tall operand per product in :func:`rows_product` (256 KiB: L2-resident)."""
+
+
+def rows_product(X: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """``X @ M`` for a tall ``X`` and a thin ``M`` (``2k`` columns), in row blocks of about
+    :data:`PRODUCT_BYTES`.
+
+    OpenBLAS packs the whole tall operand before it multiplies; for a thin ``M`` that copy
+    costs as much as the product itself. Blocks that stay in the L2 cache read ``X``
+    once, about twice as fast (1.1 M x 500 float32 times 500 x 6 on one thread: 0.63 s
+    in one product, 0.34 s in 128-row blocks; ``docs/PERFORMANCE.md``). The blocks
+    depend only on the shape of ``X``, so the result does not depend on where it runs.
+    """
+    n = X.shape[0]
+    rows = max(1, PRODUCT_BYTES // max(1, X.shape[1] * X.itemsize))
+    out = np.empty((n, M.shape[1]), dtype=np.result_type(X.dtype, M.dtype))
+    for a in range(0, n, rows):
+        np.matmul(X[a: a + rows], M, out=out[a: a + rows])
+    return out
+
+
+def residuals(X, labels, y, A, B_rows, offset: int = 0) -> np.ndarray:
+    """``r = y - sign(x_i^T A B[j_i])`` in ``{-2, 0, 2}`` (float64); ``B_rows`` holds rows
+    ``offset..`` of ``B``.
+
+    The scores are one pass over ``X`` (:func:`rows_product`), in the dtype of ``X``
+    (float32 features give float32 scores, as :func:`shard_scores`).
+    """
+    XA = rows_product(X, A.astype(X.dtype, copy=False))
+    s = np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
+    return np.asarray(y, dtype=np.float64) - sign(s)
+
+
+SUM_BYTES = 1 << 21
+"""Bytes of float64 rows :func:`weighted_label_sums` converts at a time (2 MiB)."""
+
+
+def weighted_label_sums(X, labels, weights, rows=None):
+    """``(uniq, S)``: ``S[u] = sum_{i in rows, j_i = uniq[u]} w_i x_i`` in float64, labels
+    sorted; ``rows`` are the rows with a weight, ``None`` means every row.
+
+    The given rows are read once, in blocks of :data:`SUM_BYTES` converted to float64
+    (no float64 array of the size of ``X``); each block is added into ``S`` by a sparse
+    one-hot product (``scipy.sparse``, one column per row: the terms of a label are
+    added in row order), so the sums do not depend on how ``X`` was cut into shards
+    beyond float64 rounding.
+    """
+    rows = None if rows is None else np.asarray(rows)
+    lab = labels if rows is None else labels[rows]
+    uniq, inverse = np.unique(lab, return_inverse=True)
+    S = np.zeros((uniq.size, X.shape[1]))
+    w = np.asarray(weights, dtype=np.float64)
+    w = w if rows is None else w[rows]
+    step = max(1, SUM_BYTES // (8 * max(1, X.shape[1])))
+    for a in range(0, lab.size, step):
+        z = min(a + step, lab.size)
+        u, local = np.unique(inverse[a:z], return_inverse=True)
+        E = scipy.sparse.csc_matrix((w[a:z], local, np.arange(z - a + 1)), shape=(u.size, z - a))
+        block = X[a:z] if rows is None else X[rows[a:z]]
+        S[u] += E @ block.astype(np.float64, copy=False)
+    return uniq, S
+
+
 def scatter_rows(labels: np.ndarray, rows: np.ndarray, weights: np.ndarray | None = None):
     """Weighted sums of ``rows`` by label: ``(unique_labels, sums)`` with
     ``sums[u] = sum_{i: labels_i = unique_labels[u]} weights_i rows_i`` in float64.

@@ -25,7 +25,8 @@ def test_peers_benchmark_smoke():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
-    assert len(lines) == 1 + 7 and "LEML" in proc.stdout and "one-vs-rest" in proc.stdout
+    assert len(lines) == 1 + 7 + 3 and "LEML" in proc.stdout and "one-vs-rest" in proc.stdout
+    assert "floor: X_t @ A" in proc.stdout and "one-vs-rest (1 thread) / onebit" in proc.stdout
 
 
 def test_labels_benchmark_smoke():

@@ -43,7 +43,7 @@ def engine_with(X, labels, y, A=None, Bm=None, n_blocks=3, n_shards=2, **slots):
                                     **{k: v[lo:hi] for k, v in slots.items()}})
                    for lo, hi in zip(bounds[:-1], bounds[1:])]
     data = eng.prepare(ArraySource(X, labels, y, D2, X.shape[0]).batch(0, n_shards), bounds)
-    eng.map(B.activate, B.StepModel(A), per_block=data)
+    eng.map(B.activate, B.StepModel(A), per_block=eng.by_block(data, B.StepModel(A)))
     return eng, data, bounds
 
 
@@ -80,7 +80,7 @@ def test_initial_product_matches_dense(batch_data):
 def test_only_nonzero_residuals_are_kept(batch_data):
     X, labels, y, A, Bm, _ = batch_data
     eng, data, bounds = engine_with(X, labels, y, A, Bm)
-    counts = eng.map(B.activate, B.StepModel(A), per_block=data)
+    counts = eng.map(B.activate, B.StepModel(A), per_block=eng.by_block(data, B.StepModel(A)))
     assert sum(counts) == np.count_nonzero(residuals(X, labels, y, A, Bm))
     for blk, lo, hi in zip(eng.handles, bounds[:-1], bounds[1:]):
         assert np.all((blk.active.labels >= lo) & (blk.active.labels < hi))

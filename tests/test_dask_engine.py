@@ -59,6 +59,17 @@ def test_randomized_init_on_dask_equals_in_process(client2):
     assert_same_fit(a, b)
 
 
+def test_fit_on_arrays_on_dask_equals_in_process(client2):
+    """Row-range shards (arrays in memory): each shard read once by a task on a worker,
+    its per-label sums handed to the blocks; the same bits as in-process."""
+    X, labels, y = EXPLICIT.draw_batches(range(4), 6000, 2)
+    params = dict(batch_size=6000, n_iter=3, n_shards=3, random_state=0)
+    a = OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=30)
+    b = OneBitMultiLabel(2, client=client2, **params).fit(X, labels, y, n_labels=30)
+    assert_same_fit(a, b)
+    assert a.history_[-1]["n_active"] > 0
+
+
 class TaskSpecSizes(SchedulerPlugin):
     """Records the pickled size of every task the client submits."""
 

@@ -202,3 +202,41 @@ def test_partial_fit_refuses_another_label_count(data):
     with pytest.raises(ValueError, match=r"n_labels=99 is not allowed: this model was started"):
         est.partial_fit(X, labels, y, n_labels=99)
     est.partial_fit(X, labels, y)  # the same count, omitted: fine
+
+
+def test_in_memory_fit_copies_no_batch():
+    """fit(X, labels, y) reads each batch where it is: the scores of all rows in one pass,
+    then only the active rows, into per-label sums. A copy of a batch (split by label
+    block, or converted to float64) would allocate at least the batch's size; the peak
+    here stays under a third of it (per-row temporaries are ~1/10 of a 1600-byte row)."""
+    import tracemalloc
+
+    problem = SyntheticProblem(400, 12, 2, flip=0.05, seed=1, sampler="explicit")
+    m = 10_000
+    X, labels, y = problem.draw_batches(range(3), m, 3)
+    y = y.astype(np.float64)
+    batch_bytes = m * X.shape[1] * X.itemsize
+    est = OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=3, random_state=0)
+    tracemalloc.start()
+    try:
+        est.fit(X, labels, y, n_labels=12)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < batch_bytes / 3, (peak, batch_bytes)
+    assert 0 < est.history_[-1]["n_active"] < m / 2  # the steps did select rows
+
+
+def test_non_finite_features_found_in_one_pass():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 6)).astype(np.float32)
+    labels, y = rng.integers(0, 3, 50), np.where(rng.random(50) < 0.5, -1, 1)
+    big = X.copy()
+    big[7] = 3e38  # finite entries whose row sum overflows: allowed
+    OneBitMultiLabel(1, batch_size=50, n_iter=0).fit(big, labels, y, n_labels=3)
+    for row, col, value in [(7, 4, np.inf), (48, 0, -np.inf), (12, 5, np.nan)]:
+        bad = big.copy()
+        bad[row, col] = value
+        bad[49, 1] = np.nan  # a later one: the first is named
+        with pytest.raises(ValueError, match=rf"X\[{row}, {col}\]={value} is not allowed"):
+            OneBitMultiLabel(1).fit(bad, labels, y, n_labels=3)

@@ -59,3 +59,22 @@ def test_scatter_rows_matches_add_at():
 def test_step_size_rules():
     assert [step_size("paper", t) for t in range(6)] == [1.0] * 6
     assert [step_size("averaged", t) for t in range(6)] == [1.0, 1.0, 1.0, 0.5, 1 / 3, 0.25]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weighted_label_sums_match_add_at(monkeypatch, dtype):
+    from onebit_dask import kernels
+
+    monkeypatch.setattr(kernels, "SUM_BYTES", 8 * 9 * 37)  # blocks of 37 rows
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((500, 9)).astype(dtype)
+    labels = rng.integers(0, 40, 500)
+    r = rng.choice([-2.0, 0.0, 2.0], 500)
+    for rows, w in ((None, np.sign(r) + (r == 0)), (np.flatnonzero(r), r)):
+        uniq, S = kernels.weighted_label_sums(X, labels, w, rows)
+        keep = np.arange(500) if rows is None else rows
+        ref = np.zeros((40, 9))
+        np.add.at(ref, labels[keep], w[keep, None] * X[keep].astype(np.float64))
+        assert S.dtype == np.float64
+        np.testing.assert_array_equal(uniq, np.unique(labels[keep]))
+        np.testing.assert_allclose(S, ref[uniq], rtol=1e-12, atol=1e-12)

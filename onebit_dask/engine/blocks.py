@@ -27,7 +27,8 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from ..kernels import ActiveRows, aligned, row_norms, scatter_rows, shard_active_rows
+from ..kernels import (ActiveRows, aligned, residuals, row_norms, scatter_rows,
+                       weighted_label_sums)
 
 
 class StepModel(NamedTuple):
@@ -92,27 +93,71 @@ def call(fn, block: Block, *args) -> Block:
 
 
 # -- data -----------------------------------------------------------------------------
-class Pieces:
-    """The rows of a block gathered from several row-range shards (``(X, labels, y)`` each),
-    in shard order."""
+@dataclass(frozen=True)
+class RowShards:
+    """The row-range shards of a batch (``label_range`` not a label block: arrays, stores),
+    each read once per step by :func:`shard_activate`: ``shards`` are loaded
+    ``(X, labels, y)`` (or the futures of the tasks that load them), ``bounds`` the label
+    blocks'."""
 
-    def __init__(self, pieces):
-        self.pieces = list(pieces)
-
-    def load(self):
-        X, labels, y = (np.concatenate(a) for a in zip(*self.pieces))
-        return X, labels, y
+    shards: list
+    bounds: list
 
 
-def split_by_block(data, bounds) -> list:
-    """``(X, labels, y)`` cut into the label blocks ``[bounds[s], bounds[s+1])``, rows in order."""
-    X, labels, y = data
+def load_shard(shard):
+    """A row-range shard's ``(X, labels, y)``, read where the task runs."""
+    return shard.load()
+
+
+def slot_of(block: Block, slot: str):
+    """A slot's array (the label blocks' ``B`` rows for :func:`shard_activate`)."""
+    return block.slots[slot]
+
+
+def shard_activate(data, model: StepModel, B_rows, bounds) -> list:
+    """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
+    ``[(ActiveRows, n_active)]``, one per block.
+
+    ``data`` is ``(X, labels, y)`` or a shard descriptor with ``load``; ``B_rows`` the
+    blocks' rows of ``B`` (``None`` for the initial batch, ``model.A is None``). ``X`` is
+    read once: the scores ``X @ A`` of all its rows in one pass, in its own dtype
+    (:func:`onebit_dask.kernels.residuals`); then only the active rows (non-zero
+    residual; every row for the initial batch, weighted by its bit) are read again,
+    into per-label sums ``S_j = sum_i w_i x_i`` in float64 (``by_label``: the products
+    of a step depend on the rows only through these sums). No copy of ``X``, no float64
+    array of its size.
+    """
+    X, labels, y = (aligned(np.asarray(a)) for a in
+                    (data.load() if hasattr(data, "load") else data))
+    bounds = np.asarray(bounds)
+    if model.A is None:
+        weights, rows = np.asarray(y, dtype=np.float64), None
+    else:
+        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0])
+        rows = np.flatnonzero(weights)
+    uniq, S = weighted_label_sums(X, labels, weights, rows)
+    n_blocks = bounds.size - 1
     owner = np.searchsorted(bounds, labels, side="right") - 1
-    parts = []
-    for s in range(len(bounds) - 1):
-        rows = np.flatnonzero(owner == s)
-        parts.append((X[rows], labels[rows], y[rows]))
-    return parts
+    n_obs = np.bincount(owner, minlength=n_blocks)
+    n_active = n_obs if rows is None else np.bincount(owner[rows], minlength=n_blocks)
+    cut = np.searchsorted(uniq, bounds)
+    return [(ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]), by_label=True),
+             int(n_active[s])) for s, (a, z) in enumerate(zip(cut[:-1], cut[1:]))]
+
+
+def _merge(pieces):
+    """One block's ``(ActiveRows, n_active)`` from its shards' pieces (per-label sums),
+    added in shard order."""
+    n_active = sum(n for _, n in pieces)
+    parts = [a for a, _ in pieces]
+    if len(parts) == 1:
+        return parts[0], n_active
+    uniq = np.unique(np.concatenate([a.labels for a in parts]))
+    S = np.zeros((uniq.size, parts[0].X.shape[1]))
+    for a in parts:
+        S[np.searchsorted(uniq, a.labels)] += a.weights[:, None] * a.X
+    return ActiveRows(S, uniq, np.ones(uniq.size), sum(a.n_obs for a in parts),
+                      by_label=True), n_active
 
 
 def out_of(block: Block):
@@ -127,22 +172,17 @@ def new_block(lo: int, hi: int) -> Block:
 def activate(block: Block, data, model: StepModel) -> Block:
     """Attach the active rows of this block's share of a batch; ``out = n_active``.
 
-    ``data`` is a shard descriptor with ``draw_active`` (projected sampling) or ``load``
-    (explicit draws, files, arrays), or a list of ``(X, labels, y)`` pieces.
+    ``data`` is a shard descriptor of this block's labels with ``draw_active`` (projected
+    sampling) or ``load`` (explicit draws), or the list of this block's pieces of the
+    row-range shards (:func:`shard_activate`).
     """
-    if isinstance(data, list):
-        data = Pieces(data)
     B_rows = block.slots.get("B")
     if hasattr(data, "draw_active"):
         active, n_active = data.draw_active(model.projection, B_rows)
     else:
-        X, labels, y = data.load()
-        if model.A is None:
-            active = ActiveRows(np.asarray(X, dtype=np.float64), labels, y, X.shape[0])
-            n_active = X.shape[0]
-        else:
-            active = shard_active_rows(X, labels, y, model.A, B_rows, block.lo)
-            n_active = active.labels.size
+        if not isinstance(data, list):  # a shard of this block's labels, read here
+            data = shard_activate(data, model, [B_rows], [block.lo, block.hi])
+        active, n_active = _merge(data)
     return block.evolve(out=n_active, active=active)
 
 

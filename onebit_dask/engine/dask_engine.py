@@ -4,7 +4,8 @@ A block function runs where its block is (the block is its only large dependency
 the client sends the small arguments inside the task and gathers the small results
 (``O(d1 l + l^2)`` numbers per block and round). Batches are drawn on the workers
 inside the block's task (synthetic problems) or loaded by one task per row-range
-shard, split by label block, while the previous step still runs.
+shard while the previous step still runs; at the step, a task where the shard was
+loaded reads it once (scores, active rows) and hands each block its per-label sums.
 
 Tasks carry their arguments (nothing is scattered), so when a worker dies the
 scheduler recomputes its blocks from their lineage, each block from its own
@@ -31,10 +32,6 @@ def _large_arguments_expected():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
         yield
-
-
-def _load_split(shard, bounds):
-    return B.split_by_block(shard.load(), bounds)
 
 
 class DaskEngine:
@@ -68,13 +65,28 @@ class DaskEngine:
 
     def prepare(self, shards, bounds):
         """Per-block data of a batch. Row-range shards start loading now, on the workers,
-        below the running step's priority; their pieces go to the blocks' workers."""
+        below the running step's priority (:class:`~.blocks.RowShards` of futures)."""
         if _aligned(shards, bounds):
             return list(shards)
-        loads = [self.client.submit(_load_split, sh, bounds, pure=False, priority=-1)
-                 for sh in shards]
-        return [[self.client.submit(operator.getitem, f, s, pure=False, priority=-1)
-                 for f in loads] for s in range(len(bounds) - 1)]
+        return B.RowShards([self.client.submit(B.load_shard, sh, pure=False, priority=-1)
+                            for sh in shards], list(bounds))
+
+    def by_block(self, data, model):
+        """The per-block data of a batch for ``model``: each row-range shard read once, by
+        a task where it was loaded (:func:`~.blocks.shard_activate`, given the blocks'
+        ``B`` rows worker to worker), its pieces handed to the blocks' tasks."""
+        if not isinstance(data, B.RowShards):
+            return data
+        submit = self.client.submit
+        B_rows = None if model.A is None else [
+            submit(B.slot_of, h, "B", pure=False, priority=1) for h in self.handles]
+        with _large_arguments_expected():
+            parts = [submit(B.call, B.shard_activate, sh, model, B_rows, data.bounds,
+                            key=f"shard_activate-{uuid.uuid4().hex}", priority=1)
+                     for sh in data.shards]
+        self.bytes_sent += sizeof(model) * len(parts)
+        return [[submit(operator.getitem, p, s, pure=False, priority=1) for p in parts]
+                for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
         submit = self.client.submit

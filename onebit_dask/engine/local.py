@@ -26,12 +26,22 @@ class LocalEngine:
 
     def prepare(self, shards, bounds):
         """Per-block data of a batch: label-block shards as they are; row-range shards
-        (``label_range`` not a block) loaded and split by label block."""
+        (``label_range`` not a block) loaded, as :class:`~.blocks.RowShards`."""
         if _aligned(shards, bounds):
             return list(shards)
+        return B.RowShards([sh.load() for sh in shards], list(bounds))
+
+    def by_block(self, data, model):
+        """The per-block data of a batch for ``model``: :class:`~.blocks.RowShards` read
+        once each (:func:`~.blocks.shard_activate`, with the blocks' ``B`` rows) and
+        their pieces handed to the blocks; anything else as it is."""
+        if not isinstance(data, B.RowShards):
+            return data
+        B_rows = None if model.A is None else [h.slots["B"] for h in self.handles]
         with one_blas_thread():
-            pieces = [B.split_by_block(sh.load(), bounds) for sh in shards]
-        return [[p[s] for p in pieces] for s in range(len(bounds) - 1)]
+            parts = [B.call(B.shard_activate, sh, model, B_rows, data.bounds)
+                     for sh in data.shards]
+        return [[p[s] for p in parts] for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
         """Run ``fn(block, [per_block[s],] *args)`` on every block; the small results in
