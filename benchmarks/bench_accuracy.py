@@ -162,7 +162,7 @@ def table(runs, thresholds) -> str:
         cells = [run["label"]]
         for mark in MARKS:
             p = reached(run["points"], mark)
-            cells.append("-" if p is None else f"{p['frobenius_error']:.4f} / {p['auc']:.4f}")
+            cells.append("-" if p is None else f"{p['frobenius_error']:.4f} / {p['auc']:.6f}")
         for thr in thresholds:
             p = first_below(run["points"], thr)
             if p is None:
@@ -248,7 +248,7 @@ def parse(argv):
     p.add_argument("--sizes", nargs="+", type=float,
                    default=[1e4, 3e4, 1e5, 3e5, 1.1e6, 3.3e6],
                    help="observations of the peers' fits (3.3e6 x 500 float32 is 6.6 GB)")
-    p.add_argument("--thresholds", nargs="+", type=float, default=[0.3, 0.2, 0.1, 0.05, 0.02])
+    p.add_argument("--thresholds", nargs="+", type=float, default=[0.3, 0.2, 0.1, 0.05, 0.02, 0.01])
     p.add_argument("--out", type=pathlib.Path, default=None,
                    help="directory of the JSON traces (default docs/time_to_accuracy; with "
                         "--smoke a new temporary directory)")
