@@ -75,3 +75,51 @@ def test_bigcell_benchmark_smoke():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["d2"] == 2000 and result["pairs"] == 1 and result["same_fit"] is True
     assert result["wall_ratio"] > 0 and result["fit_s_ratio"] > 0
+
+
+def test_accuracy_benchmark_smoke(tmp_path):
+    script = str(BENCH.parent / "bench_accuracy.py")
+    out, fig = tmp_path / "traces", tmp_path / "fig.png"
+    proc = subprocess.run([sys.executable, script, "--smoke", "--out", str(out), "--figure",
+                           str(fig)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = {p.stem for p in out.glob("*.json")}
+    assert names == {f"onebit-{step}-{sampler}" for step in ("paper", "averaged")
+                     for sampler in ("projected", "explicit")} | {"leml", "ovr"}
+    for name in names:
+        run = json.loads((out / f"{name}.json").read_text())
+        points = run["points"]
+        assert points and all(p["seconds"] >= 0 and 0 <= p["auc"] <= 1
+                              and p["frobenius_error"] >= 0 for p in points)
+        if run["kind"] == "onebit":
+            # one point per iteration of the first fit (0 = initialisation), then later ones
+            iterations = [p["iteration"] for p in points]
+            assert iterations[:4] == [0, 1, 2, 3] and iterations == sorted(set(iterations))
+            assert run["second_fit_matches_first"] in (True, None)
+        else:  # the peers' fits: growing numbers of observations, drawing timed apart
+            sizes = [p["n_obs"] for p in points]
+            assert sizes == sorted(set(sizes)) and all(p["draw_s"] >= 0 for p in points)
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(names) and "within 300 s" in rows[0]
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the table and the figure again from the JSON files alone, with one method rerun alone
+    fig.unlink()
+    proc = subprocess.run([sys.executable, script, "--smoke", "--out", str(out), "--figure",
+                           str(fig), "--methods", "ovr"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = subprocess.run([sys.executable, script, "--plot-only", "--out", str(out),
+                           "--figure", str(fig)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(names)
+    assert fig.exists()
+
+
+def test_accuracy_benchmark_refuses_unknown_sampler(tmp_path):
+    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_accuracy.py"), "--smoke",
+                           "--out", str(tmp_path), "--samplers", "projected", "bogus"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "sampler='bogus'" in proc.stderr
+    assert not list(tmp_path.glob("*.json"))
