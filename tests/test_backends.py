@@ -25,6 +25,11 @@ from onebit_dask.sweep.store import open_cube
 
 ROOT = Path(__file__).parents[1]
 QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
+# its grid (12 cells over the workers) on a smaller problem: the cells' compute is not
+# what these tests check, the back ends are (the quickstart's sizes cost ~8 s of CPU per run)
+SMALL_CELLS = {"d1: [100]": "d1: [30]", "d2: [60]": "d2: [20]",
+               "batch_size: [10000]": "batch_size: [2000]", "n_iter: [8]": "n_iter: [3]",
+               "n_test: 2000": "n_test: 300"}
 FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
        "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
@@ -59,9 +64,21 @@ def assert_same_cube(path_a, path_b):
 
 
 @pytest.fixture(scope="module")
-def in_process_cube(tmp_path_factory):
+def pipeline(tmp_path_factory):
+    """pipelines/quickstart.yaml with the cells of :data:`SMALL_CELLS`."""
+    text = QUICKSTART.read_text()
+    for old, new in SMALL_CELLS.items():
+        assert old in text, f"{QUICKSTART} no longer has {old!r}: update SMALL_CELLS"
+        text = text.replace(old, new)
+    path = tmp_path_factory.mktemp("pipeline") / "quickstart.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def in_process_cube(tmp_path_factory, pipeline):
     out = tmp_path_factory.mktemp("reference") / "quickstart.zarr"
-    proc = cli("sweep", QUICKSTART, "--out", out, "--workers", "0", "--quiet")
+    proc = cli("sweep", pipeline, "--out", out, "--workers", "0", "--quiet")
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -152,10 +169,10 @@ def check_jobs_ran_and_ended(slurm, seen, tmp_path, n_jobs):
     wait_until("the jobs leave squeue", lambda: not slurm.jobs())
 
 
-def test_slurm_sweep_equals_in_process(slurm, in_process_cube, tmp_path):
+def test_slurm_sweep_equals_in_process(slurm, pipeline, in_process_cube, tmp_path):
     config, out = slurm_config(tmp_path), tmp_path / "cube.zarr"
     proc, seen = run_watching_jobs(
-        slurm, ["sweep", QUICKSTART, "--out", out, "--cluster", config, "--quiet"])
+        slurm, ["sweep", pipeline, "--out", out, "--cluster", config, "--quiet"])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
     check_jobs_ran_and_ended(slurm, seen, tmp_path, 2)
     assert_same_cube(in_process_cube, out)
@@ -256,9 +273,9 @@ def check_sessions_ended(sshd):
     wait_until("the SSH sessions' processes end", lambda: not sshd_proc.children(recursive=True))
 
 
-def test_ssh_sweep_equals_in_process(sshd, in_process_cube, tmp_path):
+def test_ssh_sweep_equals_in_process(sshd, pipeline, in_process_cube, tmp_path):
     out = tmp_path / "cube.zarr"
-    proc = cli("sweep", QUICKSTART, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
+    proc = cli("sweep", pipeline, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
                "--quiet")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_sessions_ended(sshd)

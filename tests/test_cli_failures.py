@@ -39,6 +39,23 @@ def run_cli(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_main(*args):
+    """The CLI's ``main()`` in this process, as a finished process: for more cases of a
+    failure class that a :func:`run_cli` test already checks in a real process (its exit
+    status, one line, no traceback), without the interpreter start and imports (~2 s)."""
+    import io
+
+    from onebit_dask.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main([*map(str, args)])
+        except SystemExit as exc:  # argparse's --help / --version
+            status = exc.code
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
+
+
 def one_line(proc, status):
     """The process exited with ``status`` and said one line on stderr, no traceback."""
     lines = proc.stderr.strip().splitlines()
@@ -64,7 +81,8 @@ def test_tls_config_without_its_pem_files_exits_2(tmp_path):
         "kind": "local", "options": {"n_workers": 1},
         "security": {"ca_file": str(tmp_path / "ca.pem"), "cert": str(tmp_path / "cert.pem"),
                      "key": str(tmp_path / "key.pem")}})
-    line = one_line(run_cli(*FIT, "--cluster", config), 2)
+    # in-process: test_slurm_interface_that_does_not_exist_exits_2 runs this class for real
+    line = one_line(run_main(*FIT, "--cluster", config), 2)
     assert "security.ca_file=" in line and "does not exist" in line
 
 
@@ -80,14 +98,16 @@ def test_slurm_interface_that_does_not_exist_exits_2(tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "-5", "inf", "0"])
 def test_connect_timeout_must_be_positive_and_finite(value):
-    line = one_line(run_cli(*FIT, "--connect-timeout", value), 2)
+    run = run_cli if value == "nan" else run_main  # one real process, the others in-process
+    line = one_line(run(*FIT, "--connect-timeout", value), 2)
     assert f"--connect-timeout: {value!r} is not allowed" in line
 
 
 @pytest.mark.parametrize("workers", [0, -3])
 def test_cluster_config_without_workers_exits_2(tmp_path, workers):
     config = write_yaml(tmp_path / "c.yaml", {"kind": "local", "options": {"n_workers": workers}})
-    line = one_line(run_cli(*FIT, "--cluster", config), 2)
+    run = run_cli if workers == 0 else run_main  # one real process, the other in-process
+    line = one_line(run(*FIT, "--cluster", config), 2)
     assert f"options.n_workers={workers} is not allowed: it must be >= 1" in line
 
 
@@ -103,7 +123,7 @@ def test_invalid_pem_files_say_what_failed(tmp_path):
     # valid files with a tcp:// scheduler: the options do not apply
     good = make_certificates(tmp_path)
     tls = ["--tls-ca-file", good["ca_file"], "--tls-cert", good["cert"], "--tls-key", good["key"]]
-    line = one_line(run_cli(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
+    line = one_line(run_main(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
     assert "apply to a tls:// scheduler only" in line
 
 
@@ -114,34 +134,38 @@ def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
     assert line.count(str(spec)) == 1 and line.count("grid.noise") == 1
     assert "'flip=0.05' and 'flip=5e-2' are the same setting" in line
     spec.write_text(SPEC.replace("noise: [none, flip=0.05]", "noise: [none, flip=0.7]"))
-    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
+    line = one_line(run_main("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
     assert line.count(str(spec)) == 1 and line.count("grid.noise") == 1
     spec.write_text(SPEC.replace("seed: [0, 1]", f"seed: {list(range(501))}").replace(
         "d1: [20]", f"d1: {list(range(1000, 2000))}"))
-    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "x.zarr", timeout=120), 2)
+    line = one_line(run_main("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
     assert "the grid has 1,002,000 cells, more than 1,000,000: pass --allow-large" in line
     assert not (tmp_path / "x.zarr").exists()
 
 
 # --- runtime failures: exit 1 --------------------------------------------------------------
 
-def test_scheduler_without_workers_times_out_with_one_line(tmp_path):
-    procs = DaskProcesses(tmp_path, n_workers=0)
+@pytest.fixture(scope="module")
+def lone_scheduler(tmp_path_factory):
+    """A real ``dask scheduler`` that no worker joins (the tests only connect to it)."""
+    procs = DaskProcesses(tmp_path_factory.mktemp("lone"), n_workers=0)
     try:
-        start = time.perf_counter()
-        line = one_line(run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "3"), 1)
-        assert f"no worker joined the scheduler at {procs.address} within 3 s" in line
-        assert time.perf_counter() - start < 60
+        yield procs
     finally:
         procs.close()
 
 
-def test_debug_shows_the_traceback(tmp_path):
-    procs = DaskProcesses(tmp_path, n_workers=0)
-    try:
-        proc = run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "1", "--debug")
-    finally:
-        procs.close()
+def test_scheduler_without_workers_times_out_with_one_line(lone_scheduler):
+    procs = lone_scheduler
+    start = time.perf_counter()
+    line = one_line(run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "3"), 1)
+    assert f"no worker joined the scheduler at {procs.address} within 3 s" in line
+    assert time.perf_counter() - start < 60
+
+
+def test_debug_shows_the_traceback(lone_scheduler):
+    proc = run_cli(*FIT, "--scheduler", lone_scheduler.address, "--worker-timeout", "1",
+                   "--debug")
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "RunError" in proc.stderr
 
 
@@ -162,7 +186,7 @@ def test_report_plots_onto_a_file_or_read_only_dir_exit_2(cube, tmp_path):
     line = one_line(run_cli("report", path, "--plots", target), 2)
     assert "is a file, not a directory" in line
     with read_only_dir(tmp_path / "ro") as ro:
-        line = one_line(run_cli("report", path, "--plots", ro / "plots"), 2)
+        line = one_line(run_main("report", path, "--plots", ro / "plots"), 2)
         assert "--plots" in line and ("cannot be created" in line or "not writable" in line)
 
 
@@ -177,7 +201,7 @@ def test_report_plots_with_no_cell_done_exits_1_and_writes_nothing(tmp_path):
     proc = run_cli("report", path, "--plots", tmp_path / "plots")
     assert f"no cell of the cube {path} is done" in one_line(proc, 1)
     assert not list((tmp_path / "plots").glob("*.png"))
-    tables = run_cli("report", path)  # the tables alone are fine: every entry is '-'
+    tables = run_main("report", path)  # the tables alone are fine: every entry is '-'
     assert tables.returncode == 0 and "0 of 4 cells done" in tables.stdout
 
 
@@ -196,7 +220,8 @@ def test_report_on_a_damaged_done_array_exits_1(cube, tmp_path, damage):
                 if name != "zarr.json":
                     with open(os.path.join(root, name), "wb") as fh:
                         fh.write(b"\x00garbage")
-    line = one_line(run_cli("report", copy), 1)
+    run = run_cli if damage == "missing" else run_main  # one real process, one in-process
+    line = one_line(run("report", copy), 1)
     assert str(copy) in line and "damaged" in line
 
 
@@ -314,13 +339,13 @@ def test_fit_data_prints_the_training_summary(obs_store):
     result = json.loads(proc.stdout)
     assert (result["d1"], result["d2"], result["n_samples"]) == (20, 10, 6000)
     assert "auc" not in result and result["data"] == obs_store
-    text = run_cli("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
-                   "--n-iter", "2", "--workers", "0", "--quiet")
+    text = run_main("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
+                    "--n-iter", "2", "--workers", "0", "--quiet")
     assert text.returncode == 0 and "observations" in text.stdout and "6,000" in text.stdout
 
 
 def test_fit_data_refuses_synthetic_options(obs_store):
-    line = one_line(run_cli("fit", "--data", obs_store, "--d1", "500", "--rank", "2"), 2)
+    line = one_line(run_main("fit", "--data", obs_store, "--d1", "500", "--rank", "2"), 2)
     assert "--d1 set the synthetic problem: they do not apply with --data" in line
 
 
@@ -338,13 +363,15 @@ def test_version_and_help():
 
     proc = run_cli("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"onebit-dask {__version__}"
-    for command in ("fit", "sweep", "report"):
-        text = run_cli(command, "--help").stdout
+    helps = {command: run_cli(command, "--help") for command in ("fit", "sweep", "report")}
+    for command, proc in helps.items():
+        assert proc.returncode == 0, proc.stderr
+        text = proc.stdout
         assert "``" not in text and ":class:" not in text and ":func:" not in text
         assert text.startswith(f"usage: onebit-dask {command}")
         if command != "report":  # report's options have no default to show
             assert "(default: " in text
-    fit = run_cli("fit", "--help").stdout
+    fit = helps["fit"].stdout
     assert "(default: 500)" in fit and "{paper,averaged}" in fit and "(default: 10.0)" in fit
 
 

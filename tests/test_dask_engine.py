@@ -1,5 +1,6 @@
 """The Dask path against the in-process path, on real local clusters and subprocesses."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -38,8 +39,12 @@ def assert_same_fit(a, b):
 
 
 @pytest.mark.parametrize("n_workers", [1, 2, 4])
-def test_dask_equals_in_process(reference, n_workers):
-    with local_client(n_workers) as client:
+def test_dask_equals_in_process(reference, n_workers, request):
+    with contextlib.ExitStack() as stack:
+        if n_workers == 2:  # the module's 2-worker cluster (a fresh one would be the same)
+            client = request.getfixturevalue("client2")
+        else:
+            client = stack.enter_context(local_client(n_workers))
         est = OneBitMultiLabel(2, client=client, **PARAMS).fit(PROBLEM)
         explicit = OneBitMultiLabel(2, client=client, **PARAMS).fit(EXPLICIT)
     assert_same_fit(reference, est)
@@ -116,21 +121,22 @@ def test_label_side_state_never_travels_from_the_client(client2):
     assert 0 < est.history_[1]["client_bytes"] < label_side / 10
 
 
-def test_subprocess_scheduler_via_cli(dask_processes):
+def test_subprocess_scheduler_via_cli(dask_processes, capsys):
+    from onebit_dask.cli import main
+
     args = ["fit", "--d1", "40", "--d2", "30", "--rank", "2", "--batch-size", "8000",
             "--n-iter", "3", "--flip", "0.02", "--seed", "9", "--n-test", "500", "--json"]
-    local = subprocess.run([sys.executable, "-m", "onebit_dask", *args, "--workers", "0"],
-                           capture_output=True, text=True, timeout=300)
     remote = subprocess.run([sys.executable, "-m", "onebit_dask", *args, "--scheduler",
                              dask_processes.address], capture_output=True, text=True, timeout=300)
     assert remote.returncode == 0, remote.stderr
-    a, b = json.loads(local.stdout), json.loads(remote.stdout)
+    assert main([*args, "--workers", "0"]) == 0  # the in-process reference, in this process
+    a, b = json.loads(capsys.readouterr().out), json.loads(remote.stdout)
     assert b["n_workers"] == 2 and a["n_workers"] == 0
     for key in ("auc", "spectral_error", "frobenius_error", "hamming_loss", "n_samples"):
         assert a[key] == b[key]
 
 
-def test_tls_scheduler_via_cli(tmp_path):
+def test_tls_scheduler_via_cli(tmp_path, capsys):
     certs = make_certificates(tmp_path)
     tls_args = ["--tls-ca-file", certs["ca_file"], "--tls-cert", certs["cert"],
                 "--tls-key", certs["key"]]
@@ -143,9 +149,11 @@ def test_tls_scheduler_via_cli(tmp_path):
         proc = subprocess.run([*base, *tls_args], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["n_workers"] == 2
-        # without certificates the CLI refuses before connecting
-        plain = subprocess.run(base, capture_output=True, text=True, timeout=60)
-        assert plain.returncode == 2 and "uses TLS" in plain.stderr
+        # without certificates the CLI refuses before connecting (main() in this process:
+        # the exit-2 path of a real process is tested in test_cli.py)
+        from onebit_dask.cli import main
+
+        assert main(base[3:]) == 2 and "uses TLS" in capsys.readouterr().err
     finally:
         procs.close()
 

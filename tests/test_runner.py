@@ -96,10 +96,14 @@ def _sweep_cmd(spec_path, out):
             "--workers", "0", "--quiet"]
 
 
-def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path, request):
     spec_path = tmp_path / "kill.yaml"
     spec_path.write_text(KILL_SPEC)
     killed, clean = tmp_path / "killed.zarr", tmp_path / "clean.zarr"
+    # the uninterrupted run, alongside (its own store; this process only polls meanwhile)
+    uninterrupted = subprocess.Popen(_sweep_cmd(spec_path, clean), stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: uninterrupted.poll() is None and uninterrupted.kill())
     proc = subprocess.Popen(_sweep_cmd(spec_path, killed), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
@@ -125,7 +129,8 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before.sum()} skipped" in resumed.stdout
     assert not os.path.exists(f"{killed}.lock")
-    subprocess.run(_sweep_cmd(spec_path, clean), check=True, capture_output=True, timeout=600)
+    _, err = uninterrupted.communicate(timeout=600)
+    assert uninterrupted.returncode == 0, err
 
     final = open_cube(killed).load()
     assert final["done"].all()
