@@ -222,7 +222,9 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     Per label ``j`` (module comment above): ``n_j`` from the multinomial of the shard,
     flips ``F_j ~ Bin(n_j, flip)``, active rows ``Bin(n_j - F_j, q_j) + Bin(F_j, 1 - q_j)``
     with ``q_j = |D_j| / 2 pi`` (noise free, ``q_j = angle(w*_j, w_j) / pi``); each active
-    row has ``r_i = -2 sign(s_i)`` and ``u_i`` drawn from its conditional law.
+    row has ``r_i = -2 sign(s_i)`` and ``u_i`` from its conditional law. Only the angle and
+    radius in the plane are drawn per row: the rest of ``v_i`` is independent of them and
+    of ``r_i``, so its weighted sum over a label is one Gaussian draw per label.
     """
     L = hi - lo
     r = P.shape[1]
@@ -243,15 +245,19 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     first = np.cumsum(k) - k
     agree = (np.arange(n_active) - first[j]) >= k_dis[j]
     phi, pick = uniform_on_arcs(rng, starts[j], lengths[j], disagree[j] != agree[:, None])
-    radius = np.sqrt(2.0 * rng.standard_exponential(n_active))
-    v = rng.standard_normal((n_active, r + 1))
-    P1, P2 = p1[j], p2[j]
-    v -= np.sum(v * P1, 1)[:, None] * P1 + np.sum(v * P2, 1)[:, None] * P2
-    v += (radius * np.cos(phi))[:, None] * P1 + (radius * np.sin(phi))[:, None] * P2
-    weighted = (-2.0 * sign_e[j, pick])[:, None] * v[:, :r]
+    weight = -2.0 * sign_e[j, pick] * np.sqrt(2.0 * rng.standard_exponential(n_active))
     has = np.flatnonzero(k)
-    coef = np.add.reduceat(weighted, first[has], axis=0) if has.size else np.zeros((0, r))
-    rows_x = complete_rows(P, coef, 2.0 * np.sqrt(k[has]), rng)
+    if has.size:  # sum r_i v_i = (sum r_i R_i cos) p1 + (sum r_i R_i sin) p2 + sum r_i v_perp,i
+        in_plane = np.add.reduceat(np.stack([weight * np.cos(phi), weight * np.sin(phi)], 1),
+                                   first[has], axis=0)
+    else:
+        in_plane = np.zeros((0, 2))
+    # the v_perp,i are independent of the rest: sum_i r_i v_perp,i ~ sqrt(4 K_j) N(0, I - p1 p1^T - p2 p2^T)
+    P1, P2 = p1[has], p2[has]
+    w = rng.standard_normal((has.size, r + 1))
+    w -= np.sum(w * P1, 1)[:, None] * P1 + np.sum(w * P2, 1)[:, None] * P2
+    sums = in_plane[:, :1] * P1 + in_plane[:, 1:] * P2 + 2.0 * np.sqrt(k[has])[:, None] * w
+    rows_x = complete_rows(P, sums[:, :r], 2.0 * np.sqrt(k[has]), rng)
     active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs, by_label=True)
     return active, n_active
 
