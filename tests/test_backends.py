@@ -178,13 +178,13 @@ def test_slurm_sweep_equals_in_process(slurm, pipeline, in_process_cube, tmp_pat
     assert_same_cube(in_process_cube, out)
 
 
-def test_slurm_adaptive_sweep_equals_in_process(slurm, in_process_cube, tmp_path):
+def test_slurm_adaptive_sweep_equals_in_process(slurm, pipeline, in_process_cube, tmp_path):
     """``--adapt 0:2`` with the shipped config's shape (``scale: 4``): no job before the
     work comes, then jobs submitted by the adaptive cluster, never more than 2 at a time
     (not the config's 4), all gone from squeue afterwards; the cube is the same."""
     config, out = slurm_config(tmp_path, n_jobs=4), tmp_path / "cube.zarr"
     proc, seen = run_watching_jobs(
-        slurm, ["sweep", QUICKSTART, "--out", out, "--cluster", config, "--adapt", "0:2",
+        slurm, ["sweep", pipeline, "--out", out, "--cluster", config, "--adapt", "0:2",
                 "--quiet"])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
     running = {job for job, states in seen.items() if "RUNNING" in states}
