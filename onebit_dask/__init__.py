@@ -11,16 +11,6 @@ __all__ = ["OneBitMultiLabel", "SyntheticProblem", "FullObservationProblem", "__
 _LAZY = {"OneBitMultiLabel": ".estimator", "SyntheticProblem": ".synthetic",
          "FullObservationProblem": ".synthetic"}
 
+from ._lazy import lazy_names
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

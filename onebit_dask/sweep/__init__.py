@@ -8,16 +8,6 @@ __all__ = ["SweepSpec", "load_spec", "run_sweep"]
 
 _LAZY = {"run_sweep": ".runner", "SweepSpec": ".spec", "load_spec": ".spec"}
 
+from .._lazy import lazy_names
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
