@@ -187,6 +187,12 @@ def test_check_output(tmp_path, cube):
     with pytest.raises(store.StoreError, match="holds the results of another spec"):
         store.check_output(cube, other, False)
     assert store.check_output(cube, other, True) is True
+    projected = parse_spec(SPEC.text.replace("n_shards: 2}", "n_shards: 2, sampler: projected}"))
+    with pytest.raises(store.StoreError, match="drawn with sampler 'conditional' and this "
+                                               "spec uses 'projected'"):
+        store.check_output(cube, projected, False)
+    with pytest.raises(store.StoreError, match=r"another spec \('[^']*'\): use"):
+        store.check_output(cube, other, False)  # no sampler hint when it is the same
     with pytest.raises(store.StoreError, match="does not exist"):
         store.check_output(str(tmp_path / "no" / "dir.zarr"), SPEC, False)
     foreign = tmp_path / "foreign.zarr"

@@ -233,9 +233,13 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
     if overwrite:
         return True
     if attrs.get("spec_fingerprint") != spec.fingerprint():
+        was, now = attrs.get("sampler"), spec.fixed.get("sampler")
+        hint = (f"; its onebit cells were drawn with sampler {was!r} and this spec uses "
+                f"{now!r} (the default is 'conditional'): write 'sampler: {was}' under "
+                "fixed to resume it" if was is not None and was != now else "")
         raise StoreError(f"--out {path!r} holds the results of another spec "
-                         f"({attrs.get('spec_name')!r}): use a new path, or --overwrite "
-                         "to replace them")
+                         f"({attrs.get('spec_name')!r}){hint}: use a new path, or "
+                         "--overwrite to replace them")
     if attrs.get("format_version") != FORMAT_VERSION:
         raise StoreError(f"--out {path!r} was made by an older onebit-dask (store format "
                          f"{attrs.get('format_version')}, this one writes {FORMAT_VERSION}): "
