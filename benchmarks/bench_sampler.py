@@ -9,9 +9,9 @@ generator and the sizes the fit itself drew (recorded while it ran):
 
 * projected floor (issue 11's): per shard, ``n_obs x r`` normals (``r = 3k``), the
   ``n_obs`` labels, and ``d1`` float32 normals per label with an active row;
-* conditional floor: per shard, the ``hi - lo`` label counts (a multinomial), ``r + 1``
-  normals per active row and ``d1`` float32 normals per label with an active row (the
-  initial batch: one normal per observation instead).
+* conditional floor: per shard, the ``hi - lo`` label counts (a multinomial), an angle
+  and a radius per active row (a uniform and an exponential) and ``d1`` float32 normals
+  per label with an active row (the initial batch: one normal per observation instead).
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def floor(problem, record) -> float:
             if name.endswith("init"):
                 rng.standard_normal(n_obs)
             else:
-                rng.standard_normal((n_active, r + 1))
+                rng.random(n_active)
+                rng.standard_exponential(n_active)
         rng.standard_normal((n_active_labels, problem.d1), dtype=np.float32)
     return time.perf_counter() - start
 

@@ -200,7 +200,7 @@ class SyntheticProblem:
         ``"conditional"`` draws, per label, how many of its observations are active
         (binomial, from the angle between the truth and the model) and only the active
         rows' coordinates, from their conditional law: a step then costs ``O(d2)`` plus
-        ``O(3k)`` per active row plus ``d1`` per active label, whatever ``m``
+        two numbers per active row plus ``d1`` per active label, whatever ``m``
         (:func:`onebit_dask.sampling.draw_conditional_step`). The samplers give different
         draws of the same distribution; baselines, which need explicit features, always
         see explicit draws.
