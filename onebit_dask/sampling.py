@@ -163,6 +163,27 @@ def _unit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x / np.where(n > 0, n, 1.0)[:, None], n
 
 
+def _counts(rng, n_obs: int, L: int, flip: float) -> tuple[np.ndarray, np.ndarray]:
+    """Observations ``n_j`` of each of the ``L`` labels (uniform multinomial) and how many
+    of them are flipped (``Bin(n_j, flip)``)."""
+    n_j = rng.multinomial(n_obs, np.full(L, 1.0 / L))
+    return n_j, rng.binomial(n_j, flip) if flip > 0 else np.zeros(L, dtype=np.int64)
+
+
+def _bit_directions(B_true_rows, PtA_true, noise_std: float) -> np.ndarray:
+    """``c_j = (P^T A* b*_j, noise_std)``: the bit before its flip is ``sign(c_j . v)``."""
+    return np.hstack([B_true_rows @ PtA_true.T,
+                      np.full((B_true_rows.shape[0], 1), float(noise_std))])
+
+
+def _normals_orthogonal_to(rng, *frame: np.ndarray) -> np.ndarray:
+    """Per row, a standard normal vector with its components along the orthonormal rows
+    of each array in ``frame`` removed (``N(0, I - sum_f f f^T)``)."""
+    w = rng.standard_normal(frame[0].shape)
+    w -= sum(np.sum(w * f, 1)[:, None] * f for f in frame)
+    return w
+
+
 def _plane(c: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal ``(p1, p2)``, each ``(L, n)``, with ``span(p1, p2) ⊇ span(c_j, e_j)``
     per row ``j`` (``n >= 2``); ``p1`` along ``e_j`` (or ``c_j`` where ``e_j = 0``)."""
@@ -218,7 +239,7 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     r"""One shard of a step's batch drawing only its active rows (conditional sampling).
 
     Same parameters and result as :func:`draw_projected_step`, and the same law; the cost
-    is ``O(hi - lo)`` for the counts plus ``O(r + 1)`` numbers per active row, not per row.
+    is ``O(hi - lo)`` for the counts plus two numbers per active row, not per row.
     Per label ``j`` (module comment above): ``n_j`` from the multinomial of the shard,
     flips ``F_j ~ Bin(n_j, flip)``, active rows ``Bin(n_j - F_j, q_j) + Bin(F_j, 1 - q_j)``
     with ``q_j = |D_j| / 2 pi`` (noise free, ``q_j = angle(w*_j, w_j) / pi``); each active
@@ -228,14 +249,13 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     """
     L = hi - lo
     r = P.shape[1]
-    n_j = rng.multinomial(n_obs, np.full(L, 1.0 / L))
-    c = np.hstack([B_true_rows @ PtA_true.T, np.full((L, 1), float(noise_std))])
+    n_j, flips = _counts(rng, n_obs, L, flip)
+    c = _bit_directions(B_true_rows, PtA_true, noise_std)
     e = np.hstack([B_rows @ PtA.T, np.zeros((L, 1))])
     p1, p2 = _plane(c, e)
     frame = lambda v: np.stack([np.sum(v * p1, 1), np.sum(v * p2, 1)], axis=1)  # noqa: E731
     starts, lengths, disagree, sign_e = _arcs(frame(c), frame(e))
     q = np.clip(np.sum(lengths * disagree, axis=1) / TWO_PI, 0.0, 1.0)
-    flips = rng.binomial(n_j, flip) if flip > 0 else np.zeros(L, dtype=np.int64)
     k_dis = rng.binomial(n_j - flips, q)
     k_agree = rng.binomial(flips, 1.0 - q)
     k = k_dis + k_agree
@@ -254,9 +274,8 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
         in_plane = np.zeros((0, 2))
     # the v_perp,i are independent of the rest: sum_i r_i v_perp,i ~ sqrt(4 K_j) N(0, I - p1 p1^T - p2 p2^T)
     P1, P2 = p1[has], p2[has]
-    w = rng.standard_normal((has.size, r + 1))
-    w -= np.sum(w * P1, 1)[:, None] * P1 + np.sum(w * P2, 1)[:, None] * P2
-    sums = in_plane[:, :1] * P1 + in_plane[:, 1:] * P2 + 2.0 * np.sqrt(k[has])[:, None] * w
+    sums = (in_plane[:, :1] * P1 + in_plane[:, 1:] * P2
+            + 2.0 * np.sqrt(k[has])[:, None] * _normals_orthogonal_to(rng, P1, P2))
     rows_x = complete_rows(P, sums[:, :r], 2.0 * np.sqrt(k[has]), rng)
     active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs, by_label=True)
     return active, n_active
@@ -275,10 +294,8 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     """
     L = hi - lo
     r = P_true.shape[1]
-    n_j = rng.multinomial(n_obs, np.full(L, 1.0 / L))
-    flips = rng.binomial(n_j, flip) if flip > 0 else np.zeros(L, dtype=np.int64)
-    c = np.hstack([B_true_rows @ PtA_true.T, np.full((L, 1), float(noise_std))])
-    p, norm = _unit(c)
+    n_j, flips = _counts(rng, n_obs, L, flip)
+    p, norm = _unit(_bit_directions(B_true_rows, PtA_true, noise_std))
     zero = norm == 0  # y = +1 (or flipped) whatever x: y_i a_i is a symmetric normal
     p[zero, 0] = 1.0
     j = np.repeat(np.arange(L), n_j)
@@ -288,9 +305,7 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     a[(np.arange(n_obs) - first[j]) >= n_j[j] - flips[j]] *= -1.0  # the flipped rows
     has = np.flatnonzero(n_j)
     along = np.add.reduceat(a, first[has]) if has.size else np.zeros(0)
-    g = rng.standard_normal((has.size, r + 1))
     ph = p[has]
-    g -= np.sum(g * ph, 1)[:, None] * ph
-    sums = along[:, None] * ph + np.sqrt(n_j[has])[:, None] * g
+    sums = along[:, None] * ph + np.sqrt(n_j[has])[:, None] * _normals_orthogonal_to(rng, ph)
     rows = complete_rows(P_true, sums[:, :r], np.sqrt(n_j[has]).astype(np.float64), rng)
     return ActiveRows(rows, lo + has, np.ones(has.size), n_obs, by_label=True)
