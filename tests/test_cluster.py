@@ -23,7 +23,8 @@ def test_configs_are_shipped():
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_config_builds_its_spec(path):
+def test_config_builds_its_spec(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # dask-jobqueue makes the configs' relative log_directory
     config = load_cluster_config(path)
     spec = cluster_spec(config)
     if config.kind in ("slurm", "pbs"):

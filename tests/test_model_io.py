@@ -15,11 +15,12 @@ import pytest
 import zarr
 from distributed import get_task_stream
 
-from conftest import local_client
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
-from onebit_dask.cli import main
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.io import write_observations
+from onebit_dask.testing import assert_same_fit, computed
+
+from helpers import fit_args, run_cli, run_main
 
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
 # Across engines, the explicit sampler: projected draws depend on the bits of A, and the
@@ -40,27 +41,14 @@ def explicit_reference():
     return OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with local_client(2) as client:
-        yield client
-
-
-def without_fit_s(history):
-    """The history without what is measured (time, bytes moved), not computed."""
-    return [{k: v for k, v in h.items() if k not in ("fit_s", "client_bytes")}
-            for h in history]
+@pytest.fixture
+def cluster(client2):
+    """The session's 2-worker cluster (tests/conftest.py)."""
+    return client2
 
 
 def assert_same_model(a, b, history=True):
-    for name in ("A_", "B_", "Q_", "V_"):
-        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    np.testing.assert_array_equal(a.decision_function(X_NEW), b.decision_function(X_NEW))
-    for got, want in zip(a.predict_top_k(X_NEW, 4), b.predict_top_k(X_NEW, 4)):
-        np.testing.assert_array_equal(got, want)
-    assert (a.n_steps_, a.n_samples_seen_) == (b.n_steps_, b.n_samples_seen_)
-    if history:
-        assert without_fit_s(a.history_) == without_fit_s(b.history_)
+    assert_same_fit(a, b, X_NEW, history)
 
 
 # -- save / load ---------------------------------------------------------------------------
@@ -321,23 +309,11 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
 
 
 # -- the command line -------------------------------------------------------------------------
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "onebit_dask", *args], capture_output=True,
-                          text=True, timeout=300)
+FIT = fit_args("--workers", "0", "--flip", "0.02", "--seed", "3", "--quiet", "--json", d2=30,
+               batch_size=4000, n_iter=3, n_test=300)
 
 
-FIT = ["fit", "--workers", "0", "--d1", "20", "--d2", "30", "--rank", "2", "--batch-size", "4000",
-       "--n-iter", "3", "--n-test", "300", "--flip", "0.02", "--seed", "3", "--quiet", "--json"]
-
-
-def run_main(capsys, *args):
-    """``onebit-dask ARGS`` in this process: ``(status, stdout, stderr)``."""
-    status = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
+def test_cli_fit_save_then_predict_and_evaluate(tmp_path):
     model = str(tmp_path / "model.zarr")
     checkpoint = str(tmp_path / "ckpt.zarr")
     fitted = run_cli(*FIT, "--save", model, "--checkpoint", checkpoint)  # the real command
@@ -347,22 +323,21 @@ def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
     assert est.history_ == result["history"]
     obs = write_observations(tmp_path / "obs.zarr", *PROBLEM.draw(0, 50), n_labels=30)
     X = zarr.open_group(obs, mode="r")["X"][:4]
-    status, out, err = run_main(capsys, "predict", model, "--data", obs, "--top-k", 3, "--rows", 4,
-                                "--json")
-    assert status == 0, err
-    out = json.loads(out)
+    proc = run_main("predict", model, "--data", obs, "--top-k", 3, "--rows", 4, "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
     scores = (X.astype(np.float64) @ est.A_) @ est.B_.T
     assert out["labels"] == np.argsort(-scores, axis=1, kind="stable")[:, :3].tolist()
     np.testing.assert_allclose(out["scores"], -np.sort(-scores, axis=1)[:, :3], rtol=1e-12)
-    status, out, err = run_main(capsys, "evaluate", model, "--json")
-    assert status == 0, err
-    metrics = json.loads(out)
+    proc = run_main("evaluate", model, "--json")
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads(proc.stdout)
     for key in ("auc", "hamming_loss", "spectral_error", "frobenius_error"):
         assert metrics[key] == result[key]
     # the checkpoint: the same command again resumes from it (nothing left to do)
-    status, out, err = run_main(capsys, *FIT, "--checkpoint", checkpoint)
-    assert status == 0, err
-    assert without_fit_s(json.loads(out)["history"]) == without_fit_s(result["history"])
+    proc = run_main(*FIT, "--checkpoint", checkpoint)
+    assert proc.returncode == 0, proc.stderr
+    assert computed(json.loads(proc.stdout)["history"]) == computed(result["history"])
 
 
 @pytest.fixture(scope="module")
@@ -386,21 +361,21 @@ def stores(tmp_path_factory):
     ([*FIT, "--checkpoint-every", "2"], "--checkpoint-every needs --checkpoint"),
     ([*FIT, "--checkpoint", "{tmp}/model.zarr"], "a saved model, not a checkpoint"),
 ])
-def test_cli_bad_input_exits_2_with_one_line(stores, capsys, args, message):
+def test_cli_bad_input_exits_2_with_one_line(stores, args, message):
     before = sorted(os.listdir(stores))
-    status, out, err = run_main(capsys, *[a.format(tmp=stores) for a in args])
-    assert status == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], err
-    assert out == ""
+    proc = run_main(*[a.format(tmp=stores) for a in args])
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert proc.stdout == ""
     assert sorted(os.listdir(stores)) == before  # nothing written, nothing removed
 
 
-def test_cli_damaged_model_exits_1_with_one_line(stores, tmp_path, capsys):
+def test_cli_damaged_model_exits_1_with_one_line(stores, tmp_path):
     damaged = tmp_path / "damaged.zarr"
     shutil.copytree(stores / "model.zarr", damaged)
     shutil.rmtree(damaged / "blocks" / "3")
-    status, out, err = run_main(capsys, "predict", damaged, "--data", stores / "obs.zarr")
-    assert status == 1 and out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "block 3" in lines[0] and "damaged" in lines[0], err
+    proc = run_main("predict", damaged, "--data", stores / "obs.zarr")
+    assert proc.returncode == 1 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "block 3" in lines[0] and "damaged" in lines[0], proc.stderr
