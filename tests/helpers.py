@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import pathlib
 import subprocess
 import sys
+
+ROOT = pathlib.Path(__file__).parents[1]
 
 SMALL = dict(d1=20, d2=10, rank=2, batch_size=2000, n_iter=2, n_test=200)
 """A synthetic problem and fit small enough for the command line tests."""
@@ -57,3 +60,23 @@ def one_line(proc, status) -> str:
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0].startswith("onebit-dask: error: ")
     return lines[0]
+
+
+QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
+# its grid (12 cells) on a smaller problem, where the cells' compute is not what a test
+# checks (the quickstart's sizes cost ~8 s of CPU per run)
+SMALL_CELLS = {"d1: [100]": "d1: [30]", "d2: [60]": "d2: [20]",
+               "batch_size: [10000]": "batch_size: [2000]", "n_iter: [8]": "n_iter: [3]",
+               "n_test: 2000": "n_test: 300"}
+
+
+def small_quickstart(directory) -> pathlib.Path:
+    """``pipelines/quickstart.yaml`` with the cells of :data:`SMALL_CELLS`, written into
+    ``directory``; its path."""
+    text = QUICKSTART.read_text()
+    for old, new in SMALL_CELLS.items():
+        assert old in text, f"{QUICKSTART} no longer has {old!r}: update SMALL_CELLS"
+        text = text.replace(old, new)
+    path = pathlib.Path(directory) / "quickstart.yaml"
+    path.write_text(text)
+    return path

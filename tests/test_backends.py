@@ -24,15 +24,10 @@ from onebit_dask.cluster import load_cluster_config, parse_cluster_config
 from onebit_dask.sweep.store import open_cube
 from onebit_dask.testing import computed
 
-from helpers import run_cli
+from helpers import run_cli, small_quickstart
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).parents[1]
-QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
-# its grid (12 cells over the workers) on a smaller problem: the cells' compute is not
-# what these tests check, the back ends are (the quickstart's sizes cost ~8 s of CPU per run)
-SMALL_CELLS = {"d1: [100]": "d1: [30]", "d2: [60]": "d2: [20]",
-               "batch_size: [10000]": "batch_size: [2000]", "n_iter: [8]": "n_iter: [3]",
-               "n_test: 2000": "n_test: 300"}
 FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
        "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
@@ -62,14 +57,8 @@ def assert_same_cube(path_a, path_b):
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    """pipelines/quickstart.yaml with the cells of :data:`SMALL_CELLS`."""
-    text = QUICKSTART.read_text()
-    for old, new in SMALL_CELLS.items():
-        assert old in text, f"{QUICKSTART} no longer has {old!r}: update SMALL_CELLS"
-        text = text.replace(old, new)
-    path = tmp_path_factory.mktemp("pipeline") / "quickstart.yaml"
-    path.write_text(text)
-    return path
+    """pipelines/quickstart.yaml with the cells of :data:`helpers.SMALL_CELLS`."""
+    return small_quickstart(tmp_path_factory.mktemp("pipeline"))
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from helpers import fit_args, run_cli, run_main
 SMALL = fit_args("--workers", "0", batch_size=3000, n_iter=3, n_test=300)
 
 
+@pytest.mark.integration
 def test_fit_json_is_one_object():
     proc = run_cli(*SMALL, "--json", "--seed", "4")
     assert proc.returncode == 0, proc.stderr

@@ -21,6 +21,8 @@ import yaml
 from conftest import DaskProcesses, make_certificates
 from helpers import FIT, one_line, run_cli, run_main
 
+pytestmark = pytest.mark.integration
+
 SPEC = """
 name: tiny
 grid:
@@ -34,6 +36,11 @@ grid:
   seed: [0, 1]
 fixed: {n_test: 200, n_shards: 2}
 """
+
+
+def write_yaml(path, data):
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 # --- bad input: exit 2 ---------------------------------------------------------------------

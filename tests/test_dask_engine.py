@@ -11,7 +11,6 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -20,6 +19,7 @@ from conftest import DaskProcesses, local_client, make_certificates
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.testing import assert_same_fit
 
+pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500)
 EXPLICIT = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500, sampler="explicit")
 PARAMS = dict(batch_size=8000, n_iter=3, n_shards=4, random_state=0)

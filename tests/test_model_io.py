@@ -22,6 +22,7 @@ from onebit_dask.testing import assert_same_fit, computed
 
 from helpers import fit_args, run_cli, run_main
 
+pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
 # Across engines, the explicit sampler: projected draws depend on the bits of A, and the
 # engines' initial states may differ in the last bits (see the report to the lead)

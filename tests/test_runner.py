@@ -20,6 +20,8 @@ from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.store import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
+pytestmark = pytest.mark.integration
+
 SPEC_TEXT = """
 name: small
 grid:
