@@ -432,19 +432,25 @@ def _marginal_density(x, t2, rho, tau):
     return np.exp(-0.5 * x * x) / np.sqrt(TWO_PI) * ndtr(arg)
 
 
-NEWTON_TOL = 1e-12
+NEWTON_STEP = 1e-8  # a Newton step this small (relative): the next error is ~1e-16
+BRACKET_TOL = 1e-13
 NEWTON_MAX_ITER = 200
 
 
-def inverse_marginal(target, t1, t2, rho, tau, mass):
-    """Per row, ``s >= t1`` with ``G(s) = target``, ``G(x) = P(S >= x, rho S + tau W >= t2)``
-    (``G(t1) = mass >= target > 0``): Newton's method on ``log G`` (concave: ``G`` is the
-    survival function of a log-concave density), kept in a shrinking bracket
-    ``[lo, hi]`` and replaced by bisection where it leaves it; to ``NEWTON_TOL``."""
-    x, g = t1.copy(), mass.copy()
-    lo, hi = t1.copy(), np.full(t1.shape, T_MAX)
+def inverse_marginal(u, t1, t2, rho, tau, mass):
+    """Per row, ``s >= t1`` with ``G(s) = u G(t1)``, ``G(x) = P(S >= x, rho S + tau W >= t2)``
+    (``G(t1) = mass > 0``, ``u`` in ``(0, 1]``): Newton's method on ``log G`` (concave:
+    ``G`` is the survival function of a log-concave density), started where the first
+    constraint alone would put ``s``, kept in a shrinking bracket ``[lo, hi]`` (``hi``:
+    where ``P(S >= hi)`` is the target) and
+    replaced by bisection where it leaves it; it stops after a Newton step below
+    ``NEWTON_STEP`` (quadratic convergence) or a bracket below ``BRACKET_TOL``."""
     with np.errstate(divide="ignore"):  # a piece of mass 0 is never picked by a real draw
-        log_target = np.log(target)
+        log_target = np.log(u * mass)
+    x = np.clip(-ndtri_exp(np.log(u) + log_ndtr(-t1)), t1, T_MAX)
+    g = upper_orthant(x, t2, rho, tau)
+    # G(x) <= P(S >= x): the root is left of where that equals the target
+    lo, hi = t1.copy(), np.clip(-ndtri_exp(log_target), t1, T_MAX)
     todo = np.arange(x.size)
     for _ in range(NEWTON_MAX_ITER):
         if not todo.size:
@@ -455,9 +461,12 @@ def inverse_marginal(target, t1, t2, rho, tau, mass):
             right = f >= 0  # G(x) >= target: the root is at or right of x
             a, z = np.where(right, xi, a), np.where(right, z, xi)
             step = xi + f * gi / _marginal_density(xi, t2[todo], rho[todo], tau[todo])
-        new = np.where(np.isfinite(step) & (step > a) & (step < z), step, 0.5 * (a + z))
+        newton = np.isfinite(step) & (step > a) & (step < z)
+        new = np.where(newton, step, 0.5 * (a + z))
         lo[todo], hi[todo], x[todo] = a, z, new
-        todo = todo[np.abs(new - xi) > NEWTON_TOL * (1.0 + np.abs(xi))]
+        done = np.where(newton, np.abs(new - xi) <= NEWTON_STEP * (1.0 + np.abs(xi)),
+                        z - a <= BRACKET_TOL * (1.0 + np.abs(xi)))
+        todo = todo[~done]
         g[todo] = upper_orthant(x[todo], t2[todo], rho[todo], tau[todo])
     return x
 
@@ -476,7 +485,7 @@ def draw_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray) -> np.
     at = lambda a: a[j, pick]  # noqa: E731
     t1, t2, rho, tau, mass = map(at, (pieces.t1, pieces.t2, pieces.rho, pieces.tau,
                                       pieces.mass))
-    s = inverse_marginal((1.0 - rng.random(n)) * mass, t1, t2, rho, tau, mass)
+    s = inverse_marginal(1.0 - rng.random(n), t1, t2, rho, tau, mass)
     with np.errstate(divide="ignore", invalid="ignore"):
         low = np.where(tau > 0, (t2 - rho * s) / np.where(tau > 0, tau, 1.0), -np.inf)
     w = -ndtri_exp(np.log1p(-rng.random(n)) + log_ndtr(-low))

@@ -120,6 +120,24 @@ def check_positive_rate(value):
     return _check_rate("positive_rate", value)
 
 
+def parse_positive_rate(value):
+    """``positive_rate`` from the command line or a spec: ``none`` (or None), a rate
+    ``P`` or a range ``P_MIN:P_MAX`` (text or numbers), checked by
+    :func:`check_positive_rate`."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == "none":
+            return None
+        parts = text.split(":")
+        try:
+            numbers = [float(part) for part in parts]
+        except ValueError:
+            raise ValueError(f"positive_rate={value!r} is not allowed: give none, a rate P "
+                             "in (0, 1) or a range P_MIN:P_MAX") from None
+        value = tuple(numbers) if len(numbers) > 1 else numbers[0]
+    return check_positive_rate(value)
+
+
 @lru_cache(maxsize=2)
 def _prior_order(d2: int, seed: int) -> np.ndarray:
     """The rank of each label's prior in a range (a seeded permutation of ``range(d2)``)."""
