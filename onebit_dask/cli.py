@@ -193,7 +193,7 @@ def _run_fit(args) -> int:
     )
     if synthetic:
         result.update(flip=args.flip, noise_std=args.noise_std,
-                      positive_rate=parse_positive_rate(args.positive_rate), sampler=args.sampler)
+                      positive_rate=data.positive_rate, sampler=args.sampler)
     else:
         result.update(data=args.data)
     result["model"] = args.save
