@@ -38,7 +38,6 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
-
 from scipy.special import log_ndtr, ndtr, ndtri_exp, owens_t
 
 from .kernels import ActiveRows, scatter_rows, sign
@@ -415,6 +414,8 @@ def upper_orthant(h, k, rho, tau):
     half = np.where((hk < 0) | ((hk == 0) & (h + k < 0)), 0.5, 0.0)
     owen = (0.5 * ndtr(h) + 0.5 * ndtr(k) - owens_t(h, slope(h, k)) - owens_t(k, slope(k, h))
             - half)
+    if proper.all():
+        return owen
     # tau = 0, back in the upper-orthant arguments: rho = 1: X1 >= max(h, k);
     # rho = -1: h <= X1 <= -k (each difference taken on the side of small tails)
     H, K = -h, -k

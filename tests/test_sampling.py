@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask import sampling
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling
 from onebit_dask.engine import blocks as B
 from onebit_dask.synthetic import ProjectedShard
 

@@ -200,7 +200,7 @@ LEVEL = 0.01
 
 
 def _positive_share_z(problem, m, priors):
-    X, labels, y = problem.draw(0, m, 4)
+    _, labels, y = problem.draw(0, m, 4)
     n = np.bincount(labels, minlength=problem.d2)
     pos = np.bincount(labels, weights=y > 0, minlength=problem.d2)
     return (pos / n - priors) / np.sqrt(priors * (1 - priors) / n)
@@ -211,8 +211,8 @@ def test_priors_are_realised(rate):
     """The share of positive clean bits of each label matches ``p_j``: a binomial z-test
     per label at 1 % family-wise (Bonferroni over 40 labels); the same test rejects the
     priors placed in another order (its power)."""
-    from scipy.special import ndtr
     import scipy.stats
+    from scipy.special import ndtr
 
     p = SyntheticProblem(8, 40, 2, positive_rate=rate, seed=3)
     priors = ndtr(p.truth_bias(0, 40))
