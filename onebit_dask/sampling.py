@@ -30,6 +30,12 @@ The initial batch (``W = 0``, weights ``y_i``) is the same construction with
 below) does not draw ``u`` for every row either: whether a row is active depends on
 ``u`` only through its angle in a plane, so the active counts are binomial and only the
 active rows are drawn, from their conditional law (docs/ALGORITHM.md, section 7b).
+
+With per-label thresholds (the truth's ``b*_j``, the model's ``b_j``: the bit is
+``sign(x^T w*_j + b*_j + noise)``, the score ``x^T w_j + b_j``) everything above holds
+with the offsets added; the conditional draw then works on pieces of the plane bounded
+by lines that miss the origin (section 7c). Without thresholds the draws are those of
+the paper's model, number for number.
 """
 
 from __future__ import annotations

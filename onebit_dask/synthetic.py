@@ -279,7 +279,8 @@ class SyntheticProblem:
         (binomial, from the angle between the truth and the model) and only the active
         rows' coordinates, from their conditional law: a step then costs ``O(d2)`` plus
         two numbers per active row plus ``d1`` per active label, whatever ``m``
-        (:func:`onebit_dask.sampling.draw_conditional_step`). The samplers give different
+        (:func:`onebit_dask.sampling.draw_conditional_step`; with thresholds, three
+        numbers and a few evaluations of Owen's ``T`` per active row). The samplers give different
         draws of the same distribution; baselines, which need explicit features, always
         see explicit draws.
     """
