@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import scipy.special
 import scipy.stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling
@@ -331,3 +332,59 @@ def test_upper_orthant_matches_scipy():
                                np.array([1.0, -1.0, -1.0]), np.zeros(3)),
         [norm.sf(1.2), norm.cdf(1.0) - norm.cdf(0.3), norm.cdf(0.2) - norm.cdf(-0.5)],
         atol=1e-15)
+
+
+# -- the law of one thresholded active row in its plane, against rejection sampling -------
+
+PLANE_CASES = [  # (c, b*, e, b) in the plane: general, a rare label, a zero e, parallel
+    ((0.8, 0.3), -1.5, (0.5, -0.6), -0.7), ((1.0, 0.0), -2.3, (0.9, 0.1), -2.0),
+    ((0.3, 0.4), 0.2, (0.0, 0.0), -0.1), ((1.0, 0.0), -1.0, (2.0, 0.0), -1.2)]
+
+
+@pytest.fixture(scope="module")
+def plane_references():
+    """Per case and for disagreeing (unflipped) then agreeing (flipped) rows: the pieces,
+    and ``r z`` of the rows of 1.5 million ``N(0, I_2)`` draws in that set (rejection)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for c, beta, e, b in PLANE_CASES:
+        c2, e2 = np.array([c]), np.array([e])
+        pieces = sampling._pieces(c2, np.array([beta]), e2, np.array([b]))
+        z = rng.standard_normal((1_500_000, 2))
+        bit = np.where(z @ c2[0] + beta >= 0, 1, -1)
+        score = np.where(z @ e2[0] + b >= 0, 1, -1)
+        for agree in (False, True):
+            keep = (bit == score) if agree else (bit != score)
+            out.append((pieces, agree, (-2.0 * score[keep])[:, None] * z[keep]))
+    return out
+
+
+def plane_min_p_value(references):
+    """Smallest Welch p-value over the first and second moments of ``r z``: 5000 rows
+    drawn by :func:`sampling.draw_in_pieces` against the rejection reference."""
+    rng = np.random.default_rng(1)
+    stats = lambda a: np.column_stack([a, a[:, :1] ** 2, a[:, :1] * a[:, 1:], a[:, 1:] ** 2])  # noqa: E731
+    p = [scipy.stats.ttest_ind(
+            stats(sampling.draw_in_pieces(rng, pieces, np.zeros(5000, dtype=int),
+                                          np.full(5000, agree))),
+            stats(ref), equal_var=False).pvalue.min() for pieces, agree, ref in references]
+    return min(p), 5 * len(p)
+
+
+def test_thresholded_row_has_the_law_of_its_pieces(plane_references):
+    """Family-wise 1 % (Bonferroni over 8 sets x 5 moments)."""
+    p, n_tests = plane_min_p_value(plane_references)
+    assert p > LEVEL / n_tests
+
+
+@pytest.mark.parametrize("name, replacement", [
+    ("inverse_marginal",  # s from the first constraint alone
+     lambda u, t1, t2, rho, tau, mass: np.clip(
+         -scipy.special.ndtri_exp(np.log(u) + scipy.special.log_ndtr(-t1)), t1, 40.0)),
+    ("log_ndtr", lambda x: np.zeros_like(x)),  # w not truncated by the second constraint
+])
+def test_the_row_law_test_rejects_a_wrong_draw(plane_references, monkeypatch, name,
+                                               replacement):
+    monkeypatch.setattr(sampling, name, replacement)
+    p, n_tests = plane_min_p_value(plane_references)
+    assert p < LEVEL / n_tests
