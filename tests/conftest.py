@@ -18,11 +18,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @contextlib.contextmanager
 def local_client(n_workers, **kwargs):
     """A client of a fresh ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1, one
-    thread each. Not the default client: code that is not handed it runs in-process."""
+    thread each (its HTTP server on a free port: no clash with another cluster). Not the
+    default client: code that is not handed it runs in-process."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None, **kwargs) as cluster, \
+                      host="127.0.0.1", dashboard_address="127.0.0.1:0", **kwargs) as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield client
 
