@@ -1,6 +1,7 @@
 """Model stores: save/load round trips, checkpoints that survive a SIGKILL, and the CLI,
 on real zarr stores, real subprocesses and a real 2-worker LocalCluster."""
 
+import glob
 import json
 import os
 import shutil
@@ -20,6 +21,9 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
 from onebit_dask.cli import main
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.io import write_observations
+from onebit_dask.stores.atomic import ForeignPathError
+from onebit_dask.stores.lock import StoreLock, StoreLockedError
+from onebit_dask.stores.zarr_format import DamagedStoreError
 
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
 # Across engines, the explicit sampler: projected draws depend on the bits of A, and the
@@ -75,7 +79,7 @@ def test_save_load_round_trip(reference, tmp_path):
     assert (model.n_features_in_, model.n_labels_) == (20, 30)
     # the store: tops, one group per label block (sizes differ by one), versions, no pickle
     root = zarr.open_group(path, mode="r")
-    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 1
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 2
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
@@ -137,7 +141,7 @@ def test_save_refuses_existing_paths_and_load_refuses_non_models(reference, tmp_
     other = OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM)
     other.save(path, overwrite=True)
     assert OneBitMultiLabel.load(path).n_steps_ == 1
-    assert not os.path.exists(path + ".tmp") and not os.path.exists(path + ".old")
+    assert no_leftovers(path)
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "keep.txt").write_text("mine")
@@ -159,8 +163,26 @@ def test_save_refuses_existing_paths_and_load_refuses_non_models(reference, tmp_
         OneBitMultiLabel.load(half)
     # a damaged block names itself
     shutil.rmtree(os.path.join(path, "blocks", "2"))
-    with pytest.raises(ValueError, match="block 2"):
+    with pytest.raises(DamagedStoreError, match="block 2"):
         OneBitMultiLabel.load(path)
+
+
+def no_leftovers(path):
+    """No temporary, replaced copy or lock of the store at ``path`` is left beside it."""
+    head, tail = os.path.split(str(path))
+    return not glob.glob(os.path.join(head, f".{tail}.onebit-*")) and not os.path.exists(
+        f"{path}.lock")
+
+
+def temporaries(path, kind="tmp"):
+    head, tail = os.path.split(str(path))
+    return glob.glob(os.path.join(head, f".{tail}.onebit-{kind}-*"))
+
+
+def mark_as_ours(directory, token):
+    """What :mod:`onebit_dask.stores.atomic` writes into its own temporaries."""
+    with open(os.path.join(directory, ".onebit-dask-temporary.json"), "w") as fh:
+        json.dump({"format": "onebit-dask/temporary", "token": token}, fh)
 
 
 # -- checkpoints -----------------------------------------------------------------------------
@@ -210,7 +232,8 @@ def kill_mid_fit(path, phase, sampler):
         while time.time() < deadline and proc.poll() is None:
             ready = _checkpointed_steps(path) == 2
             if phase == "write":
-                ready = ready and os.path.isdir(os.path.join(f"{path}.tmp", "blocks", "0", "B"))
+                ready = ready and any(os.path.isdir(os.path.join(t, "blocks", "0", "B"))
+                                      for t in temporaries(path))
             if ready:
                 proc.send_signal(signal.SIGKILL)
                 break
@@ -231,24 +254,31 @@ def resume_and_check(path, steps, problem, reference, client=None, killed=None):
     # the resumed fit went on from the checkpoint: its early records are the killed run's
     assert est.history_[: steps + 1] == resumed_from.history_
     assert model_io.read_attrs(str(path))["n_steps"] == PARAMS["n_iter"]
-    assert not os.path.exists(f"{path}.tmp") and not os.path.exists(f"{path}.old")
+    assert no_leftovers(path)
 
 
 def test_resume_after_sigkill_between_steps(reference, tmp_path):
     path = tmp_path / "ckpt.zarr"
     steps = kill_mid_fit(path, "steps", PROBLEM.sampler)
     assert steps == 2
-    # a copy as if killed between the renames PATH -> PATH.old and PATH.tmp -> PATH
-    # (PATH.tmp half written): the fit resumes from PATH.old
+    # a copy as if killed between the renames PATH -> .PATH.onebit-old-T and the
+    # temporary -> PATH (the temporary half written): the fit resumes from the old copy
     renamed = tmp_path / "renamed.zarr"
-    shutil.copytree(path, f"{renamed}.old")
-    shutil.copytree(path, f"{renamed}.tmp")
-    shutil.rmtree(os.path.join(f"{renamed}.tmp", "blocks", "1"))
+    old = tmp_path / ".renamed.zarr.onebit-old-0123abcd"
+    shutil.copytree(path, old)
+    mark_as_ours(old, "0123abcd")
+    half = tmp_path / ".renamed.zarr.onebit-tmp-4567ef01"
+    shutil.copytree(path, half)
+    mark_as_ours(half, "4567ef01")
+    shutil.rmtree(half / "blocks" / "1")
     resume_and_check(path, steps, PROBLEM, reference)
     assert not os.path.exists(renamed)
-    with pytest.raises(FileNotFoundError, match="interrupted between two renames"):
+    with pytest.raises(FileNotFoundError, match="an interrupted write moved aside"):
         OneBitMultiLabel.load(renamed)
-    resume_and_check(renamed, steps, PROBLEM, reference, killed=f"{renamed}.old")
+    killed = tmp_path / "killed.zarr"
+    shutil.copytree(old, killed)
+    os.remove(killed / ".onebit-dask-temporary.json")
+    resume_and_check(renamed, steps, PROBLEM, reference, killed=killed)
 
 
 def test_resume_on_cluster_after_sigkill_during_a_checkpoint(explicit_reference, cluster,
@@ -256,7 +286,8 @@ def test_resume_on_cluster_after_sigkill_during_a_checkpoint(explicit_reference,
     path = tmp_path / "ckpt.zarr"
     steps = kill_mid_fit(path, "write", EXPLICIT.sampler)
     assert steps == 2
-    assert sorted(os.listdir(f"{path}.tmp/blocks")) == ["0", "zarr.json"]  # half written
+    [half] = temporaries(path)
+    assert sorted(os.listdir(f"{half}/blocks")) == ["0", "zarr.json"]  # half written
     resume_and_check(path, steps, EXPLICIT, explicit_reference, cluster)
 
 
@@ -404,3 +435,77 @@ def test_cli_damaged_model_exits_1_with_one_line(stores, tmp_path, capsys):
     assert status == 1 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "block 3" in lines[0] and "damaged" in lines[0], err
+
+
+# -- what the user owns is never renamed or removed --------------------------------------------
+def _user_dir(path):
+    os.makedirs(path)
+    with open(os.path.join(path, "f"), "w") as fh:
+        fh.write("x")
+
+
+def _intact(path):
+    with open(os.path.join(path, "f")) as fh:
+        return fh.read() == "x"
+
+
+def test_user_directories_named_like_old_temporaries_are_left_alone(reference, tmp_path, capsys):
+    """Issue 18 item 2: ``PATH.old`` and ``PATH.tmp`` were deleted by save and checkpoint."""
+    model, ckpt = tmp_path / "model.zarr", tmp_path / "ckpt.zarr"
+    mine = [f"{model}.old", f"{model}.tmp", f"{ckpt}.old", f"{ckpt}.tmp"]
+    for path in mine:
+        _user_dir(path)
+    reference.save(model)
+    reference.save(model, overwrite=True)
+    OneBitMultiLabel(2, **dict(PARAMS, n_iter=2)).fit(PROBLEM, checkpoint=ckpt)
+    status, _, err = run_main(capsys, *FIT, "--n-iter", 1, "--save", tmp_path / "cli.zarr",
+                              "--checkpoint", tmp_path / "cli-ckpt.zarr")
+    assert status == 0, err
+    for path in mine:
+        assert _intact(path), path
+    assert no_leftovers(model) and no_leftovers(ckpt)
+    assert OneBitMultiLabel.load(model).n_steps_ == reference.n_steps_
+
+
+def test_cli_save_beside_a_user_old_directory_in_a_real_process(tmp_path):
+    """The issue's command, as a real process: ``model.zarr.old`` survives."""
+    _user_dir(tmp_path / "model.zarr.old")
+    proc = run_cli("fit", "--d1", "40", "--d2", "30", "--rank", "2", "--batch-size", "2000",
+                   "--n-iter", "2", "--workers", "0", "--quiet", "--save",
+                   str(tmp_path / "model.zarr"))
+    assert proc.returncode == 0, proc.stderr
+    assert _intact(tmp_path / "model.zarr.old")
+    assert OneBitMultiLabel.load(tmp_path / "model.zarr").n_steps_ == 2
+
+
+def test_a_foreign_file_where_the_lock_goes_is_refused_before_any_work(reference, tmp_path,
+                                                                       capsys):
+    model = tmp_path / "model.zarr"
+    lock = tmp_path / "model.zarr.lock"
+    lock.write_text("my notes")
+    with pytest.raises(ForeignPathError, match="model.zarr.lock.*not an onebit-dask lock"):
+        reference.save(model)
+    status, out, err = run_main(capsys, *FIT, "--save", model)
+    assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "model.zarr.lock" in err and "not an onebit-dask lock" in err
+    ckpt_lock = tmp_path / "ckpt.zarr.lock"
+    os.mkdir(ckpt_lock)
+    status, out, err = run_main(capsys, *FIT, "--checkpoint", tmp_path / "ckpt.zarr")
+    assert status == 2 and "ckpt.zarr.lock" in err, err
+    assert lock.read_text() == "my notes" and ckpt_lock.is_dir()
+    assert not model.exists() and not (tmp_path / "ckpt.zarr").exists()
+
+
+def test_only_marked_temporaries_are_recovered_or_removed(reference, tmp_path):
+    """A directory named like the package's temporaries but without its marker (or with
+    another token) is the user's: kept."""
+    model = tmp_path / "model.zarr"
+    lookalikes = [tmp_path / ".model.zarr.onebit-old-aaaa", tmp_path / ".model.zarr.onebit-tmp-bbbb"]
+    for path in lookalikes:
+        _user_dir(path)
+    mark_as_ours(lookalikes[1], "cccc")  # a marker whose token is not the name's
+    reference.save(model)
+    reference.save(model, overwrite=True)
+    for path in lookalikes:
+        assert _intact(path)
+    assert OneBitMultiLabel.load(model).n_steps_ == reference.n_steps_

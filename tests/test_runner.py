@@ -299,7 +299,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
     with the one-line refusal, at least one exits 0, and the cube equals an undisturbed
     run's.
     """
-    from onebit_dask.sweep.lock import StoreLock
+    from onebit_dask.stores.lock import StoreLock
 
     spec_path = tmp_path / "two.yaml"
     spec_path.write_text(SPEC_TEXT)
@@ -327,7 +327,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
 
 
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
-    from onebit_dask.sweep.lock import StoreLock, StoreLockedError
+    from onebit_dask.stores.lock import StoreLock, StoreLockedError
 
     out = str(tmp_path / "l.zarr")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
