@@ -217,8 +217,11 @@ class StoreLock:
     def check(self) -> None:
         """Raise if the lock is no longer ours (checked before each write)."""
         holder = _read(self.path)
-        if self.lost is None and (holder is None or holder.get("token") != self.info["token"]):
-            self.lost = f"its lock {self.path} is gone or was taken over"
+        if self.lost is None and holder is None:
+            self.lost = f"its lock {self.path} is gone"
+        elif self.lost is None and holder.get("token") != self.info["token"]:
+            self.lost = (f"its lock {self.path} was taken over by {holder.get('host')} pid "
+                         f"{holder.get('pid')}")
         if self.lost:
             raise StoreLockedError(f"the {self.writer} stopped writing {self.store!r}: "
                                    f"{self.lost}; what it wrote so far is kept")
