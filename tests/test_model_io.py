@@ -4,6 +4,7 @@ on real zarr stores, real subprocesses and a real 2-worker LocalCluster."""
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -509,3 +510,91 @@ def test_only_marked_temporaries_are_recovered_or_removed(reference, tmp_path):
     for path in lookalikes:
         assert _intact(path)
     assert OneBitMultiLabel.load(model).n_steps_ == reference.n_steps_
+
+
+# -- damaged or edited model stores -------------------------------------------------------------
+def _edit_attrs(path, **changes):
+    zarr.open_group(path, mode="r+").attrs.update(changes)
+
+
+def _drop_chunk(path, part):
+    os.remove(os.path.join(path, *part.split("/")))
+
+
+def _as_int8(path):
+    group = zarr.open_group(os.path.join(path, "blocks", "0"), mode="r+")
+    group.create_array("B", data=group["B"][...].astype(np.int8), overwrite=True)
+
+
+def _set_value(path, value):
+    zarr.open_array(os.path.join(path, "blocks", "1", "B"), mode="r+")[0, 0] = value
+
+
+DAMAGES = {  # issue 18 item 3, each case: (how, what the message says)
+    "chunk of blocks/2/B": (lambda p: _drop_chunk(p, "blocks/2/B/c/0/0"),
+                            r"the chunk blocks/2/B/c/0/0 \(rows 0\.\.6\) is missing"),
+    "chunk of Q_top": (lambda p: _drop_chunk(p, "Q_top/c/0/0"),
+                       r"the chunk Q_top/c/0/0 \(rows 0\.\.19\) is missing"),
+    "n_labels edited": (lambda p: _edit_attrs(p, n_labels=1000),
+                        r"bounds=\[0, 7, 15, 22, 30\] does not cut the n_labels=1000 labels"),
+    "params.rank edited": (lambda p: _edit_attrs(
+        p, params=dict(zarr.open_group(p).attrs["params"], rank=5)),
+        r"Q_top has shape \(20, 4\), expected \(20, 10\)"),
+    "n_steps a string": (lambda p: _edit_attrs(p, n_steps="four"),
+                         r"n_steps='four' is not an int"),
+    "B as int8": (_as_int8, r"blocks/0/B has dtype int8, expected float64"),
+    "NaN in B": (lambda p: _set_value(p, np.nan), r"blocks/1/B\[0, 0\] is nan"),
+    "B edited": (lambda p: _set_value(p, 0.5),
+                 r"blocks/1/B differs from what was written \(its SHA-256"),
+    "bit_generator not NumPy's": (lambda p: _edit_attrs(
+        p, rng_state=dict(zarr.open_group(p).attrs["rng_state"], bit_generator="SeedSequence")),
+        r"rng_state.bit_generator='SeedSequence' is not one of NumPy's bit generators"),
+    "bit_generator a function": (lambda p: _edit_attrs(
+        p, rng_state={"bit_generator": "default_rng"}), r"bit_generator='default_rng'"),
+}
+
+
+@pytest.fixture(scope="module")
+def saved(reference, tmp_path_factory):
+    return reference.save(tmp_path_factory.mktemp("saved") / "model.zarr")
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGES))
+def test_damaged_or_edited_model_store_is_refused_naming_the_part(saved, tmp_path, case):
+    damage, message = DAMAGES[case]
+    path = str(tmp_path / "damaged.zarr")
+    shutil.copytree(saved, path)
+    damage(path)
+    with pytest.raises(DamagedStoreError, match=message) as info:
+        OneBitMultiLabel.load(path)
+    assert f"model store {path!r} is damaged" in str(info.value)
+
+
+def test_damaged_model_exits_1_with_one_line_naming_the_part(saved, stores, tmp_path, capsys):
+    cases = {"predict": ("chunk of blocks/2/B", ["--data", stores / "obs.zarr"]),
+             "evaluate": ("NaN in B", [])}
+    for command, (case, extra) in cases.items():
+        path = tmp_path / f"{command}.zarr"
+        shutil.copytree(saved, path)
+        DAMAGES[case][0](str(path))
+        status, out, err = run_main(capsys, command, path, *extra)
+        assert status == 1 and out == "", err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0], err
+        assert re.search(DAMAGES[case][1], lines[0]), err
+    proc = run_cli("evaluate", str(tmp_path / "evaluate.zarr"))  # one real process
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "is nan" in proc.stderr
+
+
+def test_rng_state_is_exact_for_every_json_reader(saved):
+    """The 128-bit PCG64 state is a decimal string (JSON readers that use doubles round
+    numbers beyond 2**53), and the loaded model's generator continues the fit's."""
+    with open(os.path.join(saved, "zarr.json")) as fh:
+        state = json.load(fh)["attributes"]["rng_state"]
+    assert state["bit_generator"] == "PCG64"
+    for key in ("state", "inc"):
+        assert isinstance(state["state"][key], str) and state["state"][key].isdigit()
+    model = OneBitMultiLabel.load(saved)
+    reference = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
+    assert model._rng.bit_generator.state == reference._rng.bit_generator.state

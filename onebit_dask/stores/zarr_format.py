@@ -101,5 +101,5 @@ def check_finite(values: np.ndarray, where: str, part: str) -> np.ndarray:
     if bad.any():
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         raise DamagedStoreError(f"{where} is damaged: {part}{list(index)} is "
-                                f"{values[index]!r}, not a finite number")
+                                f"{float(values[index])}, not a finite number")
     return values
