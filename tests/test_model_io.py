@@ -598,3 +598,70 @@ def test_rng_state_is_exact_for_every_json_reader(saved):
     model = OneBitMultiLabel.load(saved)
     reference = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
     assert model._rng.bit_generator.state == reference._rng.bit_generator.state
+
+
+# -- one writer per checkpoint, resumed only when whole ---------------------------------------
+def test_a_checkpoint_held_by_another_writer_is_refused_before_any_work(tmp_path, capsys):
+    """Deterministic two writers: this process holds the checkpoint's lock (as a fit
+    does) while another fit, in-process and as a real process, starts on it."""
+    path = tmp_path / "ckpt.zarr"
+    with StoreLock(str(path), writer="fit"):
+        with pytest.raises(StoreLockedError, match=f"in use by another fit .*pid {os.getpid()}"):
+            OneBitMultiLabel(2, **PARAMS).fit(PROBLEM, checkpoint=path)
+        status, out, err = run_main(capsys, *FIT, "--checkpoint", path)
+        assert status == 1 and out == "" and len(err.strip().splitlines()) == 1, err
+        proc = run_cli(*FIT, "--checkpoint", str(path))
+        assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert f"pid {os.getpid()}, since" in proc.stderr
+        with pytest.raises(StoreLockedError):
+            OneBitMultiLabel(2, **PARAMS).fit(PROBLEM).save(path)
+    assert not path.exists()  # nothing was written
+    # released: the fit runs, and releases the lock when it ends
+    OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM, checkpoint=path)
+    assert no_leftovers(path)
+
+
+def test_a_checkpoint_whose_lock_was_taken_over_stops_writing(tmp_path, monkeypatch):
+    """A fit whose lock another writer took over (it froze past the stale time) stops
+    before its next write, and the checkpoint is the other writer's."""
+    from onebit_dask import persist
+
+    path = tmp_path / "ckpt.zarr"
+    write = persist.Checkpoint.write
+
+    def steal_after_first(self, est, engine):
+        write(self, est, engine)
+        with open(f"{path}.lock", "w") as fh:
+            json.dump({"format": "onebit-dask/lock", "host": "elsewhere", "pid": 7,
+                       "started": "now", "token": "z"}, fh)
+
+    monkeypatch.setattr(persist.Checkpoint, "write", steal_after_first)
+    with pytest.raises(StoreLockedError, match="taken over by elsewhere pid 7"):
+        OneBitMultiLabel(2, **PARAMS).fit(PROBLEM, checkpoint=path)
+    assert json.load(open(f"{path}.lock"))["token"] == "z"  # the other writer's: kept
+    assert model_io.read_attrs(str(path))["n_steps"] == 0
+
+
+@pytest.mark.parametrize("damage", ["a block replaced", "a value edited", "checksums dropped"])
+def test_a_checkpoint_that_is_not_whole_is_not_resumed(tmp_path, damage):
+    path = tmp_path / "ckpt.zarr"
+    OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM, checkpoint=path)
+    if damage == "a block replaced":  # as two writers interleaving would leave it
+        other = tmp_path / "other.zarr"
+        OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(
+            SyntheticProblem(20, 30, 2, flip=0.02, seed=4, n_test=300), checkpoint=other)
+        shutil.rmtree(path / "blocks" / "1")
+        shutil.copytree(other / "blocks" / "1", path / "blocks" / "1")
+        match = r"blocks/1/Q differs from what was written"
+    elif damage == "a value edited":
+        _set_value(str(path), 0.25)
+        match = r"blocks/1/B differs from what was written"
+    else:
+        attrs = dict(zarr.open_group(path).attrs)
+        attrs.pop("checksums")
+        zarr.open_group(path, mode="r+").attrs.put(attrs)
+        match = r"the attribute 'checksums' is missing"
+    with pytest.raises(DamagedStoreError, match=match) as info:
+        OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM, checkpoint=path)
+    assert f"delete '{path}'" in str(info.value)

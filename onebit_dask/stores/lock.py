@@ -123,12 +123,13 @@ class StoreLock:
         return None
 
     def _refuse(self, holder: dict | None, age: float):
+        writer = (holder or {}).get("writer", self.writer)
         who = (f"host {holder.get('host')}, pid {holder.get('pid')}, since "
-               f"{holder.get('started')}" if holder else f"a {self.writer} still writing the lock")
+               f"{holder.get('started')}" if holder else f"a {writer} still writing the lock")
         raise StoreLockedError(
-            f"the store {self.store!r} is in use by another {self.writer} ({who}; last "
+            f"the store {self.store!r} is in use by another {writer} ({who}; last "
             f"heartbeat {age:.0f} s ago): wait for it to finish, or stop it; a lock whose "
-            f"{self.writer} died is taken over after {self.stale_after:.0f} s without "
+            f"{writer} died is taken over after {self.stale_after:.0f} s without "
             f"heartbeat ({self.path})")
 
     def _foreign(self):
@@ -138,7 +139,7 @@ class StoreLock:
             "not create)")
 
     def acquire(self) -> None:
-        info = {"format": FORMAT, "host": socket.gethostname(), "pid": os.getpid(),
+        info = {"format": FORMAT, "writer": self.writer, "host": socket.gethostname(), "pid": os.getpid(),
                 "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                 "token": uuid.uuid4().hex}
         for _ in range(5):
