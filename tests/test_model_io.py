@@ -18,10 +18,12 @@ import zarr
 from distributed import get_task_stream
 
 from conftest import local_client
+from test_cli_failures import read_only_dir, small_disk
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
 from onebit_dask.cli import main
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.io import write_observations
+from onebit_dask.persist import SaveError
 from onebit_dask.stores.atomic import ForeignPathError
 from onebit_dask.stores.lock import StoreLock, StoreLockedError
 from onebit_dask.stores.zarr_format import DamagedStoreError
@@ -372,8 +374,10 @@ def run_main(capsys, *args):
 def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
     model = str(tmp_path / "model.zarr")
     checkpoint = str(tmp_path / "ckpt.zarr")
+    _user_dir(f"{model}.old")  # the user's, beside it (issue 18 item 2): left alone
     fitted = run_cli(*FIT, "--save", model, "--checkpoint", checkpoint)  # the real command
     assert fitted.returncode == 0, fitted.stderr
+    assert _intact(f"{model}.old")
     result = json.loads(fitted.stdout)
     est = OneBitMultiLabel.load(model)
     assert est.history_ == result["history"]
@@ -401,6 +405,7 @@ def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
 def stores(tmp_path_factory):
     """An observations store and a model fitted on it (not on a synthetic problem)."""
     tmp = tmp_path_factory.mktemp("stores")
+    (tmp / "afile.txt").write_text("mine")
     obs = write_observations(tmp / "obs.zarr", *PROBLEM.draw_batches(range(2), 4000),
                              n_labels=30)
     OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(obs).save(tmp / "model.zarr")
@@ -417,6 +422,12 @@ def stores(tmp_path_factory):
     ([*FIT, "--save", "{tmp}/model.zarr"], "exists"),
     ([*FIT, "--checkpoint-every", "2"], "--checkpoint-every needs --checkpoint"),
     ([*FIT, "--checkpoint", "{tmp}/model.zarr"], "a saved model, not a checkpoint"),
+    # issue 18 item 5: targets checked before the work
+    ([*FIT, "--save", "{tmp}/ck.zarr", "--checkpoint", "{tmp}/ck.zarr"], "are one path"),
+    ([*FIT, "--save", "{tmp}/afile.txt/m.zarr"], "afile.txt' is not a directory"),
+    ([*FIT, "--save", "{tmp}/nodir/m.zarr"], "nodir' does not exist"),
+    ([*FIT, "--save", ""], "--save='' is not allowed"),
+    ([*FIT, "--checkpoint", ""], "checkpoint='' is not allowed"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(stores, capsys, args, message):
     before = sorted(os.listdir(stores))
@@ -466,17 +477,6 @@ def test_user_directories_named_like_old_temporaries_are_left_alone(reference, t
         assert _intact(path), path
     assert no_leftovers(model) and no_leftovers(ckpt)
     assert OneBitMultiLabel.load(model).n_steps_ == reference.n_steps_
-
-
-def test_cli_save_beside_a_user_old_directory_in_a_real_process(tmp_path):
-    """The issue's command, as a real process: ``model.zarr.old`` survives."""
-    _user_dir(tmp_path / "model.zarr.old")
-    proc = run_cli("fit", "--d1", "40", "--d2", "30", "--rank", "2", "--batch-size", "2000",
-                   "--n-iter", "2", "--workers", "0", "--quiet", "--save",
-                   str(tmp_path / "model.zarr"))
-    assert proc.returncode == 0, proc.stderr
-    assert _intact(tmp_path / "model.zarr.old")
-    assert OneBitMultiLabel.load(tmp_path / "model.zarr").n_steps_ == 2
 
 
 def test_a_foreign_file_where_the_lock_goes_is_refused_before_any_work(reference, tmp_path,
@@ -665,3 +665,45 @@ def test_a_checkpoint_that_is_not_whole_is_not_resumed(tmp_path, damage):
     with pytest.raises(DamagedStoreError, match=match) as info:
         OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM, checkpoint=path)
     assert f"delete '{path}'" in str(info.value)
+
+
+# -- targets checked before the work; a full disk during save ------------------------------
+def test_save_targets_are_checked_before_writing(reference, tmp_path, capsys):
+    (tmp_path / "afile.txt").write_text("mine")
+    for path, message in [("", "path='' is not allowed"),
+                          (tmp_path / "afile.txt" / "m.zarr", "is not a directory"),
+                          (tmp_path / "afile.txt", "not an onebit-dask model store")]:
+        with pytest.raises(ValueError, match=message):
+            reference.save(path, overwrite=True)
+    with read_only_dir(tmp_path / "ro") as ro:
+        with pytest.raises(ValueError, match="is not writable"):
+            reference.save(ro / "m.zarr")
+        status, out, err = run_main(capsys, *FIT, "--save", ro / "m.zarr")
+        assert status == 2 and len(err.strip().splitlines()) == 1 and "not writable" in err
+        status, out, err = run_main(capsys, *FIT, "--checkpoint", ro / "ck.zarr")
+        assert status == 2 and len(err.strip().splitlines()) == 1 and "not writable" in err
+    assert (tmp_path / "afile.txt").read_text() == "mine"
+
+
+WIDE = ["--d1", "20000", "--d2", "30", "--rank", "2", "--batch-size", "1000", "--n-iter", "1",
+        "--n-test", "20", "--workers", "0", "--quiet"]  # Q_top alone is 640 kB
+
+
+def test_full_disk_during_save_leaves_nothing_and_keeps_the_model(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 20_000))
+    labels, y = rng.integers(0, 30, 60), rng.choice([-1.0, 1.0], 60)
+    est = OneBitMultiLabel(2, n_shards=2, random_state=0).partial_fit(X, labels, y, n_labels=30)
+    with small_disk(tmp_path / "disk", "200k") as disk:
+        with pytest.raises(SaveError, match="no space left .*nothing was written at .*still in "
+                                            "memory: call save again"):
+            est.save(disk / "m.zarr")
+        assert os.listdir(disk) == []  # no temporary, no lock
+        status, out, err = run_main(capsys, "fit", *WIDE, "--save", disk / "m.zarr")
+        assert status == 1 and out == "", err
+        assert len(err.strip().splitlines()) == 1 and "no space left" in err, err
+        assert "the fitted model is lost with this command" in err
+        assert os.listdir(disk) == []
+    model = OneBitMultiLabel.load(est.save(tmp_path / "m.zarr"))  # the retry
+    for name in ("A_", "B_"):
+        np.testing.assert_array_equal(getattr(model, name), getattr(est, name))
