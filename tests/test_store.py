@@ -155,11 +155,16 @@ def test_creation_is_fast_and_atomic(tmp_path):
     assert time.perf_counter() - start < 10.0  # 27 s before; about 1 s idle
     assert sorted(os.listdir(tmp_path)) == ["big.zarr"]  # no build directory left behind
     assert store.damage(path, big) is None
-    # a build interrupted by a kill leaves only a hidden directory, removed next time
-    leftover = tmp_path / ".big.zarr.creating-0123456789ab"
+    # a build interrupted by a kill leaves only a marked hidden directory, removed next
+    # time; a directory of the user's named alike (no marker) is left alone
+    leftover = tmp_path / ".big.zarr.onebit-tmp-0123456789ab"
     leftover.mkdir()
+    (leftover / ".onebit-dask-temporary.json").write_text(
+        '{"format": "onebit-dask/temporary", "token": "0123456789ab"}')
+    users = tmp_path / ".big.zarr.onebit-tmp-ffff"
+    users.mkdir()
     store.create(path, big)
-    assert sorted(os.listdir(tmp_path)) == ["big.zarr"]
+    assert sorted(os.listdir(tmp_path)) == [".big.zarr.onebit-tmp-ffff", "big.zarr"]
 
 
 def test_damaged_store_is_named_and_empty_one_recreated(tmp_path, cube):

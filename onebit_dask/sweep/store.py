@@ -8,26 +8,25 @@ Every grid parameter is a dimension, plus ``iteration``. A chunk holds many cell
 ``done`` marks the cells written and is written after their values in each batch,
 ``failed`` the cells that raised (their error text goes to ``STORE.failures.jsonl``
 next to the store). A store is created whole or not at all: it is built in a
-hidden directory next to ``--out`` and renamed into place.
+marked temporary directory next to ``--out`` and moved into place
+(:mod:`onebit_dask.stores.atomic`).
 """
 
 from __future__ import annotations
 
 import datetime
-import glob
 import json
 import os
-import shutil
 import socket
 import subprocess
-import uuid
 import warnings
 
 import numpy as np
 import xarray as xr
 
 from .. import __version__
-from .errors import SweepRuntimeError
+from ..stores import atomic
+from ..stores.zarr_format import DamagedStoreError
 from .noise import parse_noise
 from .spec import SweepSpec
 
@@ -76,10 +75,6 @@ COORDS = {
 
 class StoreError(ValueError):
     """An output path that cannot be used (bad input: nothing was touched)."""
-
-
-class DamagedStoreError(SweepRuntimeError):
-    """One of our stores that cannot be read or resumed."""
 
 
 def failures_path(path: str) -> str:
@@ -154,7 +149,7 @@ def _build(path: str, spec: SweepSpec) -> None:
     """Write the empty cube at ``path``: coordinates, attributes, arrays without chunks."""
     import zarr
 
-    _coords(spec).to_zarr(path, mode="w-", zarr_format=3, consolidated=False)
+    _coords(spec).to_zarr(path, mode="a", zarr_format=3, consolidated=False)  # a new store
     group = zarr.open_group(path, mode="r+")
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
@@ -170,34 +165,22 @@ def _build(path: str, spec: SweepSpec) -> None:
             attributes={"units": units, "description": text})
 
 
-def _leftovers(path: str) -> list:
-    head, tail = os.path.split(os.path.abspath(path))
-    return glob.glob(os.path.join(head, f".{tail}.creating-*"))
-
-
 def create(path: str, spec: SweepSpec) -> None:
     """Create (or replace) the store at ``path``, whole or not at all.
 
-    The cube is built in ``.NAME.creating-*`` next to it and renamed into place; a
-    build left by a killed run is removed here (the caller holds the store's lock).
+    The cube is built in a marked temporary next to it and moved into place
+    (:func:`onebit_dask.stores.atomic.replace`); a build left by a killed run is removed
+    here (the caller holds the store's lock).
     """
     path = os.fspath(path).rstrip("/")
-    for stale in _leftovers(path):
-        shutil.rmtree(stale, ignore_errors=True)
-    head, tail = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(head, f".{tail}.creating-{uuid.uuid4().hex[:12]}")
+    atomic.recover(path, temporaries=True)
+    tmp = atomic.new_temporary(path)
     ctx = _quiet_zarr()
     try:
         _build(tmp, spec)
-        if os.path.exists(path):
-            old = os.path.join(head, f".{tail}.creating-old-{uuid.uuid4().hex[:12]}")
-            os.rename(path, old)
-            os.rename(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
+        atomic.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        atomic.discard(tmp)
         raise
     finally:
         ctx.__exit__(None, None, None)
@@ -218,7 +201,7 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} does not exist")
-    if not _writable(parent):
+    if not atomic.writable(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} is not writable")
     if not os.path.exists(path):
         return True
@@ -291,20 +274,6 @@ def damage(path: str, spec: SweepSpec) -> str | None:
     finally:
         ctx.__exit__(None, None, None)
     return None
-
-
-def _writable(directory: str) -> bool:
-    """Whether a file can be created in ``directory`` (tried for real: ``os.access``
-    says yes to root even on a read-only file system)."""
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".onebit-write-probe-")
-    except OSError:
-        return False
-    os.close(fd)
-    os.remove(probe)
-    return True
 
 
 def read_attrs(path: str) -> dict | None:
