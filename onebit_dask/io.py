@@ -37,7 +37,7 @@ import zarr
 
 from ._validation import check_features, check_int, check_observations
 from .sources import row_bounds
-from .stores import atomic
+from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
                                  missing_chunk)
 
@@ -98,30 +98,41 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
     path = os.fspath(path)
     rows_per_chunk = check_int("chunk_rows", chunk_rows, low=1)
     X, labels, y, n_labels = check_observations(X, labels, y, n_labels=n_labels)
-    if os.path.lexists(path):
+    where = paths.normalise(path)
+    if paths.exists(where):
         if not overwrite:
             raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace it")
-        if _format(path) != FORMAT:
+        if _format(where) != FORMAT:
             raise ValueError(f"path={path!r} is not an observations store: overwrite=True "
                              "replaces an observations store only (nothing was changed)")
-    atomic.check_parent(os.path.abspath(path), "path")
-    atomic.recover(path)
-    tmp = atomic.new_temporary(path)
+    if paths.is_url(where):  # no rename: in place, the attributes (the format) last
+        if paths.exists(where):
+            paths.remove(paths.join(where, "zarr.json"))
+            paths.remove(where)
+        _write(where, X, labels, y, n_labels, rows_per_chunk)
+        return path
+    atomic.check_parent(where, "path")
+    atomic.recover(where)
+    tmp = atomic.new_temporary(where)
     try:
-        group = zarr.open_group(tmp, mode="a", zarr_format=3)
-        n, d1 = X.shape
-        rows = min(rows_per_chunk, n)
-        for name, data, chunks in (("X", X, (rows, d1)), ("labels", labels, (rows,)),
-                                   ("y", y, (rows,))):
-            dtype = {"X": X.dtype, "labels": "int64", "y": "int8"}[name]
-            group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
-                               config=ALL_CHUNKS, dimension_names=DIMS[name])[:] = data
-        group.attrs.update({**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)})
-        atomic.replace(tmp, path)
+        _write(tmp, X, labels, y, n_labels, rows_per_chunk)
+        atomic.replace(tmp, where)
     except BaseException:
         atomic.discard(tmp)
         raise
     return path
+
+
+def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None:
+    group = zarr.open_group(where, mode="a", zarr_format=3)
+    n, d1 = X.shape
+    rows = min(rows_per_chunk, n)
+    for name, data, chunks in (("X", X, (rows, d1)), ("labels", labels, (rows,)),
+                               ("y", y, (rows,))):
+        dtype = {"X": X.dtype, "labels": "int64", "y": "int8"}[name]
+        group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
+                           config=ALL_CHUNKS, dimension_names=DIMS[name])[:] = data
+    group.attrs.update({**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)})
 
 
 def _format(path: str):

@@ -44,7 +44,7 @@ import numpy as np
 import zarr
 
 from .engine.blocks import Block
-from .stores import atomic
+from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, check_array,
                                  check_finite, format_attrs)
 
@@ -63,9 +63,8 @@ class ModelStoreError(ValueError):
 
 # -- paths -----------------------------------------------------------------------------
 def store_path(path) -> str:
-    """``path`` as an absolute path without a trailing separator (workers may run
-    elsewhere in the file system tree)."""
-    return os.path.abspath(os.fspath(path)).rstrip(os.sep) or os.sep
+    """``path`` as an absolute local path, or a URL (:func:`onebit_dask.stores.paths.normalise`)."""
+    return paths.normalise(path)
 
 
 def check_target(path, *, overwrite: bool, kind: str, name: str = "path") -> str:
@@ -105,15 +104,16 @@ def check_target(path, *, overwrite: bool, kind: str, name: str = "path") -> str
         raise ValueError(f"{name}={os.fspath(path)!r} is not allowed: give the path of the "
                          f"{kind} store to write")
     full = store_path(path)
-    atomic.check_parent(full, name)
-    StoreLock(full).probe()  # a foreign file where the lock goes, or a live holder
-    if kind == "model" and os.path.lexists(full):
+    if not paths.is_url(full):
+        atomic.check_parent(full, name)
+        StoreLock(full).probe()  # a foreign file where the lock goes, or a live holder
+    if kind == "model" and paths.exists(full):
         if not overwrite:
             how = ("pass overwrite=True to replace the model there" if name == "path" else
                    "delete it first")
             raise FileExistsError(f"{name}={os.fspath(path)!r} exists: give a new path, or {how}")
         read_attrs(full, name)  # a model store may be replaced, nothing else
-    if kind == "checkpoint" and os.path.lexists(full) and not os.path.isdir(full):
+    if kind == "checkpoint" and not paths.is_url(full) and os.path.isfile(full):
         raise ModelStoreError(f"{name}={os.fspath(path)!r} is a file, not a checkpoint: give "
                               "another path")
     return full
@@ -126,7 +126,7 @@ def digest(array: np.ndarray) -> str:
 
 # -- block functions (run where the block lives) -----------------------------------------
 def _block_path(path: str, s: int) -> str:
-    return os.path.join(path, "blocks", str(s))
+    return paths.join(path, "blocks", str(s))
 
 
 def write_block(block: Block, s: int, path: str) -> Block:
@@ -201,7 +201,18 @@ def write_store(path: str, top, engine, attrs: dict) -> None:
 def write_store_atomic(path: str, top, engine, attrs: dict) -> None:
     """:func:`write_store` into a marked temporary next to ``path``, then moved into place
     (:func:`onebit_dask.stores.atomic.replace`); on any failure the temporary is removed
-    and what was at ``path`` is unchanged. The caller holds ``path``'s lock."""
+    and what was at ``path`` is unchanged. The caller holds ``path``'s lock.
+
+    At a URL (an object store has no rename) the store is written in place: the old
+    store's root metadata goes first (it is then no model), its objects next, and the
+    new root attributes, with the checksums, last; an interrupted write leaves a store
+    that is refused, never one read as a model."""
+    if paths.is_url(path):
+        if paths.exists(path):
+            paths.remove(paths.join(path, "zarr.json"))
+            paths.remove(path)
+        write_store(path, top, engine, attrs)
+        return
     atomic.recover(path, temporaries=True)
     tmp = atomic.new_temporary(path)
     try:
@@ -217,8 +228,8 @@ def read_attrs(path: str, name: str = "model") -> dict:
     named in the errors): :class:`ModelStoreError` if it is not a model store,
     :class:`DamagedStoreError` if its attributes are damaged."""
     path = os.fspath(path)
-    if not os.path.exists(path):
-        if atomic.leftovers(store_path(path), "old"):
+    if not paths.exists(path):
+        if not paths.is_url(path) and atomic.leftovers(store_path(path), "old"):
             raise FileNotFoundError(
                 f"{name}={path!r} does not exist, but the copy that an interrupted write "
                 f"moved aside does ({atomic.leftovers(store_path(path), 'old')[0]!r}): rerun "

@@ -7,6 +7,7 @@ runs on, and compares a checkpoint's fingerprint with the fit that wants to resu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -18,7 +19,7 @@ import numpy as np
 from . import model_io
 from ._validation import check_int
 from .failures import RunError
-from .stores import atomic
+from .stores import atomic, paths
 from .stores.lock import StoreLock
 from .stores.zarr_format import DamagedStoreError
 
@@ -153,6 +154,12 @@ def restore(est, path: str, attrs: dict, engine) -> None:
     est.A_ = Q_top
 
 
+def _lock(path: str, writer: str):
+    """``path``'s :class:`StoreLock` (none at a URL: object stores have no exclusive
+    create; one writer at a time is then the user's duty)."""
+    return contextlib.nullcontext() if paths.is_url(path) else StoreLock(path, writer=writer)
+
+
 class SaveError(RunError):
     """Saving failed at run time (a full disk, say): nothing was left half written at the
     path, and the fitted model is still in the estimator; ``reason`` says what failed."""
@@ -167,12 +174,13 @@ def save(est, path, overwrite: bool = False) -> str:
     est._check_fitted()
     path = model_io.check_target(path, overwrite=overwrite, kind="model")
     attrs = model_attrs(est)
-    with StoreLock(path, writer="save"):
-        atomic.recover(path, temporaries=True)
-        if os.path.lexists(path) and not overwrite:  # put back, or written meanwhile
+    with _lock(path, "save"):
+        if not paths.is_url(path):
+            atomic.recover(path, temporaries=True)
+        if paths.exists(path) and not overwrite:  # put back, or written meanwhile
             raise FileExistsError(f"path={path!r} exists: give a new path, or pass "
                                   "overwrite=True to replace the model there")
-        if os.path.lexists(path):
+        if paths.exists(path):
             model_io.read_attrs(path, "path")  # a model store may be replaced, nothing else
         try:
             model_io.write_store_atomic(path, est._top, est._live_blocks(), attrs)
@@ -214,8 +222,9 @@ class Checkpoint:
         self.every = check_int("checkpoint_every", 1 if every is None else every, low=1)
         self.fingerprint = fingerprint
         self.lock = None
-        found = self.path if os.path.exists(self.path) else next(
-            iter(atomic.leftovers(self.path, "old")), None)  # put back on entry
+        found = self.path if paths.exists(self.path) else None
+        if found is None and not paths.is_url(self.path):
+            found = next(iter(atomic.leftovers(self.path, "old")), None)  # put back on entry
         self.attrs = None if found is None else self._check(found)
 
     def _advice(self) -> str:
@@ -240,6 +249,8 @@ class Checkpoint:
         return attrs
 
     def __enter__(self):
+        if paths.is_url(self.path):
+            return self  # no lock at a URL (:func:`_lock`); nothing to recover
         self.lock = StoreLock(self.path, writer="fit")
         self.lock.acquire()
         try:
@@ -251,7 +262,8 @@ class Checkpoint:
         return self
 
     def __exit__(self, *exc):
-        self.lock.release()
+        if self.lock is not None:
+            self.lock.release()
 
     def resume(self, est, engine) -> bool:
         """Restore ``est`` and ``engine``'s blocks from the checkpoint, if there is one;
@@ -272,5 +284,6 @@ class Checkpoint:
         """The state after the iteration just done; each block written where it lives."""
         attrs = {**model_attrs(est),
                  "checkpoint": {"step": est.n_steps_, "fingerprint": self.fingerprint}}
-        self.lock.check()
+        if self.lock is not None:
+            self.lock.check()
         model_io.write_store_atomic(self.path, est._top, engine, attrs)

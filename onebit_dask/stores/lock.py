@@ -206,9 +206,11 @@ class StoreLock:
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
             holder = _read(self.path)
-            if holder is None or holder.get("token") != self.info["token"]:
-                self.lost = (f"its lock {self.path} was taken over by "
-                             f"{(holder or {}).get('host')} pid {(holder or {}).get('pid')}")
+            if holder is None:
+                continue  # gone, or being written by a writer taking over: check() decides
+            if holder.get("token") != self.info["token"]:
+                self.lost = (f"its lock {self.path} was taken over by {holder.get('host')} "
+                             f"pid {holder.get('pid')}")
                 return
             try:
                 os.utime(self.path)
