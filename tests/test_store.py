@@ -45,8 +45,19 @@ def test_layout(cube):
         assert ds[name].dims == SPEC.dims
     # every variable can be masked (the README's ds.where(..., drop=True))
     ds.where(ds["noise_model"].load() == "flip", drop=True).load()
-    for name in store.VARIABLES:
-        assert "description" in ds[name].attrs and "units" in ds[name].attrs
+    for name in store.VARIABLES:  # what other readers (CF tools, xarray) look for
+        assert ds[name].attrs["long_name"] and ds[name].attrs["description"]
+        assert ("units" in ds[name].attrs) == (name not in ("done", "failed", "worker",
+                                                             "host", "engine"))
+    assert ds["n_samples"].attrs["units"] == "1" and ds["n_active"].attrs["units"] == "1"
+    assert ds["fit_s"].attrs["units"] == "s"
+    for flag in ("done", "failed"):
+        assert list(ds[flag].attrs["flag_values"]) == [0, 1]
+        assert ds[flag].attrs["flag_meanings"] == f"not_{flag} {flag}"
+    assert all(ds[c].attrs["long_name"] for c in ("d1", "noise_level", "iteration"))
+    assert (ds.attrs["n_test"], ds.attrs["n_shards"], ds.attrs["max_eval_labels"]) == (
+        50, 2, 1000)
+    assert ds.attrs["Conventions"] == "CF-1.10"
     # one chunk holds all 96 cells of this grid
     assert ds["auc"].encoding["chunks"] == (*SPEC.shape, 4)
     assert not ds["done"].any() and np.isnan(ds["auc"]).all()

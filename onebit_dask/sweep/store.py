@@ -39,11 +39,11 @@ ITERATION_VARIABLES = {
     "hamming_loss": ("1", "fraction of test (instance, label) pairs whose predicted sign "
                           "differs from the noiseless label"),
     "auc": ("1", "macro ROC AUC over labels of the scores x^T w_j on the test set"),
-    "n_samples": ("observations", "observations used up to this iteration (initial batch "
-                                  "included); float so that a missing value is NaN"),
+    "n_samples": ("1", "observations used up to this iteration (initial batch "
+                       "included); float so that a missing value is NaN"),
     "fit_s": ("s", "training seconds up to this iteration (cumulative, evaluation excluded)"),
-    "n_active": ("observations", "observations of this iteration's batch with a non-zero "
-                                 "residual (onebit); NaN for the baselines"),
+    "n_active": ("1", "observations of this iteration's batch with a non-zero "
+                      "residual (onebit); NaN for the baselines"),
 }
 CELL_VARIABLES = {
     "wall_s": ("s", "training wall time of the cell (per-iteration evaluation excluded)"),
@@ -58,6 +58,23 @@ FLAGS = {
     "done": ("", "True once the cell's values are written"),
     "failed": ("", "True if the cell raised; its error is in STORE.failures.jsonl"),
 }
+LONG_NAMES = {
+    "spectral_error": "spectral error of the unit-column factor model",
+    "frobenius_error": "RMS error of a unit column",
+    "hamming_loss": "Hamming loss on the test set",
+    "auc": "macro ROC AUC on the test set",
+    "n_samples": "observations used",
+    "fit_s": "training time",
+    "n_active": "active observations of the batch",
+    "wall_s": "training wall time of the cell",
+    "worker": "Dask worker of the cell",
+    "host": "host of the cell",
+    "engine": "engine of the cell",
+    "done": "cell written",
+    "failed": "cell failed",
+}
+FIXED_ATTRS = ("n_test", "n_shards", "max_eval_labels")  # fixed settings, as attributes
+CONVENTIONS = "CF-1.10"
 STRINGS = ("worker", "host", "engine")
 STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
@@ -124,8 +141,9 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
     ds = xr.Dataset(coords=coords)
     for name, text in COORDS.items():
         if name in ds:
-            ds[name].attrs["description"] = text
+            ds[name].attrs.update(long_name=text, description=text)
     ds.attrs.update(
+        Conventions=CONVENTIONS, **{key: spec.fixed[key] for key in FIXED_ATTRS},
         format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
         spec_description=spec.description, spec_text=spec.text,
         spec_fingerprint=spec.fingerprint(), sampler=spec.fixed["sampler"],
@@ -153,7 +171,7 @@ def _build(path: str, spec: SweepSpec) -> None:
     group = zarr.open_group(path, mode="r+")
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
-    for name, (units, text) in VARIABLES.items():
+    for name in VARIABLES:
         per_iteration = name in ITERATION_VARIABLES
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
         if name in STRINGS:
@@ -162,7 +180,20 @@ def _build(path: str, spec: SweepSpec) -> None:
             name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*spec.dims, "iteration") if per_iteration else spec.dims,
-            attributes={"units": units, "description": text})
+            attributes=variable_attrs(name))
+
+
+def variable_attrs(name: str) -> dict:
+    """The attributes of the cube's variable ``name``: ``long_name``, ``description``,
+    ``units`` for numbers (``"1"`` for counts and ratios, none for strings and flags),
+    ``flag_values``/``flag_meanings`` for the flags."""
+    units, text = VARIABLES[name]
+    attrs = {"long_name": LONG_NAMES[name], "description": text}
+    if name in FLAGS:
+        attrs.update(flag_values=[0, 1], flag_meanings=f"not_{name} {name}")
+    elif name not in STRINGS:
+        attrs["units"] = units
+    return attrs
 
 
 def create(path: str, spec: SweepSpec) -> None:
