@@ -185,7 +185,7 @@ fixed: {n_test: 300, n_shards: 2}
     assert int(ds["d1"].sel(dataset="small")) == 20 and int(ds["n_train"].sel(dataset="small")) == 400
     last = ds["auc"].isel(iteration=-1).squeeze()
     assert (last > 0.9).all()
-    assert int(ds["n_samples"].sel({"method": "smt"}).isel(iteration=-1).squeeze()) == 400 * 8
+    assert int(ds["n_samples"].sel({"estimator": "smt"}).isel(iteration=-1).squeeze()) == 400 * 8
 
 
 def test_retries_and_retry_failed(tmp_path, monkeypatch):

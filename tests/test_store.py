@@ -33,16 +33,18 @@ def cube(tmp_path):
 
 def test_layout(cube):
     ds = store.open_cube(cube)
-    assert ds["auc"].dims == (*SPEC.dims, "iteration")
+    assert ds["auc"].dims == (*store.dims(SPEC), "iteration")
+    assert store.dims(SPEC)[0] == "estimator" and SPEC.dims[0] == "method"
+    assert ds.sel(estimator="onebit")["auc"].ndim == ds["auc"].ndim - 1
     assert ds.sizes["iteration"] == 4 and ds.sizes["noise"] == 3
     assert list(ds["noise"].values) == ["none", "flip=0.05", "gaussian=0.3"]
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
     np.testing.assert_array_equal(ds["noise_level"].values, [0.0, 0.05, 0.3])
     for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples",
                  "fit_s", "n_active"):
-        assert ds[name].dims == (*SPEC.dims, "iteration")
+        assert ds[name].dims == (*store.dims(SPEC), "iteration")
     for name in ("wall_s", "done", "failed", "worker", "host", "engine"):
-        assert ds[name].dims == SPEC.dims
+        assert ds[name].dims == store.dims(SPEC)
     # every variable can be masked (the README's ds.where(..., drop=True))
     ds.where(ds["noise_model"].load() == "flip", drop=True).load()
     for name in store.VARIABLES:  # what other readers (CF tools, xarray) look for
@@ -230,3 +232,19 @@ def test_read_only_directory(tmp_path):
     for target in targets:
         with pytest.raises(store.StoreError, match="is not writable"):
             store.check_output(target, SPEC, False)
+
+
+def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
+    """Cubes written before the rename named the dimension ``method``: opened, it is
+    ``estimator``; resuming one is refused with a message (its layout is older)."""
+    old = str(tmp_path / "old.zarr")
+    ds = store.open_cube(cube).rename({"estimator": "method"})
+    ds.attrs["format_version"] = 2
+    for name in ds.variables:
+        ds[name].encoding.clear()
+    ds.to_zarr(old, zarr_format=3, consolidated=False)
+    opened = store.open_cube(old)
+    assert "estimator" in opened.dims and "method" not in opened.dims
+    assert list(opened["estimator"].values) == list(SPEC.grid["method"])
+    with pytest.raises(store.StoreError, match="older onebit-dask .*format 2.*--overwrite"):
+        store.check_output(old, SPEC, False)

@@ -31,7 +31,8 @@ from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = "onebit-dask/sweep"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: the spec's ``method`` is the cube's ``estimator`` dimension
+RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
     "spectral_error": ("1", "||W* - W||_2 (the paper's Theorem 1), exact, from the factors"),
@@ -79,7 +80,7 @@ STRINGS = ("worker", "host", "engine")
 STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
 COORDS = {
-    "method": "estimator", "d1": "feature dimension", "d2": "number of labels",
+    "estimator": "estimator (the spec's method)", "d1": "feature dimension", "d2": "number of labels",
     "rank": "rank k of the truth and the model", "noise": "noise setting",
     "noise_model": "none, flip (bit flipped with probability noise_level) or gaussian "
                    "(noise of std noise_level added to x^T w_j)",
@@ -130,7 +131,7 @@ def cell_chunks(shape: tuple, n_iterations: int) -> tuple:
 
 def _coords(spec: SweepSpec) -> xr.Dataset:
     noise = [parse_noise(label) for label in spec.grid["noise"]]
-    coords = {dim: np.asarray(spec.grid[dim]) for dim in spec.dims}
+    coords = {RENAMED.get(dim, dim): np.asarray(spec.grid[dim]) for dim in spec.dims}
     if spec.datasets:
         names = spec.grid["dataset"]
         for key in next(iter(spec.datasets.values())):
@@ -179,8 +180,13 @@ def _build(path: str, spec: SweepSpec) -> None:
         group.create_array(
             name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
-            dimension_names=(*spec.dims, "iteration") if per_iteration else spec.dims,
+            dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
             attributes=variable_attrs(name))
+
+
+def dims(spec: SweepSpec) -> tuple:
+    """The cube's grid dimensions: the spec's, with ``method`` named ``estimator``."""
+    return tuple(RENAMED.get(d, d) for d in spec.dims)
 
 
 def variable_attrs(name: str) -> dict:
@@ -447,13 +453,17 @@ def _consolidated(path: str) -> bool:
 
 
 def open_cube(path) -> xr.Dataset:
-    """The result cube as an xarray Dataset (lazy)."""
+    """The result cube as an xarray Dataset (lazy); a cube of format 2 or older has its
+    ``method`` dimension renamed ``estimator`` as it is opened."""
     path = os.fspath(path)
     ctx = _quiet_zarr()
     try:
-        return xr.open_zarr(path, consolidated=_consolidated(path))
+        ds = xr.open_zarr(path, consolidated=_consolidated(path))
     finally:
         ctx.__exit__(None, None, None)
+    if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
+        ds = ds.rename({old: new for old, new in RENAMED.items() if old in ds.dims})
+    return ds
 
 
 def this_host() -> str:
