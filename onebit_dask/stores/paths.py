@@ -21,8 +21,7 @@ def normalise(path) -> str:
     """``path`` as a local absolute path without a trailing separator (workers may run
     elsewhere in the file system tree), or a URL without a trailing ``/``."""
     path = os.fspath(path)
-    if path.startswith("file://"):
-        path = path[len("file://"):]
+    path = path.removeprefix("file://")
     if is_url(path):
         return path.rstrip("/")
     return os.path.abspath(path).rstrip(os.sep) or os.sep
