@@ -86,7 +86,8 @@ def test_save_load_round_trip(reference, tmp_path):
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
-                                  "max_eval_labels": 1000, "sampler": "conditional"}
+                                  "max_eval_labels": 1000, "sampler": "conditional",
+                                  "positive_rate": None}
     np.testing.assert_array_equal(root["Q_top"][...], reference.A_)
     sizes = [root[f"blocks/{s}/B"].shape[0] for s in range(4)]
     assert sizes == [7, 8, 7, 8]
