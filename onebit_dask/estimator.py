@@ -262,6 +262,12 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return engine.prepare(shards, self._bounds), sum(sh.n_obs for sh in shards)
 
     def _fit_batches(self, batches, d1, d2, problem=None, data=None, checkpoint=None):
+        if checkpoint is None:
+            return self._run_batches(batches, d1, d2, problem, data, None)
+        with checkpoint:  # its one writer, from resume to the last write
+            return self._run_batches(batches, d1, d2, problem, data, checkpoint)
+
+    def _run_batches(self, batches, d1, d2, problem, data, checkpoint):
         self._start(d1, d2)
         self._data = data
         engine = make_engine(self.client)
