@@ -178,7 +178,6 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     n_rows = A.shape[0] + d2
     outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2,
                       per_block=engine.by_block(data, model))
-    rate = _rate(outs) if model.thresholds else None
     n_active = sum(o[0] for o in outs)
     Y_top = _combine([o[1:] for o in outs], A, scale)
     Rinv, shifted = chol_inverse(Y_top.T @ Y_top + _sum(o[3] for o in outs), n_rows)
@@ -190,7 +189,8 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
         grams = engine.map(B.transform, "Y", "Y", Rinv, True)
     Rinv, _ = chol_inverse(top.T @ top + _sum(grams), n_rows)
     Q_top = top @ Rinv
-    outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top, rate,
+    outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
+                      eta if model.thresholds else None,
                       per_block=_each(evaluation, len(engine.handles)))
     V_top = _combine(outs, A, scale)
     return TopState(Q_top, V_top), n_active, [o[2] for o in outs]

@@ -23,20 +23,25 @@ positive bits over all labels; a label without bits gets ``Phi^{-1}(rate)``."""
 
 
 class LabelCounts(NamedTuple):
-    """The bits of one batch by label: ``labels`` sorted and unique, ``n_bits`` and
-    ``n_pos`` (positive bits) of each, as float64."""
+    """The bits of one batch by label: ``labels`` sorted and unique, and for each, as
+    float64, ``n_bits``, ``n_pos`` (positive bits) and ``r_sum`` (the sum of the step's
+    residuals ``r_i = y_i - sign(s_i)``; zeros for the initial batch)."""
 
     labels: np.ndarray
     n_bits: np.ndarray
     n_pos: np.ndarray
+    r_sum: np.ndarray
 
 
-def count_bits(labels: np.ndarray, y: np.ndarray) -> LabelCounts:
-    """The :class:`LabelCounts` of observations ``(labels, y)`` (``y`` in ``{-1, +1}``)."""
+def count_bits(labels: np.ndarray, y: np.ndarray, r: np.ndarray | None = None) -> LabelCounts:
+    """The :class:`LabelCounts` of observations ``(labels, y)`` (``y`` in ``{-1, +1}``) and
+    their residuals ``r`` (``None``: the initial batch)."""
     uniq, inverse = np.unique(labels, return_inverse=True)
     n_bits = np.bincount(inverse, minlength=uniq.size).astype(np.float64)
     n_pos = np.bincount(inverse, weights=np.asarray(y) > 0, minlength=uniq.size)
-    return LabelCounts(uniq, n_bits, n_pos.astype(np.float64))
+    r_sum = np.zeros(uniq.size) if r is None else np.bincount(inverse, weights=r,
+                                                               minlength=uniq.size)
+    return LabelCounts(uniq, n_bits, n_pos.astype(np.float64), r_sum)
 
 
 def merge_counts(parts) -> LabelCounts:
@@ -45,20 +50,21 @@ def merge_counts(parts) -> LabelCounts:
     if len(parts) == 1:
         return parts[0]
     uniq = np.unique(np.concatenate([p.labels for p in parts]))
-    n_bits, n_pos = np.zeros(uniq.size), np.zeros(uniq.size)
+    sums = [np.zeros(uniq.size) for _ in range(3)]
     for p in parts:
         at = np.searchsorted(uniq, p.labels)
-        n_bits[at] += p.n_bits
-        n_pos[at] += p.n_pos
-    return LabelCounts(uniq, n_bits, n_pos)
+        for total, part in zip(sums, p[1:]):
+            total[at] += part
+    return LabelCounts(uniq, *sums)
 
 
-def dense_counts(counts: LabelCounts, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(n_bits, n_pos)`` of the labels ``[lo, hi)`` as arrays of length ``hi - lo``."""
-    n_bits, n_pos = np.zeros(hi - lo), np.zeros(hi - lo)
-    n_bits[counts.labels - lo] = counts.n_bits
-    n_pos[counts.labels - lo] = counts.n_pos
-    return n_bits, n_pos
+def dense_counts(counts: LabelCounts, lo: int, hi: int) -> LabelCounts:
+    """The counts of the labels ``[lo, hi)`` as arrays of length ``hi - lo`` (zeros for
+    labels without bits)."""
+    sums = [np.zeros(hi - lo) for _ in range(3)]
+    for total, part in zip(sums, counts[1:]):
+        total[counts.labels - lo] = part
+    return LabelCounts(np.arange(lo, hi), *sums)
 
 
 def pooled_rate(n_bits: float, n_pos: float) -> float:
@@ -73,6 +79,29 @@ def estimate(n_bits: np.ndarray, n_pos: np.ndarray, rate: float) -> np.ndarray:
     return scipy.special.ndtri((n_pos + PRIOR_BITS * rate) / (n_bits + PRIOR_BITS))
 
 
+PROB_LIMIT = float(scipy.special.ndtr(-8.0))
+"""Thresholds stay in ``[-8, 8]`` (a share of positive bits in ``[Phi(-8), Phi(8)]``)."""
+
+
+def update(b: np.ndarray, r_sum: np.ndarray, n_bits: np.ndarray, eta: float) -> np.ndarray:
+    r"""The step of the thresholds, for the labels with bits in the batch:
+
+    .. math:: b_j' = \Phi^{-1}\big(\Phi(b_j) + \eta \, \textstyle\sum_i r_i / (2 n_j)\big).
+
+    ``sum_i r_i / 2`` is the label's positive bits minus its predicted positives, so
+    ``Phi(b_j) + sum_i r_i / (2 n_j)`` is its share of positive bits with the batch's
+    predicted share replaced by its mean ``Phi(b_j)`` (a control variate: for Gaussian
+    ``x`` and unit ``w_j`` the mean is the true share, and only the rows where the model
+    and the bit disagree add noise). On any data its fixed point predicts as many
+    positives as there are. Labels without bits keep their threshold.
+    """
+    seen = n_bits > 0
+    share = scipy.special.ndtr(b[seen]) + eta * r_sum[seen] / (2.0 * n_bits[seen])
+    out = b.copy()
+    out[seen] = scipy.special.ndtri(np.clip(share, PROB_LIMIT, 1.0 - PROB_LIMIT))
+    return out
+
+
 def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float) -> np.ndarray:
     r"""``c_j / c`` for the labels with bits in the batch: the per-label scale
     ``c_j = 1 / (2 n_j phi(b_j))`` relative to the paper's ``c = 1 / (2 phi(0) m / d2)``,
@@ -85,11 +114,17 @@ def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float) -> np.ndarr
 
 
 def init_weights(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""The residual of a positive and of a negative bit when ``W = 0``:
-    ``r = y - sign(b_j)``, i.e. ``(1 - s_j, -1 - s_j)`` with ``s_j = sign(b_j)``
-    (``sign(0) = +1``)."""
-    s = np.where(b >= 0, 1.0, -1.0)
-    return 1.0 - s, -1.0 - s
+    r"""The weights of a positive and of a negative bit in the initial batch: the bits
+    centred on the label's estimated mean ``2 p_j - 1`` (``p_j = Phi(b_j)``),
+    ``(2 (1 - p_j), -2 p_j)``.
+
+    For centred ``x``, ``E[(y - 2 p_j + 1) x] = E[y x]`` (the paper's ``H0``), and of all
+    weights ``(u, -v)`` with that mean this has the least variance (``u / v =
+    (1 - p) / p``): a rare label's sum is mostly its positive bits' rows, where the
+    paper's weights ``(1, -1)`` let its many negative bits add noise of the same size.
+    """
+    p = scipy.special.ndtr(b)
+    return 2.0 * (1.0 - p), -2.0 * p
 
 
 def column_weights(b: np.ndarray) -> np.ndarray:

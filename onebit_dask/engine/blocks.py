@@ -31,8 +31,8 @@ from .. import thresholds
 from ..kernels import (ActiveRows, aligned, residuals, row_norms, scatter_rows,
                        weighted_label_sums)
 
-THRESHOLD_SLOTS = ("b", "n_bits", "n_pos")
-"""The thresholded model's per-label state: thresholds and the bits seen (positive ones)."""
+THRESHOLD_SLOTS = ("b",)
+"""The thresholded model's per-label state: the thresholds."""
 
 
 class StepModel(NamedTuple):
@@ -157,7 +157,9 @@ def shard_activate(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
     n_obs = np.bincount(owner, minlength=n_blocks)
     n_active = n_obs if rows is None else np.bincount(owner[rows], minlength=n_blocks)
     cut = np.searchsorted(uniq, bounds)
-    counts = thresholds.count_bits(labels, y) if model.thresholds else None
+    counts = None
+    if model.thresholds:
+        counts = thresholds.count_bits(labels, y, None if model.A is None else weights)
     count_cut = None if counts is None else np.searchsorted(counts.labels, bounds)
     pieces = []
     for s, (a, z) in enumerate(zip(cut[:-1], cut[1:])):
@@ -237,39 +239,31 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0) -> Blo
         active, n_active = _merge(data)
     if not model.thresholds:
         return block.evolve(out=n_active, active=active)
-    n_bits, n_pos = thresholds.dense_counts(active.counts, block.lo, block.hi)
-    seen = {"n_bits": block.slots.get("n_bits", 0.0) + n_bits,
-            "n_pos": block.slots.get("n_pos", 0.0) + n_pos}
+    counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
     if model.A is not None:  # a step: c_j / c for the labels with active rows
         at = active.labels - block.lo
-        f = thresholds.step_factors(b_rows[at], n_bits[at], expected)
+        f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected)
         active = active._replace(X=(f * thresholds.column_weights(b_rows[at]))[:, None]
                                  * active.X)
-    out = (n_active, float(seen["n_bits"].sum()), float(seen["n_pos"].sum()))
-    return block.evolve(out=out, active=active, **seen)
-
-
-def set_thresholds(block: Block, rate: float) -> Block:
-    """``b = `` :func:`~onebit_dask.thresholds.estimate` of the block's counts, with the
-    pooled positive ``rate`` of all labels."""
-    return block.evolve(active=block.active, b=thresholds.estimate(
-        block.slots["n_bits"], block.slots["n_pos"], rate))
+    out = (n_active, float(counts.n_bits.sum()), float(counts.n_pos.sum()))
+    return block.evolve(out=out, active=active._replace(counts=counts))
 
 
 def finalize_init(block: Block, rate: float, expected: float) -> Block:
     """The thresholded model's initial batch, once the counts of the whole batch are in:
-    set the thresholds, then weight each label's sums of positive and negative rows by
-    the residuals ``y - sign(b_j)`` of ``W = 0`` and scale them by
-    :func:`~onebit_dask.thresholds.step_factors`."""
-    block = set_thresholds(block, rate)
+    set the thresholds (:func:`~onebit_dask.thresholds.estimate`, with the pooled share
+    ``rate`` of positive bits of all labels), then weight each label's sums of positive and negative rows by
+    :func:`~onebit_dask.thresholds.init_weights` and scale them by
+    :func:`~onebit_dask.thresholds.step_factors` and
+    :func:`~onebit_dask.thresholds.column_weights`."""
     a = block.active
+    b_all = thresholds.estimate(a.counts.n_bits, a.counts.n_pos, rate)
     at = a.labels - block.lo
-    b = block.slots["b"][at]
+    b = b_all[at]
     w_pos, w_neg = thresholds.init_weights(b)
-    n_bits, _ = thresholds.dense_counts(a.counts, block.lo, block.hi)
-    f = thresholds.step_factors(b, n_bits[at], expected) * thresholds.column_weights(b)
+    f = thresholds.step_factors(b, a.counts.n_bits[at], expected) * thresholds.column_weights(b)
     S = (f * w_pos)[:, None] * a.X + (f * w_neg)[:, None] * a.X_neg
-    return block.evolve(active=a._replace(X=S, X_neg=None))
+    return block.evolve(active=a._replace(X=S, X_neg=None), b=b_all)
 
 
 def label_sums(block: Block) -> Block:
@@ -372,15 +366,17 @@ def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float,
 
 
 def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
-               gram_An, rate: float | None = None) -> Block:
+               gram_An, eta: float | None = None) -> Block:
     """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
     new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``. With
-    thresholds (``rate`` not ``None``) they are estimated anew from the counts, after the
-    products that used the old ones."""
+    thresholds (``eta``, the step size, not ``None``) they take their step
+    (:func:`~onebit_dask.thresholds.update`) after the products that used the old ones."""
     Qn = block.slots["Y"] @ Rinv
     Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale)
-    if rate is not None:
-        block = set_thresholds(block, rate)
+    if eta is not None:
+        c = block.active.counts
+        block = block.evolve(active=block.active, b=thresholds.update(
+            block.slots["b"], c.r_sum, c.n_bits, eta))
     new = commit(block, "Q", "V", gram_An, evaluation, Qn, Vn)
     return replace(new, out=(top, low, new.out))
 
