@@ -16,32 +16,29 @@ from typing import NamedTuple
 import numpy as np
 import scipy.special
 
-PRIOR_BITS = 1.0
-"""Strength of the smoothing prior, in bits: a label's share of positive bits is
-``(n_pos + PRIOR_BITS * rate) / (n_bits + PRIOR_BITS)``, with ``rate`` the share of
-positive bits over all labels; a label without bits gets ``Phi^{-1}(rate)``."""
-
-
 class LabelCounts(NamedTuple):
     """The bits of one batch by label: ``labels`` sorted and unique, and for each, as
-    float64, ``n_bits``, ``n_pos`` (positive bits) and ``r_sum`` (the sum of the step's
-    residuals ``r_i = y_i - sign(s_i)``; zeros for the initial batch)."""
+    float64, ``n_bits``, ``n_pos`` (positive bits), ``r_sum`` (the sum of the step's
+    residuals ``r_i = y_i - sign(s_i)``) and ``n_active`` (bits with ``r_i != 0``); the
+    last two are zeros for the initial batch."""
 
     labels: np.ndarray
     n_bits: np.ndarray
     n_pos: np.ndarray
     r_sum: np.ndarray
+    n_active: np.ndarray
 
 
 def count_bits(labels: np.ndarray, y: np.ndarray, r: np.ndarray | None = None) -> LabelCounts:
     """The :class:`LabelCounts` of observations ``(labels, y)`` (``y`` in ``{-1, +1}``) and
     their residuals ``r`` (``None``: the initial batch)."""
     uniq, inverse = np.unique(labels, return_inverse=True)
-    n_bits = np.bincount(inverse, minlength=uniq.size).astype(np.float64)
-    n_pos = np.bincount(inverse, weights=np.asarray(y) > 0, minlength=uniq.size)
-    r_sum = np.zeros(uniq.size) if r is None else np.bincount(inverse, weights=r,
-                                                               minlength=uniq.size)
-    return LabelCounts(uniq, n_bits, n_pos.astype(np.float64), r_sum)
+    count = lambda w=None: np.bincount(inverse, weights=w, minlength=uniq.size).astype(  # noqa
+        np.float64)
+    zeros = np.zeros(uniq.size)
+    return LabelCounts(uniq, count(), count(np.asarray(y) > 0),
+                       zeros if r is None else count(r),
+                       zeros if r is None else count(np.asarray(r) != 0))
 
 
 def merge_counts(parts) -> LabelCounts:
@@ -50,7 +47,7 @@ def merge_counts(parts) -> LabelCounts:
     if len(parts) == 1:
         return parts[0]
     uniq = np.unique(np.concatenate([p.labels for p in parts]))
-    sums = [np.zeros(uniq.size) for _ in range(3)]
+    sums = [np.zeros(uniq.size) for _ in LabelCounts._fields[1:]]
     for p in parts:
         at = np.searchsorted(uniq, p.labels)
         for total, part in zip(sums, p[1:]):
@@ -61,45 +58,101 @@ def merge_counts(parts) -> LabelCounts:
 def dense_counts(counts: LabelCounts, lo: int, hi: int) -> LabelCounts:
     """The counts of the labels ``[lo, hi)`` as arrays of length ``hi - lo`` (zeros for
     labels without bits)."""
-    sums = [np.zeros(hi - lo) for _ in range(3)]
+    sums = [np.zeros(hi - lo) for _ in LabelCounts._fields[1:]]
     for total, part in zip(sums, counts[1:]):
         total[counts.labels - lo] = part
     return LabelCounts(np.arange(lo, hi), *sums)
 
 
-def pooled_rate(n_bits: float, n_pos: float) -> float:
-    """The share of positive bits over all labels, kept inside ``(0, 1)``
-    (``(n_pos + 1/2) / (n_bits + 1)``)."""
-    return (n_pos + 0.5) / (n_bits + 1.0)
-
-
-def estimate(n_bits: np.ndarray, n_pos: np.ndarray, rate: float) -> np.ndarray:
-    r"""Thresholds ``b_j = Phi^{-1}((n_pos_j + P rate) / (n_bits_j + P))``,
-    ``P = PRIOR_BITS``: the smoothed share of positive bits of each label."""
-    return scipy.special.ndtri((n_pos + PRIOR_BITS * rate) / (n_bits + PRIOR_BITS))
-
-
 PROB_LIMIT = float(scipy.special.ndtr(-8.0))
-"""Thresholds stay in ``[-8, 8]`` (a share of positive bits in ``[Phi(-8), Phi(8)]``)."""
+"""Shares of positive bits are kept in ``[Phi(-8), 1 - Phi(-8)]`` (thresholds in
+``[-8, 8]``)."""
 
 
-def update(b: np.ndarray, r_sum: np.ndarray, n_bits: np.ndarray, eta: float) -> np.ndarray:
-    r"""The step of the thresholds, for the labels with bits in the batch:
+def initial_share(counts: LabelCounts) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, v)``: each label's share of positive bits in the initial batch,
+    ``p = (n_pos + 1/2) / (n_bits + 1)``, and its variance ``p (1 - p) / (n_bits + 1)``;
+    ``v = inf`` for a label without bits (its threshold is then the prior mean)."""
+    p = (counts.n_pos + 0.5) / (counts.n_bits + 1.0)
+    v = np.where(counts.n_bits > 0, p * (1.0 - p) / (counts.n_bits + 1.0), np.inf)
+    return p, v
 
-    .. math:: b_j' = \Phi^{-1}\big(\Phi(b_j) + \eta \, \textstyle\sum_i r_i / (2 n_j)\big).
+
+def step_share(p, v, b, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""The step of each label's share ``p`` of positive bits (and of its variance ``v``),
+    for the labels with bits in the batch:
+
+    .. math:: \hat p_j = \Phi(b_j) + \frac{1}{2 n_j} \sum_i r_i, \qquad
+              p_j' = (1 - \eta) p_j + \eta \hat p_j, \qquad
+              v_j' = (1 - \eta)^2 v_j + \eta^2 \operatorname{var}(\hat p_j).
 
     ``sum_i r_i / 2`` is the label's positive bits minus its predicted positives, so
-    ``Phi(b_j) + sum_i r_i / (2 n_j)`` is its share of positive bits with the batch's
-    predicted share replaced by its mean ``Phi(b_j)`` (a control variate: for Gaussian
-    ``x`` and unit ``w_j`` the mean is the true share, and only the rows where the model
-    and the bit disagree add noise). On any data its fixed point predicts as many
-    positives as there are. Labels without bits keep their threshold.
+    ``hat p_j`` is the share of positive bits with the batch's predicted share replaced by
+    its mean ``Phi(b_j)`` (``b_j``: the thresholds the residuals used): a control variate.
+    For Gaussian ``x`` and unit ``w_j`` it is unbiased, and only the bits where model and
+    bit disagree add noise; on any data the fixed point predicts as many positives as
+    there are. ``var(hat p_j)`` is the variance of the mean of ``r_i / 2`` in
+    ``{-1, 0, 1}``, at least ``1 / (4 n_j^2)``. A label seen for the first time takes
+    ``hat p_j``; labels without bits keep theirs.
     """
-    seen = n_bits > 0
-    share = scipy.special.ndtr(b[seen]) + eta * r_sum[seen] / (2.0 * n_bits[seen])
-    out = b.copy()
-    out[seen] = scipy.special.ndtri(np.clip(share, PROB_LIMIT, 1.0 - PROB_LIMIT))
-    return out
+    n = counts.n_bits
+    seen = n > 0
+    p, v = p.copy(), v.copy()
+    nj = n[seen]
+    half = counts.r_sum[seen] / (2.0 * nj)
+    share = np.clip(scipy.special.ndtr(b[seen]) + half, PROB_LIMIT, 1.0 - PROB_LIMIT)
+    var = np.maximum((counts.n_active[seen] / nj - half * half) / nj, 0.25 / (nj * nj))
+    new = ~np.isfinite(v[seen])
+    keep = np.where(new, 0.0, 1.0 - eta)
+    p[seen] = keep * np.where(new, 0.0, p[seen]) + (1.0 - keep) * share
+    v[seen] = keep * keep * np.where(new, 0.0, v[seen]) + (1.0 - keep) ** 2 * var
+    return p, v
+
+
+class Prior(NamedTuple):
+    """The thresholds' common prior ``N(mean, var)`` over labels."""
+
+    mean: float
+    var: float
+
+
+def moments(p, v) -> tuple[float, float, float, float]:
+    """``(count, sum z, sum z^2, sum s^2)`` over the labels with bits so far, ``z_j =
+    Phi^{-1}(p_j)`` and ``s_j^2 = v_j / phi(z_j)^2`` (delta method): what
+    :func:`prior` needs of one label block."""
+    seen = np.isfinite(v)
+    z = scipy.special.ndtri(p[seen])
+    s2 = v[seen] / _phi(z) ** 2
+    return float(seen.sum()), float(z.sum()), float((z * z).sum()), float(s2.sum())
+
+
+def prior(parts) -> Prior:
+    r"""The empirical-Bayes prior of the thresholds from the blocks' :func:`moments`, by
+    the method of moments: ``mean = mean(z)``, ``var = max(0, var(z) - mean(s^2))``
+    (the spread of the labels' thresholds beyond their estimates' noise)."""
+    count, total, squares, noise = (sum(part[i] for part in parts) for i in range(4))
+    if count == 0:
+        return Prior(0.0, 0.0)
+    mean = total / count
+    return Prior(mean, max(0.0, squares / count - mean * mean - noise / count))
+
+
+def shrink(p, v, pri: Prior) -> np.ndarray:
+    r"""The thresholds ``b_j = m + tau^2 / (tau^2 + s_j^2) (z_j - m)``: each label's
+    estimate ``z_j = Phi^{-1}(p_j)`` shrunk towards the prior mean ``m`` by its noise
+    ``s_j^2`` against the prior's spread ``tau^2`` (James-Stein). Balanced labels
+    (``tau^2 = 0``) share one threshold; a label without bits has ``b_j = m``."""
+    seen = np.isfinite(v)
+    b = np.full(p.shape, pri.mean)
+    if pri.var > 0:
+        z = scipy.special.ndtri(p[seen])
+        s2 = v[seen] / _phi(z) ** 2
+        b[seen] = pri.mean + pri.var / (pri.var + s2) * (z - pri.mean)
+    return b
+
+
+def _phi(z):
+    return np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
 
 
 def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float) -> np.ndarray:

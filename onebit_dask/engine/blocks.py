@@ -31,8 +31,9 @@ from .. import thresholds
 from ..kernels import (ActiveRows, aligned, residuals, row_norms, scatter_rows,
                        weighted_label_sums)
 
-THRESHOLD_SLOTS = ("b",)
-"""The thresholded model's per-label state: the thresholds."""
+THRESHOLD_SLOTS = ("b", "p", "v")
+"""The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
+positive bits they are estimated from, with its variance ``v``."""
 
 
 class StepModel(NamedTuple):
@@ -217,16 +218,18 @@ def new_block(lo: int, hi: int) -> Block:
     return Block(lo, hi)
 
 
-def activate(block: Block, data, model: StepModel, expected: float = 0.0) -> Block:
+def activate(block: Block, data, model: StepModel, expected: float = 0.0,
+             eta: float = 1.0) -> Block:
     """Attach the active rows of this block's share of a batch; ``out = n_active``, or with
-    thresholds ``(n_active, bits, positive bits)`` (the block's totals so far).
+    thresholds ``(n_active, *moments)`` (:func:`~onebit_dask.thresholds.moments` of the
+    labels' shares of positive bits, updated with the batch).
 
     ``data`` is a shard descriptor of this block's labels with ``draw_active`` (projected
     sampling) or ``load`` (explicit draws), or the list of this block's pieces of the
-    row-range shards (:func:`shard_activate`). With thresholds, the block adds the batch's
-    bits to its counts and, in a step, scales each label's sum by
-    :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) with the
-    thresholds the residuals used.
+    row-range shards (:func:`shard_activate`). With thresholds, in a step, each label's sum
+    is scaled by :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
+    :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used,
+    and the shares take their step of size ``eta``.
     """
     B_rows = block.slots.get("B")
     b_rows = block.slots.get("b")
@@ -240,24 +243,27 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0) -> Blo
     if not model.thresholds:
         return block.evolve(out=n_active, active=active)
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
-    if model.A is not None:  # a step: c_j / c for the labels with active rows
+    if model.A is None:
+        p, v = thresholds.initial_share(counts)
+    else:
         at = active.labels - block.lo
         f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected)
         active = active._replace(X=(f * thresholds.column_weights(b_rows[at]))[:, None]
                                  * active.X)
-    out = (n_active, float(counts.n_bits.sum()), float(counts.n_pos.sum()))
-    return block.evolve(out=out, active=active._replace(counts=counts))
+        p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
+    return block.evolve(out=(n_active, *thresholds.moments(p, v)),
+                        active=active._replace(counts=counts), p=p, v=v)
 
 
-def finalize_init(block: Block, rate: float, expected: float) -> Block:
-    """The thresholded model's initial batch, once the counts of the whole batch are in:
-    set the thresholds (:func:`~onebit_dask.thresholds.estimate`, with the pooled share
-    ``rate`` of positive bits of all labels), then weight each label's sums of positive and negative rows by
-    :func:`~onebit_dask.thresholds.init_weights` and scale them by
+def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Block:
+    """The thresholded model's initial batch, once the shares of positive bits of all
+    labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
+    common ``prior``), then each label's sums of positive and negative rows weighted by
+    :func:`~onebit_dask.thresholds.init_weights` and scaled by
     :func:`~onebit_dask.thresholds.step_factors` and
     :func:`~onebit_dask.thresholds.column_weights`."""
     a = block.active
-    b_all = thresholds.estimate(a.counts.n_bits, a.counts.n_pos, rate)
+    b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
     at = a.labels - block.lo
     b = b_all[at]
     w_pos, w_neg = thresholds.init_weights(b)
@@ -355,28 +361,27 @@ def set_state(block: Block, rows, gram_A) -> Block:
 
 # -- the fused rounds of a step -----------------------------------------------------------
 def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float,
-              expected: float = 0.0) -> Block:
+              expected: float = 0.0, eta: float = 1.0) -> Block:
     """Round 1: activate the batch, ``Y_s`` of ``Y = M_dil Q``;
     ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``, and with thresholds the
-    block's bits and positive bits so far."""
-    block = activate(block, data, model, expected)
-    n_active, *counts = block.out if model.thresholds else (block.out,)
+    moments of the block's shares of positive bits (:func:`activate`)."""
+    block = activate(block, data, model, expected, eta)
+    n_active, *moments = block.out if model.thresholds else (block.out,)
     Y, top, low = _product(block, block.slots["Q"], Q_top, AtQ, scale)
-    return block.evolve(out=(n_active, top, low, Y.T @ Y, *counts), Y=Y)
+    return block.evolve(out=(n_active, top, low, Y.T @ Y, *moments), Y=Y)
 
 
 def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
-               gram_An, eta: float | None = None) -> Block:
+               gram_An, prior: thresholds.Prior | None = None) -> Block:
     """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
     new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``. With
-    thresholds (``eta``, the step size, not ``None``) they take their step
-    (:func:`~onebit_dask.thresholds.update`) after the products that used the old ones."""
+    thresholds (a ``prior``), the new thresholds from the shares of positive bits
+    (:func:`~onebit_dask.thresholds.shrink`), after the products that used the old ones."""
     Qn = block.slots["Y"] @ Rinv
     Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale)
-    if eta is not None:
-        c = block.active.counts
-        block = block.evolve(active=block.active, b=thresholds.update(
-            block.slots["b"], c.r_sum, c.n_bits, eta))
+    if prior is not None:
+        block = block.evolve(active=block.active, b=thresholds.shrink(
+            block.slots["p"], block.slots["v"], prior))
     new = commit(block, "Q", "V", gram_An, evaluation, Qn, Vn)
     return replace(new, out=(top, low, new.out))
 
