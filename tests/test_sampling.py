@@ -51,11 +51,11 @@ class Patched(ProjectedShard):
 
     name, replacement = None, None
 
-    def draw_active(self, projection, B_rows=None, b_rows=None):
+    def draw_active(self, projection, B_rows=None, b_rows=None, thresholded=False):
         original = getattr(sampling, self.name)
         setattr(sampling, self.name, self.replacement)
         try:
-            return super().draw_active(projection, B_rows, b_rows)
+            return super().draw_active(projection, B_rows, b_rows, thresholded)
         finally:
             setattr(sampling, self.name, original)
 
