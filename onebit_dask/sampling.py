@@ -35,7 +35,9 @@ With per-label thresholds (the truth's ``b*_j``, the model's ``b_j``: the bit is
 ``sign(x^T w*_j + b*_j + noise)``, the score ``x^T w_j + b_j``) everything above holds
 with the offsets added; the conditional draw then works on pieces of the plane bounded
 by lines that miss the origin (section 7c). Without thresholds the draws are those of
-the paper's model, number for number.
+the paper's model, number for number. For the thresholded model (``thresholded=True``)
+every draw also gives the batch's label counts and, for the initial batch, the sums of
+the positive and of the negative bits' rows apart, in law as from explicit rows.
 """
 
 from __future__ import annotations

@@ -357,7 +357,7 @@ def counts_case(request):
     problem, zero_row, initial = THRESHOLD_CASES[request.param]
     A, Bm, P = model_state(zero_row=zero_row)
     A = None if initial else A
-    draws = lambda sampler, n=N_THRESHOLD_BATCHES: thresholded_statistic(  # noqa: E731
+    draws = lambda sampler, n=N_THRESHOLD_BATCHES: thresholded_statistic(
         dataclasses.replace(problem, sampler=sampler), n, A, Bm, MODEL_BIAS, P)
     return draws, draws("explicit"), initial
 
