@@ -234,7 +234,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     B_rows = block.slots.get("B")
     b_rows = block.slots.get("b")
     if hasattr(data, "draw_active"):
-        active, n_active = data.draw_active(model.projection, B_rows, block.slots.get("b"))
+        active, n_active = data.draw_active(model.projection, B_rows, b_rows,
+                                            thresholded=model.thresholds)
     else:
         if not isinstance(data, list):  # a shard of this block's labels, read here
             data = shard_activate(data, model, [B_rows], [block.lo, block.hi],
