@@ -39,7 +39,8 @@ def _draw(rng, cdf: np.ndarray, count: int) -> np.ndarray:
 
 def _unique_rows(rows: np.ndarray, cols: np.ndarray, width: int, n_rows: int):
     """Distinct ``(row, col)`` pairs, sorted by row then column: ``(cols, row counts)``."""
-    keys = np.unique(rows.astype(np.int64) * width + cols)
+    keys = np.sort(rows.astype(np.int64) * width + cols)
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
     return keys % width, np.bincount(keys // width, minlength=n_rows)
 
 
@@ -49,7 +50,7 @@ def _signature(labels: np.ndarray, d1: int) -> np.ndarray:
     return ((labels[:, None].astype(np.int64) * SIGNATURE + j) * 2654435761) % d1
 
 
-def block(rng, rows: int, args, label_cdf, feature_cdf) -> bytes:
+def block(rng, rows: int, args, label_cdf, feature_cdf, tables) -> bytes:
     """``rows`` lines of the file."""
     n_label = 1 + rng.poisson(max(args.labels_per_row - 1, 0), size=rows)
     label_rows = np.repeat(np.arange(rows), n_label)
@@ -67,20 +68,30 @@ def block(rng, rows: int, args, label_cdf, feature_cdf) -> bytes:
         np.concatenate([sig_rows, bg_rows]),
         np.concatenate([sig_features, _draw(rng, feature_cdf, bg_rows.size)]), args.d1, rows)
     values = rng.integers(0, 1000, size=features.size)
-    # one piece per label set ("l1,l2 " or " ") and per feature ("f:v " or "f:v\n")
-    label_text = [",".join(map(str, part)) + " " for part in
+    # pieces: per row the label set ("l1,l2 " or " "), then per feature "f:" and "v " ("v\n"
+    # for the row's last feature), picked from tables so that no string is formatted twice
+    label_text = [(",".join(map(str, part)) + " ").encode() for part in
                   np.split(labels, np.cumsum(label_counts)[:-1])]
-    ends = np.zeros(features.size, dtype=bool)
-    ends[np.cumsum(feature_counts) - 1] = True
-    feature_text = [f"{f}:{(v + 1) / 1000:.3f}{chr(10) if e else ' '}"
-                    for f, v, e in zip(features.tolist(), values.tolist(), ends.tolist())]
-    pieces = np.empty(rows + features.size, dtype=object)
-    starts = np.arange(rows) + np.concatenate([[0], np.cumsum(feature_counts)[:-1]])
+    last = np.zeros(features.size, dtype=np.int64)
+    last[np.cumsum(feature_counts) - 1] = 1000
+    pieces = np.empty(rows + 2 * features.size, dtype=object)
+    starts = np.arange(rows) + 2 * np.concatenate([[0], np.cumsum(feature_counts)[:-1]])
     is_label = np.zeros(pieces.size, dtype=bool)
     is_label[starts] = True
     pieces[is_label] = label_text
-    pieces[~is_label] = feature_text
-    return "".join(pieces.tolist()).encode()
+    pieces[np.flatnonzero(~is_label)[0::2]] = tables.features[features]
+    pieces[np.flatnonzero(~is_label)[1::2]] = tables.values[values + last]
+    return b"".join(pieces.tolist())
+
+
+class Tables:
+    """The text of every feature index (``b"f:"``) and value (``b"0.123 "``, and with
+    ``b"\n"`` at ``1000 +``)."""
+
+    def __init__(self, d1: int):
+        self.features = np.array([f"{f}:".encode() for f in range(d1)], dtype=object)
+        self.values = np.array([f"{(v + 1) / 1000:.3f}{end}".encode() for end in " \n"
+                                for v in range(1000)], dtype=object)
 
 
 def main(argv=None) -> int:
@@ -106,6 +117,7 @@ def main(argv=None) -> int:
         p.error(f"--out={args.out!r} exists: give a new path, or delete it first")
     label_cdf = _power_law_cdf(args.d2, args.label_exponent)
     feature_cdf = _power_law_cdf(args.d1, args.feature_exponent)
+    tables = Tables(args.d1)
     seeds = np.random.SeedSequence(args.seed).spawn(-(-args.n // BLOCK_ROWS))
     f = open(args.out, "xb")  # noqa: SIM115 (exclusive: from here on, the file is ours)
     try:
@@ -113,7 +125,8 @@ def main(argv=None) -> int:
             f.write(f"{args.n} {args.d1} {args.d2}\n".encode())
             for i, seed in enumerate(seeds):
                 rows = min(BLOCK_ROWS, args.n - i * BLOCK_ROWS)
-                f.write(block(np.random.default_rng(seed), rows, args, label_cdf, feature_cdf))
+                f.write(block(np.random.default_rng(seed), rows, args, label_cdf, feature_cdf,
+                              tables))
     except BaseException:
         os.remove(args.out)
         raise

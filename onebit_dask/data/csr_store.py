@@ -202,7 +202,7 @@ def _write(tmp: str, src: str, sizes, chunk_rows: int, chunk_nnz: int) -> None:
                         "d2": sizes.d2, "nnz_x": nnz_x, "nnz_y": nnz_y})
 
 
-def convert(src_path, store_path, *, chunk_rows: int = 100_000, chunk_nnz: int = 2**20,
+def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 2**20,
             n_features: int | None = None, n_labels: int | None = None) -> str:
     """Convert a data file (XC format or multi-label svmlight) into a CSR store, in
     memory bounded by one chunk of ``chunk_rows`` lines.
@@ -213,7 +213,7 @@ def convert(src_path, store_path, *, chunk_rows: int = 100_000, chunk_nnz: int =
         The data file (see :func:`onebit_dask.data.xc.read_xc`).
     store_path : str or os.PathLike
         The new store; it must not exist.
-    chunk_rows : int, default 100000
+    chunk_rows : int, default 20000
         Lines parsed at a time, and rows per chunk of ``indptr``.
     chunk_nnz : int, default 2**20
         Entries per chunk of ``indices`` and ``data``.
