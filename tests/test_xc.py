@@ -137,3 +137,15 @@ def test_bad_arguments():
         iter_xc(DATA / "bibtex_train.txt", 0)  # checked when called, not when iterated
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         read_xc(DATA / "nope.txt")
+
+
+def test_plain_svmlight_checked_against_the_arguments(tmp_path):
+    path = tmp_path / "plain.svm"
+    path.write_text("1,2 0:1 5:2\n3 7:1\n")
+    with pytest.raises(XCFormatError, match=r"plain\.svm:2: feature index 7 is out of range: "
+                                            r".* 0\.\.6"):
+        read_xc(path, n_features=7)
+    with pytest.raises(XCFormatError, match=r"plain\.svm:2: label 3 is out of range: .* 0\.\.2"):
+        list(iter_xc(path, 1, n_labels=3))
+    X, Y = read_xc(path, n_features=8, n_labels=4)
+    assert X.shape == (2, 8) and Y.shape == (2, 4)

@@ -103,8 +103,7 @@ def _label_csr(labels: list[tuple], d2: int | None, line_of, path: str):
         j = bad[0]
         allowed = f"0..{d2 - 1}" if d2 is not None else "integers >= 0"
         raise XCFormatError(f"{path}:{line_of(row_of[j])}: label {flat[j]:g} is out of range: "
-                            f"labels are 0-based integers in {allowed}"
-                            + (" (the header's d2)" if d2 is not None else ""))
+                            f"labels are 0-based integers in {allowed}")
     repeated = np.flatnonzero((flat[1:] == flat[:-1]) & (row_of[1:] == row_of[:-1]))
     if repeated.size:
         j = repeated[0]
