@@ -27,7 +27,7 @@ Every chunk is written, even one equal to the fill value, so a chunk that is mis
 later means a damaged store: reading checks that the chunks it needs exist (zarr
 itself would read a missing chunk as zeros) and that the row pointers it reads are
 consistent, and raises :class:`~onebit_dask.io.DamagedStoreError` naming the store
-and the part otherwise. Chunk files are looked up on the local file system.
+and the part otherwise.
 """
 
 from __future__ import annotations
@@ -63,11 +63,14 @@ def _damaged(path: str, what: str) -> DamagedStoreError:
 
 
 def _read(path: str, name: str, array, lo: int, hi: int) -> np.ndarray:
-    """Elements ``[lo, hi)`` of the array ``name``, after checking that their chunks exist."""
-    size = array.chunks[0]
+    """Elements ``[lo, hi)`` of the array ``name``, after checking (through zarr's store
+    API) that their chunks exist."""
+    from zarr.core.sync import sync
+
+    store, prefix, size = array.store_path.store, array.store_path.path, array.chunks[0]
     for i in range(lo // size, -(-hi // size)):
         key = array.metadata.encode_chunk_key((i,))
-        if not os.path.exists(os.path.join(path, *name.split("/"), *key.split("/"))):
+        if not sync(store.exists(f"{prefix}/{key}" if prefix else key)):
             raise _damaged(path, f"the chunk {name}/{key} (elements {i * size}.."
                            f"{min((i + 1) * size, array.shape[0]) - 1}) is missing")
     try:
