@@ -45,6 +45,7 @@ def test_round_trip_file_store_arrays(tmp_path, name, chunk_rows, chunk_nnz):
         np.testing.assert_array_equal(y.toarray(), Y[lo:hi].toarray())
     x, y = pickle.loads(pickle.dumps(store)).rows(3, 9)  # what a worker receives
     np.testing.assert_array_equal(y.toarray(), Y[3:9].toarray())
+    np.testing.assert_array_equal(store.labels(3, 9).toarray(), Y[3:9].toarray())
     assert sorted(os.listdir(tmp_path)) == ["s.zarr"]
 
 
@@ -122,6 +123,7 @@ def test_missing_chunk_is_named_and_only_needed_chunks_are_read(store):
     os.remove(store / "X" / "indices" / "c" / "3")
     s = open_csr_store(store)
     x, _ = s.rows(0, 40)  # rows before that chunk still read
+    assert s.labels(0, 300).shape == (300, 6)  # and the labels of every row (no X read)
     np.testing.assert_array_equal(x.toarray(), read_xc(DATA / "emotions_train.txt")[0][:40].toarray())
     with pytest.raises(DamagedStoreError, match=r"s\.zarr'.*the chunk X/indices/c/3 "
                                                 r"\(elements 3000\.\.3999\) is missing"):

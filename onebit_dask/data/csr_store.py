@@ -82,7 +82,7 @@ def _read(path: str, name: str, array, lo: int, hi: int) -> np.ndarray:
 
 
 class CsrStore:
-    """An open CSR store: its sizes and :meth:`rows`. Picklable (it holds the path and
+    """An open CSR store: its sizes, :meth:`rows` and :meth:`labels`. Picklable (it holds the path and
     the sizes; each call opens the arrays), so workers can read their own rows.
 
     Attributes
@@ -154,11 +154,21 @@ class CsrStore:
         X : scipy.sparse.csr_matrix of float64, shape (hi - lo, d1)
         Y : scipy.sparse.csr_matrix of int8, shape (hi - lo, d2)
         """
-        lo = check_int("lo", lo, low=0, high=self.n)
-        hi = check_int("hi", hi, low=lo, high=self.n)
+        lo, hi = self._bounds(lo, hi)
         group = zarr.open_group(self.path, mode="r")
         return (self._part(group, "X", lo, hi, self.d1, self.nnz_x, True),
                 self._part(group, "Y", lo, hi, self.d2, self.nnz_y, False))
+
+    def labels(self, lo: int, hi: int) -> sp.csr_matrix:
+        """The label sets of rows ``[lo, hi)`` alone (the features are not read):
+        ``Y`` of :meth:`rows`, a CSR matrix of int8 of shape (hi - lo, d2)."""
+        lo, hi = self._bounds(lo, hi)
+        return self._part(zarr.open_group(self.path, mode="r"), "Y", lo, hi, self.d2,
+                          self.nnz_y, False)
+
+    def _bounds(self, lo, hi) -> tuple[int, int]:
+        lo = check_int("lo", lo, low=0, high=self.n)
+        return lo, check_int("hi", hi, low=lo, high=self.n)
 
 
 def open_csr_store(path) -> CsrStore:
