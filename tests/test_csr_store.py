@@ -111,11 +111,17 @@ def test_empty_file_and_existing_target(tmp_path):
         convert(DATA / "emotions_test.txt", tmp_path / "s.zarr", chunk_rows=0)
 
 
-@pytest.fixture
-def store(tmp_path):
-    path = tmp_path / "s.zarr"
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("converted") / "s.zarr"
     convert(DATA / "emotions_train.txt", path, chunk_rows=50, chunk_nnz=1000)
     return path
+
+
+@pytest.fixture
+def store(converted, tmp_path):
+    """A copy of a converted store, for a test to damage."""
+    return shutil.copytree(converted, tmp_path / "s.zarr")
 
 
 def test_missing_chunk_is_named_and_only_needed_chunks_are_read(store):
@@ -146,8 +152,7 @@ def test_inconsistent_indptr_and_indices(store):
 
 
 def test_wrong_dtype_shape_or_missing_array(store, tmp_path):
-    copy = tmp_path / "copy.zarr"
-    shutil.copytree(store, copy)
+    copy = shutil.copytree(store, tmp_path / "copy.zarr")
     group = zarr.open_group(copy, mode="r+")
     group.create_array("X/data", shape=(10,), dtype="int8", overwrite=True)
     with pytest.raises(DamagedStoreError, match=r"the array X/data has \(dtype, shape\)"):
