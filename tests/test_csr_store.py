@@ -139,6 +139,9 @@ def test_missing_chunk_is_named_and_only_needed_chunks_are_read(store):
     os.remove(store / "Y" / "indptr" / "c" / "5")  # rows 250..299 (+1)
     with pytest.raises(DamagedStoreError, match="Y/indptr/c/5"):
         s.rows(260, 261)
+    (store / "X" / "data" / "c" / "0").write_bytes(b"not a chunk")
+    with pytest.raises(DamagedStoreError, match=r"X/data\[0:.*\] cannot be read"):
+        s.rows(0, 5)
 
 
 def test_inconsistent_indptr_and_indices(store):

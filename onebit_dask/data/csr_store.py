@@ -82,8 +82,9 @@ def _read(path: str, name: str, array, lo: int, hi: int) -> np.ndarray:
 
 
 class CsrStore:
-    """An open CSR store: its sizes, :meth:`rows` and :meth:`labels`. Picklable (it holds the path and
-    the sizes; each call opens the arrays), so workers can read their own rows.
+    """An open CSR store: its sizes, :meth:`rows` and :meth:`labels`. Picklable (it
+    holds the path and the sizes; each call opens the arrays), so workers can read
+    their own rows.
 
     Attributes
     ----------
