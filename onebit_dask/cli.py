@@ -130,7 +130,8 @@ def _add_model_options(p):
 
 
 def _fit_inputs(args):
-    """The problem (or store path) and the estimator of ``fit``, checked."""
+    """``(data, source, est, d1, d2)`` of ``fit``, checked: what ``est.fit`` is given (the
+    problem or the store's path) and what identifies it (the problem or the store)."""
     from . import OneBitMultiLabel, SyntheticProblem
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
@@ -141,7 +142,7 @@ def _fit_inputs(args):
                                    noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
         est._check_params(problem.d1, problem.d2)
-        return problem, est, problem.d1, problem.d2
+        return problem, problem, est, problem.d1, problem.d2
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
         names = ", ".join("--" + g.replace("_", "-") for g in given)
@@ -153,7 +154,7 @@ def _fit_inputs(args):
     check_int("batch_size", args.batch_size, low=1)
     source = ZarrSource(args.data, args.batch_size)
     est._check_params(source.d1, source.d2)
-    return os.fspath(args.data), est, source.d1, source.d2
+    return os.fspath(args.data), source, est, source.d1, source.d2
 
 
 def _run_fit(args) -> int:
@@ -161,8 +162,8 @@ def _run_fit(args) -> int:
 
     try:
         check_target(**_target(args))
-        data, est, d1, d2 = _fit_inputs(args)
-        fit_options = _check_model_options(args, est, data)
+        data, source, est, d1, d2 = _fit_inputs(args)
+        fit_options = _check_model_options(args, est, source)
     except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
     with open_client(**_target(args), timeout=args.connect_timeout,
@@ -209,9 +210,9 @@ def _run_fit(args) -> int:
     return 0
 
 
-def _check_model_options(args, est, problem) -> dict:
-    """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
-    arguments of ``fit``."""
+def _check_model_options(args, est, source) -> dict:
+    """Check --save, --checkpoint and --checkpoint-every before anything runs (``source``:
+    the synthetic problem or the observations store); the keyword arguments of ``fit``."""
     import os
 
     from .persist import Checkpoint, data_identity, fingerprint
@@ -222,7 +223,7 @@ def _check_model_options(args, est, problem) -> dict:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint PATH")
         return {}
-    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, data_identity(problem)))
+    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, data_identity(source)))
     return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
 
 

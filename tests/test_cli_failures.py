@@ -383,3 +383,16 @@ def test_batch_reuse_warning_reports_the_requested_size():
                                          r"2000 rows"):
         OneBitMultiLabel(2, batch_size=5000, n_iter=1).fit(X, labels, y, n_labels=10)
     assert np.all(np.isfinite(X))
+
+
+def test_fit_data_with_a_checkpoint_runs_and_resumes(obs_store, tmp_path):
+    import json
+
+    args = ["fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000", "--n-iter", "2",
+            "--workers", "0", "--json", "--checkpoint", tmp_path / "ck.zarr"]
+    first = run_main(*args)
+    assert first.returncode == 0, first.stderr
+    again = run_main(*args)  # resumes the finished fit: the same numbers
+    assert again.returncode == 0, again.stderr
+    assert json.loads(first.stdout)["history"][-1]["n_samples"] == json.loads(
+        again.stdout)["history"][-1]["n_samples"] == 6000
