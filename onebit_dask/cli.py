@@ -109,6 +109,8 @@ def _add_fit(sub):
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     o.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
+    o.add_argument("--allow-large", action="store_true",
+                   help="allow arrays of more than 2^30 numbers (see onebit_dask.limits)")
     _add_model_options(p)
     _add_target(p)
     _common(p)
@@ -134,10 +136,16 @@ def _fit_inputs(args):
     problem or the store's path) and what identifies it (the problem or the store)."""
     from . import OneBitMultiLabel, SyntheticProblem
 
+    from .limits import check_sizes
+    from .synthetic import SAMPLERS
+
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
                            progress=not args.quiet)
+    sizes = {"rank": args.rank, "batch_size": args.batch_size, "n_iter": args.n_iter}
     if args.data is None:
+        check_sizes({"d1": args.d1, "d2": args.d2, **sizes, "n_test": args.n_test},
+                    args.sampler if args.sampler in SAMPLERS else "explicit", args.allow_large)
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
                                    noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
@@ -153,6 +161,7 @@ def _fit_inputs(args):
 
     check_int("batch_size", args.batch_size, low=1)
     source = ZarrSource(args.data, args.batch_size)
+    check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
     est._check_params(source.d1, source.d2)
     return os.fspath(args.data), source, est, source.d1, source.d2
 

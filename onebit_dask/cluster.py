@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-import yaml
+from ._yaml import YamlError, load_yaml
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
                   "require_encryption": bool}
@@ -224,11 +224,10 @@ def load_cluster_config(path) -> ClusterConfig:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ClusterConfigError(f"cluster config {path!r} does not exist (see cluster/README.md)")
-    with open(path) as fh:
-        try:
-            data = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            raise ClusterConfigError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
+    try:
+        data = load_yaml(path, nulls=True)  # known_hosts: null gets its own message below
+    except YamlError as exc:
+        raise ClusterConfigError(str(exc)) from None
     return parse_cluster_config(data, path)
 
 
