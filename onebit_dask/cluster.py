@@ -65,8 +65,10 @@ _KINDS = {
 # asyncssh connection options (SSHCluster's connect_options) whose types are checked here;
 # the other asyncssh options are allowed unchecked
 _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (str, list),
-                      "username": str, "connect_timeout": (int, float, str)}
-_TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict}
+                      "username": str, "connect_timeout": (int, float, str),
+                      "config": (str, list)}
+_TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
+        "allow_insecure": bool}
 
 
 class ClusterConfigError(ValueError):
@@ -158,11 +160,79 @@ def _ssh_connect_keys(where: str) -> set:
                     "options", "kwargs", "sock"}
 
 
-def _check_ssh_connect(where: str, connect: dict) -> None:
+_NAME_KNOWN_HOSTS = ("give options.connect_options.known_hosts: a file listing each host's "
+                     "key (ssh to each host once and compare the fingerprint, or "
+                     "ssh-keyscan HOST >> FILE), or leave it out to use ~/.ssh/known_hosts")
+# OpenSSH client options that turn host-key checking off, with the values that do
+_UNCHECKED = {"userknownhostsfile": ("none", "/dev/null"), "globalknownhostsfile": ("none",),
+              "stricthostkeychecking": ("no", "off")}
+
+
+def _ssh_config_lines(path: str, depth: int = 0):
+    """``(file, line number, keyword in lower case, first value)`` of an OpenSSH client
+    config file and the files it includes (``Include``, relative to ``~/.ssh``)."""
+    import glob
+
+    if depth > 16:
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        words = re.split(r"[\s=]+", line.strip(), maxsplit=1)
+        if not words[0] or words[0].startswith("#") or len(words) < 2:
+            continue
+        keyword, value = words[0].lower(), words[1].strip()
+        if keyword == "include":
+            for pattern in value.split():
+                pattern = os.path.expanduser(pattern)
+                if not os.path.isabs(pattern):
+                    pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
+                for included in sorted(glob.glob(pattern)):
+                    yield from _ssh_config_lines(included, depth + 1)
+            continue
+        yield path, number, keyword, value.split()[0].strip("\"'") if value else ""
+
+
+def _check_ssh_host_keys(where: str, connect: dict, hosts: list) -> None:
+    """Refuse every way a config turns SSH host-key checking off (after
+    ``known_hosts: null``, refused by :func:`_check_ssh_connect`):
+    OpenSSH config files (``connect_options.config``, else ``~/.ssh/config``) that say
+    ``UserKnownHostsFile none`` or ``StrictHostKeyChecking no``; then ask asyncssh what
+    it would check for each host (``known_hosts`` None means nothing)."""
+    files = connect.get("config", ())
+    files = [files] if isinstance(files, str) else list(files)
+    if "config" not in connect and os.access(os.path.expanduser("~/.ssh/config"), os.R_OK):
+        files = [os.path.expanduser("~/.ssh/config")]
+    for file in files:
+        path = os.path.expanduser(file) if isinstance(file, str) else file
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise ClusterConfigError(f"{where}: options.connect_options.config={file!r} is "
+                                     "not a file: give OpenSSH client config files")
+        for name, number, keyword, value in _ssh_config_lines(path):
+            if value.lower() in _UNCHECKED.get(keyword, ()):
+                raise ClusterConfigError(
+                    f"{where}: the SSH config {name} (line {number}) turns host-key checking "
+                    f"off ({keyword}={value}): remove that line, and {_NAME_KNOWN_HOSTS}")
+    import asyncssh
+
+    asked = {k: connect[k] for k in ("config", "known_hosts", "port", "username")
+             if k in connect}
+    for host in hosts:
+        try:
+            options = asyncssh.SSHClientConnectionOptions(host=host, **asked)
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            raise ClusterConfigError(f"{where}: options.connect_options for host {host!r} "
+                                     f"cannot be used ({exc})") from None
+        if options.known_hosts is None:
+            raise ClusterConfigError(f"{where}: the SSH configs turn host-key checking off "
+                                     f"for host {host!r}: {_NAME_KNOWN_HOSTS}")
+
+
+def _check_ssh_connect(where: str, connect: dict, hosts: list) -> None:
     if "known_hosts" in connect and connect["known_hosts"] is None:
         raise ClusterConfigError(
             f"{where}: options.connect_options.known_hosts=None turns SSH host-key checking "
-            "off: give a known-hosts file (or leave the key out to use ~/.ssh/known_hosts)")
+            f"off: {_NAME_KNOWN_HOSTS}")
     allowed = _ssh_connect_keys(where)
     _check_keys(where, connect, {k: _SSH_CONNECT_TYPES.get(k, object) for k in allowed},
                 prefix="options.connect_options.",
@@ -175,6 +245,7 @@ def _check_ssh_connect(where: str, connect: dict) -> None:
                 f"{where}: options.connect_options.known_hosts={file!r} is not a file: give a "
                 "known-hosts file listing every host's key (leave the key out to use "
                 "~/.ssh/known_hosts)")
+    _check_ssh_host_keys(where, connect, hosts)
 
 
 def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
@@ -201,8 +272,8 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
                                  "at least one worker host")
     if kind in ("slurm", "pbs"):
         _check_jobqueue(where, kind, options)
-    if kind == "ssh" and "connect_options" in options:
-        _check_ssh_connect(where, options["connect_options"])
+    if kind == "ssh":
+        _check_ssh_connect(where, options.get("connect_options", {}), options["hosts"])
     if "scale" in data and data["scale"] < 0:
         raise ClusterConfigError(f"{where}: scale={data['scale']} must be >= 0")
     adapt = data.get("adapt")
@@ -216,7 +287,36 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
         if not security.get("temporary") and not {"ca_file", "cert", "key"} <= set(security):
             raise ClusterConfigError(f"{where}: security needs 'temporary: true' or all of "
                                      "'ca_file', 'cert' and 'key'")
+    _check_exposure(where, kind, options, security, data.get("allow_insecure", False))
     return ClusterConfig(kind, dict(options), data.get("scale"), adapt, security, where)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: reachable from elsewhere
+
+
+def _check_exposure(where, kind, options, security, allow_insecure) -> None:
+    """A local cluster whose scheduler listens beyond this machine needs TLS (anyone who
+    reaches an unauthenticated scheduler runs code in its workers), or
+    ``allow_insecure: true``, which applies to that case only."""
+    host = options.get("host", "127.0.0.1") if kind == "local" else None
+    exposed = host is not None and not _is_loopback(host) and not security
+    if exposed and not allow_insecure:
+        raise ClusterConfigError(
+            f"{where}: options.host={host!r} without TLS opens an unauthenticated scheduler "
+            "(anyone who reaches it runs code in the workers) beyond this machine: use host "
+            "127.0.0.1, or add a 'security' section (see cluster/local-tls.yaml), or set "
+            "'allow_insecure: true' on a network you trust")
+    if allow_insecure and not exposed:
+        raise ClusterConfigError(f"{where}: allow_insecure applies only to a local cluster on "
+                                 "a non-loopback host without TLS: remove it")
 
 
 def load_cluster_config(path) -> ClusterConfig:
