@@ -396,6 +396,12 @@ def test_fit_data_with_a_checkpoint_runs_and_resumes(obs_store, tmp_path):
     assert again.returncode == 0, again.stderr
     assert json.loads(first.stdout)["history"][-1]["n_samples"] == json.loads(
         again.stdout)["history"][-1]["n_samples"] == 6000
+    import zarr
+
+    X = zarr.open_group(obs_store, mode="r+")["X"]
+    X[1:3] = -50 * X[1:3]  # the store rewritten in place: not the data of the checkpoint
+    line = one_line(run_main(*args), 2)
+    assert "data.files_sha256=" in line
 
 
 def test_sizes_beyond_the_fixed_limits_exit_2_before_any_work(obs_store, tmp_path):
