@@ -19,6 +19,7 @@ import os
 import sys
 import time
 
+from . import shipped
 from .failures import RunError, describe_failure
 
 
@@ -371,7 +372,8 @@ def _add_target(p, default="an embedded LocalCluster, one worker a core"):
                         "in-process")
     g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
                    "tcp://HOST:PORT or tls://HOST:PORT")
-    g.add_argument("--cluster", default=None, help="a cluster config file (see cluster/)")
+    g.add_argument("--cluster", default=None, help="a cluster config file, or the name of a "
+                   "shipped one (onebit-dask list), e.g. local")
     g.add_argument("--tls-ca-file", default=None, help="CA certificate for a tls:// scheduler")
     g.add_argument("--tls-cert", default=None, help="client certificate for a tls:// scheduler")
     g.add_argument("--tls-key", default=None, help="client key for a tls:// scheduler")
@@ -386,7 +388,8 @@ def _target(args) -> dict:
     tls = None
     if any((args.tls_ca_file, args.tls_cert, args.tls_key)):
         tls = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
-    return dict(workers=args.workers, scheduler=args.scheduler, cluster=args.cluster, tls=tls)
+    cluster = None if args.cluster is None else shipped.resolve("cluster", args.cluster)
+    return dict(workers=args.workers, scheduler=args.scheduler, cluster=cluster, tls=tls)
 
 
 # --- sweep ---------------------------------------------------------------------------------
@@ -396,7 +399,8 @@ def _add_sweep(sub):
                        help="run (or resume) a sweep spec into a zarr result cube",
                        description="Run the cells of a sweep spec into a zarr result cube; "
                                    "the same command again resumes, skipping the cells done.")
-    p.add_argument("spec", help="a sweep spec, e.g. pipelines/quickstart.yaml")
+    p.add_argument("spec", help="a sweep spec file, or the name of a shipped one "
+                                "(onebit-dask list), e.g. quickstart")
     p.add_argument("--out", required=True, help="the result cube's zarr store")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a store made from another spec")
@@ -445,7 +449,7 @@ def _run_sweep(args) -> int:
         raise UsageError("--adapt needs a cluster this command starts (--cluster or the "
                          "embedded one): not with --scheduler or --workers")
     try:
-        spec = load_spec(args.spec, allow_large=args.allow_large)
+        spec = load_spec(shipped.resolve("pipelines", args.spec), allow_large=args.allow_large)
         check_target(**_target(args))
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
@@ -509,9 +513,27 @@ def _run_report(args) -> int:
     return 0
 
 
+# --- list ----------------------------------------------------------------------------------
+
+def _add_list(sub):
+    p = sub.add_parser("list", formatter_class=_Help,
+                       help="the sweep specs and cluster configs that ship with the package",
+                       description="List the shipped sweep specs (onebit-dask sweep NAME) and "
+                                   "cluster configs (--cluster NAME).")
+    _common(p)
+    p.set_defaults(run=_run_list)
+
+
+def _run_list(args) -> int:
+    for kind, title in shipped.KINDS.items():
+        print(f"{title} ({shipped.directory(kind)}):")
+        print(shipped.describe(kind))
+    return 0
+
+
 # --- main ----------------------------------------------------------------------------------
 
-COMMANDS = (_add_fit, _add_sweep, _add_report, _add_predict, _add_evaluate)
+COMMANDS = (_add_fit, _add_sweep, _add_report, _add_predict, _add_evaluate, _add_list)
 
 
 def _version() -> str:

@@ -323,7 +323,9 @@ def load_cluster_config(path) -> ClusterConfig:
     """Read and check a cluster config file."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ClusterConfigError(f"cluster config {path!r} does not exist (see cluster/README.md)")
+        raise ClusterConfigError(f"cluster config {path!r} does not exist: give a config "
+                                 "file or the name of a shipped one (onebit-dask list shows "
+                                 "them)")
     try:
         data = load_yaml(path, nulls=True)  # known_hosts: null gets its own message below
     except YamlError as exc:

@@ -24,14 +24,6 @@ DISTRIBUTION = "onebit-dask"
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "dask", "distributed", "zarr", "xarray")
 
 
-def package_version() -> str:
-    """The installed distribution's version (``0+unknown`` when it is not installed)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
 def _git(directory: str, *args) -> str | None:
     try:
         proc = subprocess.run(["git", "-C", directory, *args], capture_output=True, text=True,
@@ -72,7 +64,9 @@ def provenance() -> dict:
     """Flat attributes for a result: ``onebit_dask_version``, ``git_revision``,
     ``source_tree_modified``, ``python_version`` and ``<library>_version`` for each of
     :data:`LIBRARIES` (``scikit_learn_version``)."""
-    out = {"onebit_dask_version": package_version(), **revision(),
+    from . import __version__
+
+    out = {"onebit_dask_version": __version__, **revision(),
            "python_version": platform.python_version()}
     for name in LIBRARIES:
         try:

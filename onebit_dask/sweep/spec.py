@@ -311,7 +311,8 @@ def _parse_datasets(raw, grid_in, where):
 def load_spec(path, *, allow_large: bool = False) -> SweepSpec:
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise SpecError(f"spec {path!r} does not exist (see pipelines/)")
+        raise SpecError(f"spec {path!r} does not exist: give a spec file or the name of "
+                        "a shipped one (onebit-dask list shows them)")
     try:
         text = read_text(path)
     except YamlError as exc:
