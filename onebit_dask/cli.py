@@ -13,7 +13,9 @@ listing it in :data:`COMMANDS`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
 import sys
@@ -168,7 +170,7 @@ def _fit_inputs(args):
 
 
 def _run_fit(args) -> int:
-    from .session import check_target, open_client
+    from .session import check_target
 
     try:
         check_target(**_target(args))
@@ -176,7 +178,7 @@ def _run_fit(args) -> int:
         fit_options = _check_model_options(args, est, source)
     except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
-    with open_client(**_target(args), timeout=args.connect_timeout,
+    with _client(**_target(args), timeout=args.connect_timeout,
                      worker_timeout=args.worker_timeout, quiet=args.quiet,
                      debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
@@ -298,7 +300,6 @@ def _read_model(path, client):
 
 def _run_predict(args) -> int:
     from .io import ZarrShard, ZarrSource
-    from .session import open_client
 
     target, attrs = _load_model(args)
     try:
@@ -315,7 +316,7 @@ def _run_predict(args) -> int:
         X = ZarrShard(source.path, 0, n, (0, source.d2)).load()[0]
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    with open_client(**target, timeout=args.connect_timeout, quiet=True,
+    with _client(**target, timeout=args.connect_timeout, quiet=True,
                      worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
@@ -333,7 +334,6 @@ def _run_predict(args) -> int:
 
 def _run_evaluate(args) -> int:
     from .persist import problem_from
-    from .session import open_client
 
     target, attrs = _load_model(args)
     try:
@@ -344,7 +344,7 @@ def _run_evaluate(args) -> int:
         raise UsageError(f"model={args.model!r} was not fitted on a synthetic problem (data: "
                          f"{(attrs.get('data') or {}).get('kind')}): evaluate needs its test "
                          "set; use predict")
-    with open_client(**target, timeout=args.connect_timeout, quiet=True,
+    with _client(**target, timeout=args.connect_timeout, quiet=True,
                      worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
@@ -364,6 +364,31 @@ def _run_evaluate(args) -> int:
 
 
 # --- where it runs -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _client(*, debug: bool, **options):
+    """:func:`onebit_dask.session.open_client` with Dask's log lines silenced (unless
+    ``--debug``) while it is open: a failure is then one line."""
+    from .session import open_client
+
+    saved = {}
+    if not debug:
+        import distributed  # noqa: F401  (its import configures the loggers quieted here)
+
+        names = {"distributed", "tornado", "bokeh"} | {
+            n for n in logging.root.manager.loggerDict
+            if n.split(".")[0] in ("distributed", "tornado", "bokeh")}
+        for name in names:
+            logger = logging.getLogger(name)
+            saved[logger] = logger.level
+            logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with open_client(debug=debug, **options) as client:
+            yield client
+    finally:
+        for logger, level in saved.items():
+            logger.setLevel(level)
+
 
 def _add_target(p, default="an embedded LocalCluster, one worker a core"):
     g = p.add_argument_group(f"where it runs (default: {default})")
@@ -438,7 +463,7 @@ def _parse_adapt(text):
 
 
 def _run_sweep(args) -> int:
-    from .session import check_target, open_client
+    from .session import check_target
     from .sweep import load_spec, run_sweep
     from .sweep.store import check_output
 
@@ -458,7 +483,7 @@ def _run_sweep(args) -> int:
     from .sweep.lock import StoreLock
 
     StoreLock(args.out).probe()  # in use: refuse before starting a cluster
-    with open_client(**_target(args), timeout=args.connect_timeout,
+    with _client(**_target(args), timeout=args.connect_timeout,
                      worker_timeout=args.worker_timeout, quiet=args.quiet,
                      debug=args.debug, adapt=adapt) as client:
         summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
@@ -552,7 +577,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Stderr(logging.StreamHandler):
+    """The package's log records as plain lines on the current ``sys.stderr``."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler sets it; the current sys.stderr is used
+        pass
+
+
+@contextlib.contextmanager
+def _package_log():
+    """INFO records of the ``onebit_dask`` loggers (progress lines, the dashboard address)
+    on stderr while a command runs."""
+    logger = logging.getLogger("onebit_dask")
+    handler, level, propagate = _Stderr(), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def main(argv=None) -> int:
+    with _package_log():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv

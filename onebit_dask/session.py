@@ -14,11 +14,11 @@ import logging
 import os
 import re
 import ssl
-import sys
 
 from ._validation import check_int
 from .failures import RunError
 
+log = logging.getLogger(__name__)
 ADDRESS = re.compile(r"^(tcp|tls)://[^\s:/]+:\d+$")
 
 
@@ -105,16 +105,6 @@ def check_target(workers=None, scheduler=None, cluster=None, tls=None) -> None:
         _check_cluster_config(cluster)
 
 
-def quiet_dask_logs() -> None:
-    """Silence Dask's log lines in this process (a failure is then one line)."""
-    import distributed  # noqa: F401  (its import configures the loggers we override)
-
-    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in
-             ("distributed", "tornado", "bokeh")]
-    for name in {"distributed", "tornado", *names}:
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-
-
 def _connect(scheduler, tls, timeout):
     from distributed import Client
 
@@ -185,8 +175,6 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
     if workers == 0:
         yield None
         return
-    if not debug:
-        quiet_dask_logs()
     from distributed import Client
 
     from .cluster import load_cluster_config
@@ -198,7 +186,7 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
             dask_cluster = stack.enter_context(_start_cluster(cluster, workers, debug, adapt))
             client = stack.enter_context(Client(dask_cluster, timeout=timeout))
             if not quiet:
-                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+                log.info("dask dashboard: %s", client.dashboard_link)
         adaptive = adapt is not None or (cluster is not None and
                                          load_cluster_config(cluster).adapt is not None)
         if not adaptive:  # an adaptive cluster starts its workers when the work comes

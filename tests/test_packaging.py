@@ -3,6 +3,7 @@
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -74,9 +75,12 @@ def test_the_wheel_in_a_clean_venv_runs_the_quickstart_outside_the_checkout(tmp_
     checkout, with nothing of the checkout on the path."""
     wheels, venv, work = tmp_path / "wheels", tmp_path / "venv", tmp_path / "work"
     assert not str(tmp_path).startswith(str(ROOT))
+    source = tmp_path / "source"  # a copy: the build leaves nothing in the checkout
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "*.zarr", "__pycache__", ".pytest_cache"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+    subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
                    check=True, env=env, capture_output=True, timeout=600)
     wheel = next(wheels.glob("onebit_dask-*.whl"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 
@@ -67,9 +67,12 @@ class Cells:
         return out
 
 
+log = logging.getLogger(__name__)
+
+
 def _progress(enabled: bool, text: str) -> None:
     if enabled:
-        print(f"report: {text}", file=sys.stderr, flush=True)
+        log.info("report: %s", text)
 
 
 def collect(ds, progress: bool = False, path: str = "the cube",
