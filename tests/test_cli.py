@@ -107,3 +107,12 @@ def test_the_cli_logs_the_dashboard_and_leaves_dask_loggers_as_they_were(capsys)
     assert "dask dashboard: http://127.0.0.1:" in err  # the onebit_dask.session logger
     assert dask_log.level == before  # quieted only while the command ran
     assert not logging.getLogger("onebit_dask").handlers  # the CLI's handler is gone
+
+
+def test_fit_positive_rate(capsys):
+    assert main([*SMALL, "--json", "--quiet", "--positive-rate", "0.05:0.3"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["positive_rate"] == [0.05, 0.3]
+    assert main([*SMALL, "--quiet", "--positive-rate", "0:0.3"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "positive_rate[0]=0.0 is not allowed" in err

@@ -198,3 +198,18 @@ def test_a_spec_that_is_not_utf8_names_its_line(tmp_path):
     path.write_bytes("name: x\ndescription: caf\u00e9\n".encode("latin-1"))
     with pytest.raises(SpecError, match=re.escape(f"{path}: line 2: byte 0xe9 is not UTF-8")):
         load_spec(path)
+
+
+def test_positive_rate_is_a_grid_dimension_only_where_given():
+    from onebit_dask.sweep.methods import make_problem
+
+    assert "positive_rate" not in parse_spec(GOOD).dims
+    text = GOOD.replace("  rank: [2]\n", "  rank: [2]\n  positive_rate: [none, 0.05, '0.005:0.3']\n")
+    spec = parse_spec(text)
+    assert spec.grid["positive_rate"] == ["none", "0.05", "0.005:0.3"]
+    rates = {make_problem(params, spec.fixed).positive_rate for _, params in spec.cells()}
+    assert rates == {None, 0.05, (0.005, 0.3)}
+    with pytest.raises(SpecError, match=r"grid.positive_rate: positive_rate=1.5 is not allowed"):
+        parse_spec(text.replace("0.05,", "1.5,"))
+    with pytest.raises(SpecError, match="the same setting"):
+        parse_spec(text.replace("[none, 0.05", "[5e-2, 0.05"))
