@@ -22,7 +22,9 @@ import sys
 import time
 
 from . import shipped
-from .failures import RunError, describe_failure
+from .errors import EXIT_RUNTIME, EXIT_USAGE, RunError
+from .failures import describe_failure
+from .metric_names import METRICS
 
 
 class UsageError(Exception):
@@ -179,14 +181,14 @@ def _run_fit(args) -> int:
     from .session import check_target
 
     try:
-        check_target(**_target(args))
+        target = check_target(**_target(args))
         data, source, est, d1, d2 = _fit_inputs(args)
         fit_options = _check_model_options(args, est, source)
     except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
-    with _client(**_target(args), timeout=args.connect_timeout,
-                     worker_timeout=args.worker_timeout, quiet=args.quiet,
-                     debug=args.debug) as client:
+    with _client(**target, timeout=args.connect_timeout,
+                 worker_timeout=args.worker_timeout, quiet=args.quiet,
+                 debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
         est.set_params(client=client).fit(data, **fit_options)
@@ -195,7 +197,7 @@ def _run_fit(args) -> int:
             est.save(args.save)
     last = est.history_[-1]
     synthetic = args.data is None
-    metric_keys = ("spectral_error", "frobenius_error", "hamming_loss", "auc") if synthetic else ()
+    metric_keys = METRICS if synthetic else ()
     result = {key: last[key] for key in metric_keys}
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=d1, d2=d2,
@@ -283,9 +285,8 @@ def _load_model(args):
     from . import model_io
     from .session import check_target
 
-    target = _in_process_by_default(args)
     try:
-        check_target(**target)
+        target = check_target(**_in_process_by_default(args))
         attrs = model_io.read_attrs(model_io.store_path(args.model))
     except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ModelStoreError
         raise UsageError(str(exc)) from None
@@ -324,10 +325,10 @@ def _run_predict(args) -> int:
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     with _client(**target, timeout=args.connect_timeout, quiet=True,
-                     worker_timeout=args.worker_timeout, debug=args.debug) as client:
+                 worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
-            return 1
+            return EXIT_RUNTIME
         labels, scores = est.predict_top_k(X, args.top_k)
     if args.json:
         print(json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
@@ -352,10 +353,10 @@ def _run_evaluate(args) -> int:
                          f"{(attrs.get('data') or {}).get('kind')}): evaluate needs its test "
                          "set; use predict")
     with _client(**target, timeout=args.connect_timeout, quiet=True,
-                     worker_timeout=args.worker_timeout, debug=args.debug) as client:
+                 worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
-            return 1
+            return EXIT_RUNTIME
         result = est.evaluate(problem)
     result.update(model=args.model, n_steps=est.n_steps_, n_samples=est.n_samples_seen_,
                   d1=est.n_features_in_, d2=est.n_labels_, rank=est.rank)
@@ -364,7 +365,7 @@ def _run_evaluate(args) -> int:
     else:
         print(f"onebit evaluate {args.model} d1={est.n_features_in_} d2={est.n_labels_} "
               f"rank={est.rank} steps={est.n_steps_}")
-        for key in ("auc", "hamming_loss", "frobenius_error", "spectral_error"):
+        for key in reversed(METRICS):  # auc first
             print(f"  {key:16s} {result[key]:.4f}")
     return 0
 
@@ -380,7 +381,7 @@ def _client(*, debug: bool, **options):
 
     saved = {}
     if not debug:
-        import distributed  # noqa: F401  (its import configures the loggers quieted here)
+        import distributed
 
         names = {"distributed", "tornado", "bokeh"} | {
             n for n in logging.root.manager.loggerDict
@@ -482,7 +483,7 @@ def _run_sweep(args) -> int:
                          "embedded one): not with --scheduler or --workers")
     try:
         spec = load_spec(shipped.resolve("pipelines", args.spec), allow_large=args.allow_large)
-        check_target(**_target(args))
+        target = check_target(**_target(args))
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
         raise UsageError(str(exc)) from None  # (a damaged store: SweepRuntimeError, exit 1)
@@ -490,9 +491,9 @@ def _run_sweep(args) -> int:
     from .sweep.lock import StoreLock
 
     StoreLock(args.out).probe()  # in use: refuse before starting a cluster
-    with _client(**_target(args), timeout=args.connect_timeout,
-                     worker_timeout=args.worker_timeout, quiet=args.quiet,
-                     debug=args.debug, adapt=adapt) as client:
+    with _client(**target, timeout=args.connect_timeout,
+                 worker_timeout=args.worker_timeout, quiet=args.quiet,
+                 debug=args.debug, adapt=adapt) as client:
         summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
                             progress=not args.quiet, retries=args.retries,
                             retry_failed=args.retry_failed)
@@ -502,7 +503,7 @@ def _run_sweep(args) -> int:
 
         print(f"onebit-dask: {summary.failed + summary.skipped_failed} cell(s) failed: see "
               f"{failures_path(args.out)}; --retry-failed runs them again", file=sys.stderr)
-        return 1
+        return EXIT_RUNTIME
     return 0
 
 
@@ -632,7 +633,7 @@ def _main(argv=None) -> int:
         return args.run(args)
     except UsageError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("onebit-dask: interrupted", file=sys.stderr)
         return 130
@@ -641,7 +642,7 @@ def _main(argv=None) -> int:
             raise
         writes = getattr(args, "writes", None)
         print(f"onebit-dask: error: {describe_failure(exc, writes)}", file=sys.stderr)
-        return 1
+        return EXIT_RUNTIME
 
 
 __all__ = ["main", "build_parser", "UsageError", "RunError"]

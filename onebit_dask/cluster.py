@@ -29,11 +29,13 @@ import difflib
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
 from ._yaml import YamlError, load_yaml
+from .errors import ClusterConfigError, ClusterStartError
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
                   "require_encryption": bool}
@@ -69,14 +71,6 @@ _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (s
                       "config": (str, list)}
 _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
         "allow_insecure": bool}
-
-
-class ClusterConfigError(ValueError):
-    """A cluster config that cannot be used; the message names the key."""
-
-
-class ClusterStartError(RuntimeError):
-    """A checked config whose cluster did not start; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -274,13 +268,23 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
         _check_jobqueue(where, kind, options)
     if kind == "ssh":
         _check_ssh_connect(where, options.get("connect_options", {}), options["hosts"])
-    if "scale" in data and data["scale"] < 0:
-        raise ClusterConfigError(f"{where}: scale={data['scale']} must be >= 0")
+    for key in ("n_workers", "processes", "cores"):
+        value = options.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ClusterConfigError(f"{where}: options.{key}={value} is not allowed: it must "
+                                     "be >= 1 (a cluster without workers would wait forever)")
+    if "scale" in data and data["scale"] < 1:
+        raise ClusterConfigError(f"{where}: scale={data['scale']} is not allowed: it must be "
+                                 ">= 1 (a cluster without workers would wait forever)")
     adapt = data.get("adapt")
     if adapt is not None:
         _check_keys(where, adapt, {"minimum": int, "maximum": int}, prefix="adapt.")
         if "scale" in data:
             raise ClusterConfigError(f"{where}: give either 'scale' or 'adapt', not both")
+        low, high = adapt.get("minimum", 0), adapt.get("maximum", 1)
+        if high < 1 or low < 0 or low > high:
+            raise ClusterConfigError(f"{where}: adapt={adapt} is not allowed: it needs "
+                                     "0 <= minimum <= maximum and maximum >= 1")
     security = data.get("security")
     if security is not None:
         _check_keys(where, security, _SECURITY_KEYS, prefix="security.")
@@ -333,6 +337,50 @@ def load_cluster_config(path) -> ClusterConfig:
     return parse_cluster_config(data, path)
 
 
+def check_pem(ca_file: str, cert: str, key: str, names=("ca_file", "cert", "key")) -> None:
+    """Load the CA and the certificate/key pair as the TLS connection will (``ValueError``
+    naming the file that does not load)."""
+    files = dict(zip(names, (ca_file, cert, key)))
+    for name, file in files.items():
+        if not file or not os.path.isfile(file):
+            raise ValueError(f"{name}={file!r} does not exist: TLS needs a CA file, a "
+                             "certificate and its key (PEM)")
+    try:
+        ssl.create_default_context(cafile=ca_file)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{names[0]}={ca_file!r} is not a PEM CA certificate "
+                         f"({getattr(exc, 'reason', None) or exc})") from None
+    try:
+        ssl.create_default_context().load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{names[1]}={cert!r} and {names[2]}={key!r} are not a PEM certificate "
+                         f"and its private key ({getattr(exc, 'reason', None) or exc})") from None
+
+
+def check_runnable(config: ClusterConfig) -> None:
+    """What a config needs of this machine, checked before anything starts (after
+    :func:`load_cluster_config`, which checks the file as written): the network
+    ``interface`` a SLURM/PBS scheduler listens on, and the TLS files, loaded as the
+    connection will load them. Raises :class:`ClusterConfigError` naming the key."""
+    where, opts = config.path, config.options
+    interface = opts.get("interface")
+    if config.kind in ("slurm", "pbs") and interface is not None:
+        import psutil
+
+        here = sorted(psutil.net_if_addrs())
+        if interface not in here:
+            raise ClusterConfigError(f"{where}: options.interface={interface!r} is not a network "
+                                     f"interface of this machine (it has {', '.join(here)}): "
+                                     "the scheduler listens on it here")
+    security = config.security
+    if security and not security.get("temporary"):
+        files = [os.path.expanduser(security[k]) for k in ("ca_file", "cert", "key")]
+        try:
+            check_pem(*files, names=("security.ca_file", "security.cert", "security.key"))
+        except ValueError as exc:
+            raise ClusterConfigError(f"{where}: {exc}") from None
+
+
 def make_security(security: dict | None):
     """A ``distributed.Security`` from the ``security`` section, or ``None``."""
     if not security:
@@ -342,9 +390,6 @@ def make_security(security: dict | None):
     if security.get("temporary"):
         return Security.temporary()
     files = {key: os.path.expanduser(security[key]) for key in ("ca_file", "cert", "key")}
-    for key, file in files.items():
-        if not os.path.isfile(file):
-            raise ClusterConfigError(f"security.{key}={file!r} does not exist")
     return Security(tls_ca_file=files["ca_file"],
                     tls_client_cert=files["cert"], tls_client_key=files["key"],
                     tls_scheduler_cert=files["cert"], tls_scheduler_key=files["key"],
@@ -455,6 +500,9 @@ def make_cluster(config: ClusterConfig, adapt_range=None):
     instead of the config's ``scale``/``adapt``: no job is submitted for the
     config's ``scale`` first.
 
+    The config comes from :func:`load_cluster_config` (or :func:`parse_cluster_config`);
+    what it needs of this machine is checked first (:func:`check_runnable`).
+
     Raises :class:`ClusterConfigError` for a missing TLS file and
     :class:`ClusterStartError` (one line: what failed, what to do) when the
     cluster does not start: SLURM refuses the job, an SSH host key is not known,
@@ -462,6 +510,7 @@ def make_cluster(config: ClusterConfig, adapt_range=None):
     """
     import logging
 
+    check_runnable(config)
     spec_log = logging.getLogger("distributed.deploy.spec")
     level = spec_log.level
     spec_log.setLevel(logging.ERROR)  # "Cluster closed without starting up": said below

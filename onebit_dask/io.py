@@ -32,7 +32,7 @@ import numpy as np
 import zarr
 
 from ._validation import check_features, check_int, check_observations
-from .failures import RunError
+from .errors import RunError
 from .sources import row_bounds
 
 FORMAT = "onebit-dask/observations"

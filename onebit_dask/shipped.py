@@ -45,7 +45,7 @@ def resolve(kind: str, name) -> str:
     text = os.fspath(name)
     if os.path.exists(text) or os.sep in text or (os.altsep and os.altsep in text):
         return text
-    stem = text[:-len(".yaml")] if text.endswith(".yaml") else text
+    stem = text.removesuffix(".yaml")
     if stem in names(kind):
         return os.fspath(directory(kind) / f"{stem}.yaml")
     return text

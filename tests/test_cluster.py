@@ -73,7 +73,7 @@ def test_local_configs_start_and_fit(name):
      r"options.cores='four' has type str, expected int"),
     ("kind: local\noptions: {n_worker: 2}\n",
      r"unknown key 'options.n_worker' \(did you mean 'n_workers'\?\)"),
-    ("kind: local\nscale: -1\n", r"scale=-1 must be >= 0"),
+    ("kind: local\nscale: -1\n", r"scale=-1 is not allowed: it must be >= 1"),
     ("kind: local\nscale: 2\nadapt: {maximum: 3}\n", "either 'scale' or 'adapt'"),
     ("kind: local\nsecurity: {cert: a.pem}\n", "'ca_file', 'cert' and 'key'"),
     ("kind: ssh\noptions: {hosts: [one]}\n", "at least one worker host"),
@@ -197,3 +197,23 @@ def test_local_cluster_beyond_loopback_without_tls_is_refused(tmp_path, host):
     path.write_text("kind: local\nallow_insecure: true\noptions: {host: 127.0.0.1}\n")
     with pytest.raises(ClusterConfigError, match="allow_insecure applies only"):
         load_cluster_config(path)
+
+
+def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
+    """Checked and loaded once (session.check_target), then handed on as a ClusterConfig:
+    here to the point where SLURM's sbatch is missing (a one-line failure, exit 1)."""
+    from onebit_dask import cluster, session
+    from onebit_dask.cli import main
+
+    loads = []
+
+    def counted(path):
+        loads.append(path)
+        return cluster.load_cluster_config(path)
+
+    monkeypatch.setattr(session, "load_cluster_config", counted)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    status = main(["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1",
+                   "--quiet", "--cluster", "slurm"])
+    assert status == 1 and "sbatch is not on PATH" in capsys.readouterr().err
+    assert len(loads) == 1 and loads[0].endswith("slurm.yaml")

@@ -6,9 +6,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 from onebit_dask import shipped
 from onebit_dask.cli import main
@@ -94,9 +94,9 @@ def test_the_wheel_in_a_clean_venv_runs_the_quickstart_outside_the_checkout(tmp_
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     check = subprocess.run(
-        [str(python), "-c", "import onebit_dask, xarray as xr; ds = xr.open_zarr('q.zarr'); "
-         "print(onebit_dask.__file__); print(int(ds['done'].all())); "
-         "print(ds.attrs['onebit_dask_version'])"],
+        [str(python), "-c", ("import onebit_dask, xarray as xr; ds = xr.open_zarr('q.zarr'); "
+                             "print(onebit_dask.__file__); print(int(ds['done'].all())); "
+                             "print(ds.attrs['onebit_dask_version'])")],
         cwd=work, env=env, capture_output=True, text=True, timeout=300)
     where, done, version = check.stdout.split()
     assert where.startswith(str(venv)) and done == "1"

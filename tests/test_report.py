@@ -178,7 +178,7 @@ def test_datasets_that_set_batch_size_and_names_with_slashes_plot(tmp_path):
     assert sorted(zip(cells.params["dataset"], cells.params["batch_size"])) == sorted(
         [("a/b", 2000), ("a_b", 4000), ("../up", 2000)] * 2)
     plots = tmp_path / "plots"
-    text, paths = report(path, plots)
+    _, paths = report(path, plots)
     assert len(paths) == len(set(paths)) == 9  # three figures for each of three datasets
     for p in paths:  # every figure directly in the plot directory
         assert os.path.dirname(os.path.abspath(p)) == str(plots)

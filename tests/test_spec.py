@@ -181,8 +181,8 @@ def test_arrays_beyond_the_soft_limit_need_allow_large():
 
 
 @pytest.mark.parametrize("text, fragment", [
-    ("grid:\n  d1: [20]\n  d1: [30]\n", "s.yaml: line 3: key 'd1' is given twice (first on "
-                                        "line 2)"),
+    ("grid:\n  d1: [20]\n  d1: [30]\n",
+     "s.yaml: line 3: key 'd1' is given twice (first on line 2)"),
     ("grid:\n  d1:\n  d2: [10]\n", "s.yaml: grid.d1 has no value (null)"),
     ("grid:\n  d1: [20, null]\n", "s.yaml: grid.d1[1] has no value (null)"),
     ("grid:\n\td1: [20]\n", "s.yaml: line 2, column 1: not valid YAML: found character '\\t'"),

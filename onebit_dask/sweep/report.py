@@ -27,12 +27,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..failures import RunError
+from ..errors import RunError
+from ..metric_names import METRICS
 from .methods import METHODS
 from .store import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
-SERIES = ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples")
+SERIES = (*METRICS, "n_samples")
 SHOWN = ("method", "step", "noise", "seed")  # dimensions every figure shows or aggregates
 MAX_FACETS = 16
 BLOCK = 20_000  # cells of the grid per block read

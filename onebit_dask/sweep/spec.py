@@ -58,10 +58,10 @@ from dataclasses import dataclass
 from .. import limits
 from .._validation import check_int, check_rank, check_seed
 from .._yaml import YamlError, parse_yaml, read_text
+from ..errors import SpecError
 from ..synthetic import SAMPLERS, parse_positive_rate
-from .errors import SpecError
 from .methods import METHODS
-from .noise import NOISE, parse_noise  # noqa: F401 (re-exported)
+from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
               "step", "batch_size", "n_iter", "seed")
