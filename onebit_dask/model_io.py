@@ -51,6 +51,9 @@ from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, check_arra
 FORMAT = "onebit-dask/model"
 VERSION = 2  # 2: checksums, dimension names, rng_state integers as decimal strings
 SLOTS = ("Q", "V", "B")
+LABEL_SLOTS = ("b", "p", "v")
+"""The thresholded model's per-label arrays (``threshold="estimated"``): thresholds,
+shares of positive bits and their variances (``inf`` for a label without bits yet)."""
 CHUNK_ROWS = 65_536  # label rows per chunk of a block's arrays
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 TOP_DIMS = ("feature", "component")
@@ -130,28 +133,31 @@ def _block_path(path: str, s: int) -> str:
 
 
 def write_block(block: Block, s: int, path: str) -> Block:
-    """Write the block's ``Q``, ``V``, ``B`` rows into ``PATH/blocks/<s>``; the block is
-    unchanged, ``out = (lo, hi, {slot: sha256})``."""
+    """Write the block's ``Q``, ``V``, ``B`` rows (and a thresholded model's ``b``, ``p``,
+    ``v``) into ``PATH/blocks/<s>``; the block is unchanged,
+    ``out = (lo, hi, {slot: sha256})``."""
     group = zarr.open_group(_block_path(path, s), mode="w", zarr_format=3,
                             attributes={"lo": block.lo, "hi": block.hi})
     sums = {}
-    for name in SLOTS:
+    for name in SLOTS + tuple(n for n in LABEL_SLOTS if n in block.slots):
         rows = block.slots[name]
-        group.create_array(name, data=rows, config=ALL_CHUNKS, dimension_names=BLOCK_DIMS,
-                           chunks=(max(1, min(CHUNK_ROWS, rows.shape[0])), rows.shape[1]))
+        group.create_array(name, data=rows, config=ALL_CHUNKS,
+                           dimension_names=BLOCK_DIMS[: rows.ndim],
+                           chunks=(max(1, min(CHUNK_ROWS, rows.shape[0])), *rows.shape[1:]))
         sums[name] = digest(rows)
     return block.evolve(out=(block.lo, block.hi, sums))
 
 
 def read_block(block: Block, part: tuple, path: str) -> Block:
     """The block ``[lo, hi)`` with its state read from ``PATH/blocks/<s>``, checked;
-    ``part = (s, l, {slot: sha256} or None)``; ``out = None``."""
-    s, width, sums = part
+    ``part = (s, l, {slot: sha256} or None, thresholded)``; ``out = None``."""
+    s, width, sums, thresholded = part
     where = f"model store {path!r}"
+    names = SLOTS + (LABEL_SLOTS if thresholded else ())
     try:
         group = zarr.open_group(_block_path(path, s), mode="r", zarr_format=3)
         stored = (group.attrs.get("lo"), group.attrs.get("hi"))
-        arrays = {name: group[name] for name in SLOTS}
+        arrays = {name: group[name] for name in names}
     except (OSError, KeyError, ValueError, FileNotFoundError) as exc:
         raise DamagedStoreError(f"{where} is damaged: block {s} (blocks/{s}) cannot be read "
                                 f"({type(exc).__name__}: {exc}); save or fit it again") from None
@@ -162,8 +168,16 @@ def read_block(block: Block, part: tuple, path: str) -> Block:
     for name, array in arrays.items():
         part_name = f"blocks/{s}/{name}"
         check_array(array, where, part_name, dtype=np.float64,
-                    shape=(block.hi - block.lo, width))
-        slots[name] = check_finite(array[...], where, part_name)
+                    shape=(block.hi - block.lo, width)[: 2 if name in SLOTS else 1])
+        values = array[...]
+        if name == "v":  # a label without bits has an infinite variance
+            check_finite(np.where(values == np.inf, 0.0, values), where, part_name)
+        else:
+            check_finite(values, where, part_name)
+        if name in ("p", "v") and np.any(values < 0) or name == "p" and np.any(values > 1):
+            raise DamagedStoreError(f"{where} is damaged: {part_name} holds values outside "
+                                    f"{'[0, 1]' if name == 'p' else '[0, inf]'}")
+        slots[name] = values
         if sums is not None and digest(slots[name]) != sums.get(name):
             raise DamagedStoreError(f"{where} is damaged: {part_name} differs from what was "
                                     "written (its SHA-256 does not match the checksums)")
@@ -353,4 +367,6 @@ def read_blocks(path: str, engine, attrs: dict) -> None:
     sums = (attrs.get("checksums") or {}).get("blocks") or [None] * (len(bounds) - 1)
     width = _width(attrs)
     engine.start(bounds)
-    engine.map(read_block, path, per_block=[(s, width, sums[s]) for s in range(len(bounds) - 1)])
+    thresholded = attrs["params"].get("threshold", "none") == "estimated"
+    engine.map(read_block, path, per_block=[(s, width, sums[s], thresholded)
+                                            for s in range(len(bounds) - 1)])

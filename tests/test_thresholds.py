@@ -251,3 +251,23 @@ def test_the_fit_test_rejects_residuals_of_the_wrong_sign(errors, monkeypatch):
     result = scipy.stats.mannwhitneyu(wrong, errors["explicit"])
     assert result.pvalue < LEVEL, (wrong, errors["explicit"])
     assert np.median(wrong) > np.median(errors["explicit"])
+
+
+def test_thresholded_model_round_trips_through_its_store(tmp_path, imbalanced):
+    """A saved thresholded model predicts to the bit as the fitted one; a damaged
+    threshold is refused naming the part."""
+    import zarr
+
+    from onebit_dask.stores.zarr_format import DamagedStoreError
+
+    problem, est, _ = imbalanced
+    path = str(tmp_path / "m.zarr")
+    est.save(path)
+    back = OneBitMultiLabel.load(path)
+    X = problem.test_set().X[:30]
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+    np.testing.assert_array_equal(back.intercept_, est.intercept_)
+    b = zarr.open_array(f"{path}/blocks/0/b", mode="r+")
+    b[0] = np.nan
+    with pytest.raises(DamagedStoreError, match="blocks/0/b"):
+        OneBitMultiLabel.load(path)
