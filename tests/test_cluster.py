@@ -162,7 +162,7 @@ def test_ssh_config_files_that_turn_host_key_checking_off_are_refused(tmp_path, 
     assert "connect_options.known_hosts" in text  # how to name a known-hosts file
 
 
-def test_ssh_config_included_file_and_match_blocks_are_followed(tmp_path):
+def test_ssh_config_included_files_are_followed(tmp_path):
     pytest.importorskip("asyncssh")
     inner = tmp_path / "inner"
     inner.write_text("Host b\n  UserKnownHostsFile none\n")
