@@ -18,7 +18,7 @@ import numpy as np
 
 from . import model_io
 from ._validation import check_int
-from .failures import RunError
+from .errors import RunError
 from .stores import atomic, paths
 from .stores.lock import StoreLock
 from .stores.zarr_format import DamagedStoreError
@@ -41,8 +41,9 @@ def _jsonable(value):
 # -- what the fit runs on ---------------------------------------------------------------------
 def data_identity(X, labels=None, y=None, n_labels=None) -> dict:
     """A JSON description of a fit's data: a problem's fields, an observations store's
-    path and shape, or arrays' shape and a SHA-256 of their labels, bits and a sample of
-    up to 1024 evenly spaced feature rows."""
+    path, shape and a SHA-256 of every file's name, size and modification time (a store
+    rewritten in place differs), or arrays' shape and a SHA-256 of all their bytes (one
+    pass, 65536 rows at a time: about 1 s for 10^6 x 100 float32)."""
     from .io import ZarrSource
     from .synthetic import FullObservationProblem, SyntheticProblem
 
@@ -52,12 +53,21 @@ def data_identity(X, labels=None, y=None, n_labels=None) -> dict:
         return {"kind": "FullObservationProblem", "problem": dataclasses.asdict(X.problem),
                 "n": X.n}
     if isinstance(X, ZarrSource):
-        return {"kind": "observations", "path": model_io.store_path(X.path),
-                "shape": [X.n, X.d1], "n_labels": X.d2}
-    rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], 1024)).astype(np.int64))
+        path = model_io.store_path(X.path)
+        files = hashlib.sha256()
+        for root, dirs, names in os.walk(path):
+            dirs.sort()
+            for name in sorted(names):
+                info = os.stat(os.path.join(root, name))
+                files.update(f"{os.path.relpath(os.path.join(root, name), path)} "
+                             f"{info.st_size} {info.st_mtime_ns}\n".encode())
+        return {"kind": "observations", "path": path, "shape": [X.n, X.d1], "n_labels": X.d2,
+                "files_sha256": files.hexdigest()}
     digest = hashlib.sha256()
-    for part in (X[rows], labels, y):
-        digest.update(np.ascontiguousarray(part).tobytes())
+    for start in range(0, X.shape[0], 65536):
+        digest.update(np.ascontiguousarray(X[start:start + 65536]))
+    for part in (labels, y):
+        digest.update(np.ascontiguousarray(part))
     return {"kind": "arrays", "shape": list(X.shape), "dtype": str(X.dtype),
             "n_labels": int(n_labels), "sha256": digest.hexdigest()}
 
