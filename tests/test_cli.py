@@ -6,7 +6,7 @@ from onebit_dask.cli import main
 
 from helpers import fit_args, run_cli, run_main
 
-SMALL = fit_args("--workers", "0", batch_size=3000, n_iter=3, n_test=300)
+SMALL = ["fit", "--workers", "0", *fit_args(batch_size=3000, n_iter=3, n_test=300)[1:]]
 
 
 @pytest.mark.integration
