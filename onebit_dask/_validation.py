@@ -2,7 +2,8 @@
 
 Each check raises :class:`ValueError` (or :class:`TypeError`) whose message names
 the parameter, shows the offending value and says what is allowed, before any
-work starts.
+work starts. Arrays go through scikit-learn's ``check_array``; estimator
+parameters through their ``_parameter_constraints`` table (:func:`validate_params`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,13 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import (InvalidParameterError,
+                                             validate_parameter_constraints)
 
 MAX_SEED = 2**32 - 1
+FLOAT_DTYPES = (np.float64, np.float32)  # float32 stays float32, anything else becomes float64
 
 
 def _show(value) -> str:
@@ -68,6 +74,23 @@ def check_rank(rank, d1: int, d2: int) -> int:
     return rank
 
 
+def validate_params(constraints: dict, params: dict, owner: str) -> None:
+    """Check ``params`` against a scikit-learn ``_parameter_constraints`` table.
+
+    Raises :class:`~sklearn.utils._param_validation.InvalidParameterError` (a
+    ``ValueError`` and a ``TypeError``) with scikit-learn's message, prefixed by
+    ``name=value is not allowed``.
+    """
+    for name, value in params.items():
+        if name not in constraints:
+            continue
+        try:
+            validate_parameter_constraints({name: constraints[name]}, {name: value},
+                                           caller_name=owner)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"{name}={_show(value)} is not allowed: {exc}") from None
+
+
 def _first_non_finite(X: np.ndarray):
     """``(row, column)`` of the first NaN or infinite entry of a float array, or ``None``.
 
@@ -86,25 +109,38 @@ def _first_non_finite(X: np.ndarray):
     return None
 
 
+def check_finite(X, *, name: str = "X", row_offset: int = 0) -> None:
+    """Refuse NaN and infinite entries, naming the first one (dense or CSR ``X``)."""
+    if scipy.sparse.issparse(X):
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size:
+            row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+            where, value = (row, int(X.indices[bad[0]])), X.data[bad[0]]
+        else:
+            where = None
+    else:
+        where = _first_non_finite(X)
+        value = None if where is None else X[where]
+    if where is not None:
+        raise ValueError(
+            f"{name}[{where[0] + row_offset}, {where[1]}]={value} is not allowed: "
+            f"{name} must be finite (no NaN or inf); drop or impute those rows first"
+        )
+
+
 def check_features(X, *, n_features: int | None = None, name: str = "X",
-                   row_offset: int = 0) -> np.ndarray:
-    """A finite 2-D float array; float32 stays float32, anything else becomes float64.
+                   row_offset: int = 0, accept_sparse: bool = False):
+    """A finite 2-D float array (scikit-learn's ``check_array``: lists, object and
+    integer arrays are converted, complex ones refused); float32 stays float32,
+    anything else becomes float64. With ``accept_sparse``, a SciPy sparse matrix is
+    returned as CSR, never densified.
 
     ``row_offset`` is added to the row named in an error (for a slice of a store).
     """
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"{name} has shape {X.shape}: {name} must be 2-D (n_samples, n_features)")
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
-        raise TypeError(f"{name} has dtype {X.dtype}: {name} must hold real numbers")
-    if X.dtype != np.float32:
-        X = X.astype(np.float64, copy=False)
-    bad = _first_non_finite(X)
-    if bad is not None:
-        raise ValueError(
-            f"{name}[{bad[0] + row_offset}, {bad[1]}]={X[bad[0], bad[1]]} is not allowed: "
-            f"{name} must be finite (no NaN or inf); drop or impute those rows first"
-        )
+    X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=FLOAT_DTYPES,
+                    ensure_all_finite=False, ensure_min_samples=0, ensure_min_features=0,
+                    input_name=name)
+    check_finite(X, name=name, row_offset=row_offset)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
             f"{name} has {X.shape[1]} features, but the estimator was fitted with "
@@ -113,24 +149,71 @@ def check_features(X, *, n_features: int | None = None, name: str = "X",
     return X
 
 
+def check_bits(y, *, name: str = "y", n: int | None = None) -> np.ndarray:
+    """One-bit observations as ``float64`` in ``{-1, +1}``, from ``-1``/``+1``, ``0``/``1``
+    or booleans (``0`` and ``False`` mean ``-1``)."""
+    y = np.asarray(y)
+    if n is not None and (y.ndim != 1 or y.shape[0] != n):
+        raise ValueError(f"{name} has shape {y.shape}, but X has {n} rows: {name} must have "
+                         f"shape ({n},)")
+    if y.dtype == bool:
+        return np.where(y, 1.0, -1.0)
+    if not np.issubdtype(y.dtype, np.number) or np.iscomplexobj(y):
+        raise TypeError(f"{name} has dtype {y.dtype}: {name} must hold -1 and +1, 0 and 1, "
+                        "or booleans")
+    bad = (y != 1) & (y != -1) & (y != 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{name}[{i}]={y[i]} is not allowed: {name} must be -1 or +1 "
+                         "(or 0 and 1, or booleans)")
+    if (y == 0).any() and (y == -1).any():
+        i = int(np.argmax(y == 0))
+        raise ValueError(f"{name}[{i}]=0 is not allowed with -1 elsewhere in {name}: code the "
+                         "bits as -1 and +1, or as 0 and 1, not both")
+    return np.where(y > 0, 1.0, -1.0)
+
+
+def check_label_matrix(X, Y, *, accept_sparse: bool = False):
+    """Features and a full label matrix ``Y`` of shape ``(n, d2)``: a 0/1 indicator (as
+    scikit-learn's multi-label classifiers take), ``-1``/``+1`` or booleans.
+
+    Returns ``(X, Y)`` with ``Y`` as ``float64`` in ``{-1, +1}``.
+    """
+    X = check_features(X, accept_sparse=accept_sparse)
+    check_samples(X)
+    Y = np.asarray(Y)
+    if Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.shape[1] == 0:
+        raise ValueError(f"Y has shape {Y.shape}: Y must be (n_samples, n_labels) with "
+                         f"n_samples={X.shape[0]} and n_labels >= 1")
+    flat = check_bits(Y.ravel(), name="Y")
+    return X, flat.reshape(Y.shape)
+
+
+def check_samples(X, name: str = "X") -> None:
+    """Refuse 0 rows or 0 features (nothing to learn from)."""
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} has 0 rows: at least one observation is needed")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} has 0 features: at least one feature is needed")
+
+
 def check_observations(X, labels, y, *, n_labels: int | None = None,
-                       n_features: int | None = None):
+                       n_features: int | None = None, accept_sparse: bool = False):
     """Validate one set of single-label observations ``(X, labels, y)``.
 
-    Returns ``(X, labels, y, n_labels)`` with ``labels`` as ``int64`` and ``y`` as
-    ``float64`` in ``{-1, +1}``.
+    ``y`` may be ``-1``/``+1``, ``0``/``1`` or booleans. Returns
+    ``(X, labels, y, n_labels)`` with ``labels`` as ``int64`` and ``y`` as ``float64``
+    in ``{-1, +1}``.
     """
-    X = check_features(X, n_features=n_features)
+    X = check_features(X, n_features=n_features, accept_sparse=accept_sparse)
+    check_samples(X)
     labels = np.asarray(labels)
-    y = np.asarray(y)
     n = X.shape[0]
-    if n == 0:
-        raise ValueError("X has 0 rows: at least one observation is needed")
-    for name, arr in (("labels", labels), ("y", y)):
-        if arr.ndim != 1 or arr.shape[0] != n:
-            raise ValueError(
-                f"{name} has shape {arr.shape}, but X has {n} rows: {name} must have shape ({n},)"
-            )
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise ValueError(
+            f"labels has shape {labels.shape}, but X has {n} rows: labels must have shape ({n},)"
+        )
+    y = check_bits(y, n=n)
     if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
         labels = labels.astype(np.int64)
     if labels.dtype.kind not in "iu":
@@ -146,13 +229,7 @@ def check_observations(X, labels, y, *, n_labels: int | None = None,
             f"labels[{i}]={labels[i]} is not allowed: labels must be integers in "
             f"[0, {n_labels}) (n_labels={n_labels})"
         )
-    if not np.issubdtype(y.dtype, np.number):
-        raise TypeError(f"y has dtype {y.dtype}: y must hold -1 and +1")
-    bad = (y != 1) & (y != -1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"y[{i}]={y[i]} is not allowed: y must be -1 or +1")
-    return X, labels, y.astype(np.float64), n_labels
+    return X, labels, y, n_labels
 
 
 def as_generator(random_state) -> np.random.Generator:
