@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.metrics import roc_auc_score
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_feature_names, check_is_fitted, validate_data
 
 from ._validation import FLOAT_DTYPES, check_finite, check_label_matrix, validate_params
 
@@ -44,6 +44,12 @@ class FactorPredictor(ClassifierMixin):
         """Check the parameters against ``_parameter_constraints`` (before any work)."""
         validate_params(self._parameter_constraints, self.get_params(deep=False),
                         type(self).__name__)
+
+    def _set_feature_names(self, X) -> None:
+        """``feature_names_in_`` from the columns of a DataFrame ``X`` (``validate_data``'s
+        rule, for any input of ``fit``: arrays, sparse matrices, problems, paths); removed
+        for an input without column names."""
+        _check_feature_names(self, X, reset=True)
 
     def _validate_X(self, X, *, reset: bool):
         """``X`` through scikit-learn's ``validate_data``: features counted and named

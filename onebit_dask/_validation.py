@@ -13,10 +13,12 @@ import numbers
 import numpy as np
 import scipy.sparse
 from sklearn.utils import check_array
-from sklearn.utils._param_validation import (InvalidParameterError,
+from sklearn.utils._param_validation import (Interval, InvalidParameterError,
                                              validate_parameter_constraints)
 
 MAX_SEED = 2**32 - 1
+RANDOM_STATE = [None, Interval(numbers.Integral, 0, MAX_SEED, closed="both"),
+                np.random.RandomState, np.random.Generator]  # what as_generator takes
 FLOAT_DTYPES = (np.float64, np.float32)  # float32 stays float32, anything else becomes float64
 
 
@@ -129,11 +131,11 @@ def check_finite(X, *, name: str = "X", row_offset: int = 0) -> None:
 
 
 def check_features(X, *, n_features: int | None = None, name: str = "X",
-                   row_offset: int = 0, accept_sparse: bool = False):
+                   row_offset: int = 0, accept_sparse: bool = True):
     """A finite 2-D float array (scikit-learn's ``check_array``: lists, object and
     integer arrays are converted, complex ones refused); float32 stays float32,
-    anything else becomes float64. With ``accept_sparse``, a SciPy sparse matrix is
-    returned as CSR, never densified.
+    anything else becomes float64. A SciPy sparse matrix is returned as CSR, never
+    densified (refused when ``accept_sparse`` is false).
 
     ``row_offset`` is added to the row named in an error (for a slice of a store).
     """
@@ -150,8 +152,8 @@ def check_features(X, *, n_features: int | None = None, name: str = "X",
 
 
 def check_bits(y, *, name: str = "y", n: int | None = None) -> np.ndarray:
-    """One-bit observations as ``float64`` in ``{-1, +1}``, from ``-1``/``+1``, ``0``/``1``
-    or booleans (``0`` and ``False`` mean ``-1``)."""
+    """One-bit observations (any shape) as ``float64`` in ``{-1, +1}``, from ``-1``/``+1``,
+    ``0``/``1`` or booleans (``0`` and ``False`` mean ``-1``)."""
     y = np.asarray(y)
     if n is not None and (y.ndim != 1 or y.shape[0] != n):
         raise ValueError(f"{name} has shape {y.shape}, but X has {n} rows: {name} must have "
@@ -163,17 +165,25 @@ def check_bits(y, *, name: str = "y", n: int | None = None) -> np.ndarray:
                         "or booleans")
     bad = (y != 1) & (y != -1) & (y != 0)
     if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{name}[{i}]={y[i]} is not allowed: {name} must be -1 or +1 "
+        i = _first(bad)
+        raise ValueError(f"{name}[{_index(i)}]={y[i]} is not allowed: {name} must be -1 or +1 "
                          "(or 0 and 1, or booleans)")
     if (y == 0).any() and (y == -1).any():
-        i = int(np.argmax(y == 0))
-        raise ValueError(f"{name}[{i}]=0 is not allowed with -1 elsewhere in {name}: code the "
-                         "bits as -1 and +1, or as 0 and 1, not both")
+        raise ValueError(f"{name}[{_index(_first(y == 0))}]=0 is not allowed with -1 elsewhere "
+                         f"in {name}: code it as -1 and +1, or as 0 and 1, not both")
     return np.where(y > 0, 1.0, -1.0)
 
 
-def check_label_matrix(X, Y, *, accept_sparse: bool = False):
+def _first(mask: np.ndarray) -> tuple:
+    """The index of the first true entry of ``mask``, in C order."""
+    return np.unravel_index(int(np.argmax(mask)), mask.shape)
+
+
+def _index(i: tuple) -> str:
+    return ", ".join(str(int(k)) for k in i)
+
+
+def check_label_matrix(X, Y, *, accept_sparse: bool = True):
     """Features and a full label matrix ``Y`` of shape ``(n, d2)``: a 0/1 indicator (as
     scikit-learn's multi-label classifiers take), ``-1``/``+1`` or booleans.
 
@@ -182,11 +192,27 @@ def check_label_matrix(X, Y, *, accept_sparse: bool = False):
     X = check_features(X, accept_sparse=accept_sparse)
     check_samples(X)
     Y = np.asarray(Y)
+    if Y.ndim == 1:
+        raise ValueError(f"Y has shape {Y.shape}: a label matrix Y must be 2-D (n_samples, "
+                         "n_labels); for single-label one-bit observations pass "
+                         "fit(X, labels, bits)")
     if Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.shape[1] == 0:
         raise ValueError(f"Y has shape {Y.shape}: Y must be (n_samples, n_labels) with "
                          f"n_samples={X.shape[0]} and n_labels >= 1")
-    flat = check_bits(Y.ravel(), name="Y")
-    return X, flat.reshape(Y.shape)
+    return X, check_bits(Y, name="Y")
+
+
+def check_fit_data(X, Y, bits, n_labels, *, accept_sparse: bool = True):
+    """The two forms of ``fit``: a label matrix ``fit(X, Y)`` gives
+    ``(X, None, Y, d2)`` (:func:`check_label_matrix`); single-label observations
+    ``fit(X, labels, bits)`` give ``(X, labels, y, d2)`` (:func:`check_observations`)."""
+    if bits is None:
+        if n_labels is not None:
+            raise ValueError(f"n_labels={n_labels!r} is not allowed with a label matrix: Y's "
+                             "columns are the labels; n_labels goes with fit(X, labels, bits)")
+        X, Y = check_label_matrix(X, Y, accept_sparse=accept_sparse)
+        return X, None, Y, Y.shape[1]
+    return check_observations(X, Y, bits, n_labels=n_labels, accept_sparse=accept_sparse)
 
 
 def check_samples(X, name: str = "X") -> None:
@@ -198,7 +224,7 @@ def check_samples(X, name: str = "X") -> None:
 
 
 def check_observations(X, labels, y, *, n_labels: int | None = None,
-                       n_features: int | None = None, accept_sparse: bool = False):
+                       n_features: int | None = None, accept_sparse: bool = True):
     """Validate one set of single-label observations ``(X, labels, y)``.
 
     ``y`` may be ``-1``/``+1``, ``0``/``1`` or booleans. Returns

@@ -132,6 +132,7 @@ def _add_model_options(p):
 def _fit_inputs(args):
     """The problem (or store path) and the estimator of ``fit``, checked."""
     from . import OneBitMultiLabel, SyntheticProblem
+    from .estimator import check_params
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
@@ -140,7 +141,7 @@ def _fit_inputs(args):
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
                                    noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
-        est._check_params(problem.d1, problem.d2)
+        check_params(est.get_params(), problem.d1, problem.d2)
         return problem, est, problem.d1, problem.d2
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
@@ -152,7 +153,7 @@ def _fit_inputs(args):
 
     check_int("batch_size", args.batch_size, low=1)
     source = ZarrSource(args.data, args.batch_size)
-    est._check_params(source.d1, source.d2)
+    check_params(est.get_params(), source.d1, source.d2)
     return os.fspath(args.data), est, source.d1, source.d2
 
 
@@ -170,7 +171,8 @@ def _run_fit(args) -> int:
                      debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
-        est.set_params(client=client).fit(data, **fit_options)
+        est.set_params(engine="local" if client is None else "dask")  # the session's client
+        est.fit(data, **fit_options)
         wall = time.perf_counter() - start
         if args.save is not None:  # while the blocks' workers are still there
             est.save(args.save)
@@ -279,7 +281,7 @@ def _read_model(path, client):
     from .model_io import ModelStoreError
 
     try:
-        return OneBitMultiLabel.load(path, client=client)
+        return OneBitMultiLabel.load(path, engine="local" if client is None else "dask")
     except ModelStoreError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return None

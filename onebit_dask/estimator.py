@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import metrics
 from ._base import FactorPredictor
-from ._validation import (MAX_SEED, as_generator, check_int, check_observations, check_rank,
+from ._validation import (RANDOM_STATE, as_generator, check_int, check_observations, check_rank,
                           validate_params)
 from .algorithm import init_dense, init_randomized, step
 from .engine import LocalEngine, make_engine
@@ -38,8 +38,7 @@ PARAMETER_CONSTRAINTS = {
     "n_shards": [Interval(Integral, 1, None, closed="left")],
     "init_svd": [StrOptions({"auto", "dense", "randomized"})],
     "init_power_iter": [Interval(Integral, 0, None, closed="left")],
-    "random_state": [None, Interval(Integral, 0, MAX_SEED, closed="both"),
-                     np.random.RandomState, np.random.Generator],
+    "random_state": RANDOM_STATE,
     "engine": [StrOptions({"auto", "local", "dask"})],
     "eval_every": [Interval(Integral, 0, None, closed="left")],
     "progress": ["boolean"],
@@ -245,13 +244,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         if checkpoint is None and checkpoint_every is not None:
             raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
                              "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
+        self._set_feature_names(X)
         if isinstance(X, (SyntheticProblem, FullObservationProblem)):
             if labels is not None or y is not None or n_labels is not None:
                 raise TypeError("fit(problem) takes no labels, y or n_labels: the problem "
                                 "draws them")
             problem = X
             self._check_params(problem.d1, problem.d2)
-            self.__dict__.pop("feature_names_in_", None)
             batches = lambda t: problem.batch(t, self.batch_size, self.n_shards)  # noqa: E731
             data = data_identity(problem)
             return self._fit_batches(batches, problem.d1, problem.d2, problem, data,
@@ -262,7 +261,6 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             check_int("batch_size", self.batch_size, low=1)
             source = ZarrSource(X, self.batch_size)
             self._check_params(source.d1, source.d2)
-            self.__dict__.pop("feature_names_in_", None)
             source_warn_if_cycling(source, self.n_iter + 1)
             data = data_identity(source)
             return self._fit_batches(lambda t: source.batch(t, self.n_shards), source.d1,
@@ -270,7 +268,6 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                                      self._checkpoint(checkpoint, checkpoint_every, data))
         if labels is None or y is None:
             raise TypeError("fit(X, labels, y): labels and y are required with an array X")
-        X = self._validate_X(X, reset=True)
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         self._check_params(X.shape[1], d2)
         source = ArraySource(X, labels, y, d2, self.batch_size)
