@@ -37,7 +37,7 @@ class FactorPredictor(ClassifierMixin):
         tags.classifier_tags.multi_label = True
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = False
-        tags.input_tags.sparse = True
+        tags.input_tags.sparse = self._sparse_fit
         return tags
 
     def _validate_params(self):
@@ -61,8 +61,16 @@ class FactorPredictor(ClassifierMixin):
         check_finite(X)
         return X
 
+    _sparse_fit = True  # fit takes scipy.sparse X (the tag input_tags.sparse)
+
     def _check_fitted(self):
         check_is_fitted(self, "A_")
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """``[0, 1]``: the values of each label's indicator (as in ``predict``)."""
+        self._check_fitted()
+        return np.array([0, 1])
 
     def decision_function(self, X, labels=None):
         """Scores ``X W``.
@@ -100,14 +108,14 @@ class FactorPredictor(ClassifierMixin):
         """
         return (self.decision_function(X, labels) >= 0).astype(np.int64)
 
-    def score(self, X, Y, sample_weight=None) -> float:
-        """Macro-averaged ROC AUC of the scores ``X W`` over the labels of ``Y`` that
-        have both classes.
+    def score(self, X, y, sample_weight=None) -> float:
+        """Macro-averaged ROC AUC of the scores ``X W`` over the labels of the label matrix
+        ``y`` that have both classes.
 
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n, d1)
-        Y : array-like of shape (n, d2)
+        y : array-like of shape (n, d2)
             Label matrix: 0/1 indicator, -1/+1 or booleans.
         sample_weight : array-like of shape (n,), optional
 
@@ -116,7 +124,8 @@ class FactorPredictor(ClassifierMixin):
         float
         """
         self._check_fitted()
-        _, Y = check_label_matrix(np.zeros((np.shape(Y)[0], 1)), Y)
+        X = self._validate_X(X, reset=False)
+        X, Y = check_label_matrix(X, y)
         if Y.shape[1] != self.n_labels_:
             raise ValueError(f"Y has {Y.shape[1]} labels, but the estimator was fitted with "
                              f"{self.n_labels_}: pass Y of shape (n_samples, {self.n_labels_})")

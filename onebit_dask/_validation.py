@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 import scipy.sparse
 from sklearn.utils import check_array
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils._param_validation import (Interval, InvalidParameterError,
                                              validate_parameter_constraints)
 
@@ -131,17 +132,18 @@ def check_finite(X, *, name: str = "X", row_offset: int = 0) -> None:
 
 
 def check_features(X, *, n_features: int | None = None, name: str = "X",
-                   row_offset: int = 0, accept_sparse: bool = True):
+                   row_offset: int = 0, accept_sparse: bool = True, training: bool = False):
     """A finite 2-D float array (scikit-learn's ``check_array``: lists, object and
     integer arrays are converted, complex ones refused); float32 stays float32,
     anything else becomes float64. A SciPy sparse matrix is returned as CSR, never
     densified (refused when ``accept_sparse`` is false).
 
     ``row_offset`` is added to the row named in an error (for a slice of a store).
+    ``training`` refuses 0 rows or 0 features (nothing to learn from).
     """
     X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=FLOAT_DTYPES,
-                    ensure_all_finite=False, ensure_min_samples=0, ensure_min_features=0,
-                    input_name=name)
+                    ensure_all_finite=False, ensure_min_samples=int(training),
+                    ensure_min_features=int(training), input_name=name)
     check_finite(X, name=name, row_offset=row_offset)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
@@ -158,6 +160,12 @@ def check_bits(y, *, name: str = "y", n: int | None = None) -> np.ndarray:
     if n is not None and (y.ndim != 1 or y.shape[0] != n):
         raise ValueError(f"{name} has shape {y.shape}, but X has {n} rows: {name} must have "
                          f"shape ({n},)")
+    if y.dtype == object:  # numbers held as objects are converted, as check_array does
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"Unknown label type: {name} holds objects that are not numbers: "
+                             f"{name} must hold -1 and +1, 0 and 1, or booleans") from None
     if y.dtype == bool:
         return np.where(y, 1.0, -1.0)
     if not np.issubdtype(y.dtype, np.number) or np.iscomplexobj(y):
@@ -166,8 +174,10 @@ def check_bits(y, *, name: str = "y", n: int | None = None) -> np.ndarray:
     bad = (y != 1) & (y != -1) & (y != 0)
     if bad.any():
         i = _first(bad)
+        kind = ("continuous values" if np.any(y[bad] != np.round(y[bad]))
+                else "more than two classes: only binary classification is supported")
         raise ValueError(f"{name}[{_index(i)}]={y[i]} is not allowed: {name} must be -1 or +1 "
-                         "(or 0 and 1, or booleans)")
+                         f"(or 0 and 1, or booleans), not {kind}")
     if (y == 0).any() and (y == -1).any():
         raise ValueError(f"{name}[{_index(_first(y == 0))}]=0 is not allowed with -1 elsewhere "
                          f"in {name}: code it as -1 and +1, or as 0 and 1, not both")
@@ -189,12 +199,17 @@ def check_label_matrix(X, Y, *, accept_sparse: bool = True):
 
     Returns ``(X, Y)`` with ``Y`` as ``float64`` in ``{-1, +1}``.
     """
-    X = check_features(X, accept_sparse=accept_sparse)
-    check_samples(X)
+    if Y is None:
+        raise ValueError("fit requires y to be passed, but the target y is None: pass a label "
+                         "matrix Y (n_samples, n_labels), or labels and bits")
+    X = check_features(X, accept_sparse=accept_sparse, training=True)
     Y = np.asarray(Y)
     if Y.ndim == 1:
-        raise ValueError(f"Y has shape {Y.shape}: a label matrix Y must be 2-D (n_samples, "
-                         "n_labels); for single-label one-bit observations pass "
+        kind = f"{type_of_target(Y, input_name='Y')} target"
+        if kind in ("binary target", "multiclass target"):
+            kind += f" of {np.unique(Y).size} class(es)"
+        raise ValueError(f"Y has shape {Y.shape}, a 1-D {kind}: a label matrix Y must be 2-D "
+                         "(n_samples, n_labels); for single-label one-bit observations pass "
                          "fit(X, labels, bits)")
     if Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.shape[1] == 0:
         raise ValueError(f"Y has shape {Y.shape}: Y must be (n_samples, n_labels) with "
@@ -215,14 +230,6 @@ def check_fit_data(X, Y, bits, n_labels, *, accept_sparse: bool = True):
     return check_observations(X, Y, bits, n_labels=n_labels, accept_sparse=accept_sparse)
 
 
-def check_samples(X, name: str = "X") -> None:
-    """Refuse 0 rows or 0 features (nothing to learn from)."""
-    if X.shape[0] == 0:
-        raise ValueError(f"{name} has 0 rows: at least one observation is needed")
-    if X.shape[1] == 0:
-        raise ValueError(f"{name} has 0 features: at least one feature is needed")
-
-
 def check_observations(X, labels, y, *, n_labels: int | None = None,
                        n_features: int | None = None, accept_sparse: bool = True):
     """Validate one set of single-label observations ``(X, labels, y)``.
@@ -231,8 +238,7 @@ def check_observations(X, labels, y, *, n_labels: int | None = None,
     ``(X, labels, y, n_labels)`` with ``labels`` as ``int64`` and ``y`` as ``float64``
     in ``{-1, +1}``.
     """
-    X = check_features(X, n_features=n_features, accept_sparse=accept_sparse)
-    check_samples(X)
+    X = check_features(X, n_features=n_features, accept_sparse=accept_sparse, training=True)
     labels = np.asarray(labels)
     n = X.shape[0]
     if labels.ndim != 1 or labels.shape[0] != n:

@@ -18,6 +18,7 @@ class ColumnwiseOneBit(FactorPredictor, BaseEstimator):
     Memory ``O(d1 d2)``; one pass over the data.
     """
 
+    _sparse_fit = False
     _parameter_constraints: dict = {}
 
     def fit(self, X, Y, bits=None, *, n_labels=None):

@@ -90,6 +90,7 @@ class LEML(FactorPredictor, BaseEstimator):
     validation_errors_ : dict, the held-out sign error of each ``lambda`` ("auto" only).
     """
 
+    _sparse_fit = False
     _parameter_constraints: dict = {
         "rank": [Interval(Integral, 1, None, closed="left")],
         "lam": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],

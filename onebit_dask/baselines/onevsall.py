@@ -26,6 +26,7 @@ class OneVsAll(FactorPredictor, BaseEstimator):
         Inverse L2 regularisation of each logistic regression.
     """
 
+    _sparse_fit = False
     _parameter_constraints: dict = {"C": [Interval(Real, 0, None, closed="neither")]}
 
     def __init__(self, C=1.0):

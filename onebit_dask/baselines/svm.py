@@ -56,6 +56,7 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
         The summed objective at ``W_``.
     """
 
+    _sparse_fit = False
     _parameter_constraints: dict = {
         "C": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"lbfgs", "liblinear"})],

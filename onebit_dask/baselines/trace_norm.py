@@ -93,6 +93,7 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
         FISTA iterations.
     """
 
+    _sparse_fit = False
     _parameter_constraints: dict = {
         "loss": [StrOptions({"logistic", "squared"})],
         "tau": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
