@@ -564,7 +564,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """The state with the label blocks gathered into it, so that a model fitted on a
         cluster pickles and unpickles anywhere (in-process blocks). Refused above
         ``PICKLE_LIMIT`` label-side numbers: :meth:`save` writes those block by block."""
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # a copy: the model keeps its blocks where they are
         blocks = state.get("_blocks")
         if blocks is not None and not isinstance(blocks, LocalEngine):
             size = 3 * self.n_labels_ * self.A_.shape[1]
