@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import time
 from numbers import Integral
@@ -71,9 +73,31 @@ def check_params(params: dict, d1: int, d2: int) -> None:
         check_rank(params["rank"], d1, d2)
 
 
+_CLIENT = contextvars.ContextVar("onebit_dask_client", default=None)
+
+
+@contextlib.contextmanager
+def use_client(client):
+    """Run the fits inside on ``client`` (``engine="auto"`` or ``"dask"``), in this thread
+    or task only.
+
+    Like ``client.as_current()``, without its change of dask's global scheduler setting,
+    which threads entering and leaving it at once can leave behind (here, several threads
+    each fit on the cluster).
+    """
+    token = _CLIENT.set(client)
+    try:
+        yield client
+    finally:
+        _CLIENT.reset(token)
+
+
 def current_client():
-    """The current default ``distributed.Client``, or ``None`` (distributed imported only
-    here, and only if installed)."""
+    """The client of :func:`use_client`, else the current default ``distributed.Client``
+    (``distributed.default_client()``), else ``None``. distributed is imported only here,
+    and only if installed."""
+    if _CLIENT.get() is not None:
+        return _CLIENT.get()
     try:
         from distributed import default_client
     except ImportError:

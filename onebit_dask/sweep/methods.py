@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import metrics
 from ..baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, TraceNormMultiLabel
-from ..estimator import OneBitMultiLabel
+from ..estimator import OneBitMultiLabel, use_client
 from ..synthetic import FullObservationProblem, SyntheticProblem
 from .noise import parse_noise
 
@@ -79,7 +79,7 @@ def run_onebit(params: dict, fixed: dict, client=None) -> dict:
                            n_iter=params["n_iter"], step=params["step"],
                            n_shards=fixed["n_shards"], random_state=params["seed"],
                            engine="local" if client is None else "dask")
-    with contextlib.nullcontext() if client is None else client.as_current():
+    with contextlib.nullcontext() if client is None else use_client(client):
         est.fit(problem)
     out = {key: np.array([h[key] for h in est.history_], dtype=float)
            for key in (*METRICS, "n_samples", "fit_s", "n_active")}
