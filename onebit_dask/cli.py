@@ -68,7 +68,8 @@ def _common(p) -> None:
 
 # --- fit -----------------------------------------------------------------------------------
 
-SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "n_test", "max_eval_labels", "sampler")
+SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "positive_rate", "n_test", "max_eval_labels",
+                  "sampler")
 
 
 def _add_fit(sub):
@@ -88,6 +89,10 @@ def _add_fit(sub):
                    help="probability a bit is flipped")
     g.add_argument("--noise-std", type=float, default=0.0, action=_Given,
                    help="std of Gaussian noise added to x^T w_j")
+    g.add_argument("--positive-rate", default="none", action=_Given, metavar="P|P_MIN:P_MAX",
+                   help="label priors of the clean bits sign(x^T w*_j + b*_j): none (the "
+                        "paper's balanced model), one rate P in (0, 1), or a range spread "
+                        "log-uniformly over the labels in a seeded order")
     g.add_argument("--n-test", type=int, default=10_000, action=_Given, help="test instances")
     g.add_argument("--max-eval-labels", type=int, default=1000, action=_Given,
                    help="labels scored for AUC/Hamming above this many labels")
@@ -133,13 +138,16 @@ def _fit_inputs(args):
     """The problem (or store path) and the estimator of ``fit``, checked."""
     from . import OneBitMultiLabel, SyntheticProblem
     from .estimator import check_params
+    from .synthetic import parse_positive_rate
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
                            progress=not args.quiet)
     if args.data is None:
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
-                                   noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
+                                   noise_std=args.noise_std,
+                                   positive_rate=parse_positive_rate(args.positive_rate),
+                                   seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
         check_params(est.get_params(), problem.d1, problem.d2)
         return problem, est, problem.d1, problem.d2
@@ -186,7 +194,8 @@ def _run_fit(args) -> int:
         n_iter=args.n_iter, n_shards=min(args.shards, d2), n_workers=n_workers,
     )
     if synthetic:
-        result.update(flip=args.flip, noise_std=args.noise_std, sampler=args.sampler)
+        result.update(flip=args.flip, noise_std=args.noise_std,
+                      positive_rate=data.positive_rate, sampler=args.sampler)
     else:
         result.update(data=args.data)
     result["model"] = args.save

@@ -178,7 +178,7 @@ def activate(block: Block, data, model: StepModel) -> Block:
     """
     B_rows = block.slots.get("B")
     if hasattr(data, "draw_active"):
-        active, n_active = data.draw_active(model.projection, B_rows)
+        active, n_active = data.draw_active(model.projection, B_rows, block.slots.get("b"))
     else:
         if not isinstance(data, list):  # a shard of this block's labels, read here
             data = shard_activate(data, model, [B_rows], [block.lo, block.hi])
