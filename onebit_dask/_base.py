@@ -9,7 +9,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.metrics import roc_auc_score
-from sklearn.utils.validation import _check_feature_names, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_feature_names,
+    check_is_fitted,
+    validate_data,
+)
 
 from ._validation import FLOAT_DTYPES, check_finite, check_label_matrix, validate_params
 

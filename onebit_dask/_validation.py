@@ -13,9 +13,12 @@ import numbers
 import numpy as np
 import scipy.sparse
 from sklearn.utils import check_array
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    validate_parameter_constraints,
+)
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils._param_validation import (Interval, InvalidParameterError,
-                                             validate_parameter_constraints)
 
 MAX_SEED = 2**32 - 1
 RANDOM_STATE = [None, Interval(numbers.Integral, 0, MAX_SEED, closed="both"),

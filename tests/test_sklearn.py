@@ -19,8 +19,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.multiclass import type_of_target
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator
-from onebit_dask.baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, \
-    TraceNormMultiLabel
+from onebit_dask.baselines import (
+    LEML,
+    ColumnwiseOneBit,
+    OneVsAll,
+    OneVsRestSVM,
+    TraceNormMultiLabel,
+)
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.estimator import check_params

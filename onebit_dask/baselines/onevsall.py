@@ -6,8 +6,8 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval
 from sklearn.linear_model import LogisticRegression
+from sklearn.utils._param_validation import Interval
 
 from .._base import FactorPredictor, dense_factors
 from .._validation import check_fit_data

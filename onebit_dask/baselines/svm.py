@@ -20,8 +20,8 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.optimize
 from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.svm import LinearSVC
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import FactorPredictor, dense_factors
 from .._validation import check_label_matrix
