@@ -27,16 +27,23 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
+from .. import thresholds
 from ..kernels import (ActiveRows, aligned, residuals, row_norms, scatter_rows,
                        weighted_label_sums)
+
+THRESHOLD_SLOTS = ("b", "p", "v")
+"""The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
+positive bits they are estimated from, with its variance ``v``."""
 
 
 class StepModel(NamedTuple):
     """What activating a batch needs of the model: ``A`` (``None`` for the initial batch,
-    every row weighted by its bit) and a projected sampler's :class:`Projection`."""
+    every row weighted by its bit), a projected sampler's :class:`Projection`, and whether
+    the model has per-label thresholds (:mod:`onebit_dask.thresholds`)."""
 
     A: np.ndarray | None
     projection: Any = None
+    thresholds: bool = False
 
 
 class Evaluation(NamedTuple):
@@ -114,12 +121,16 @@ def slot_of(block: Block, slot: str):
     return block.slots[slot]
 
 
-def shard_activate(data, model: StepModel, B_rows, bounds) -> list:
+def shard_activate(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
     """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
     ``[(ActiveRows, n_active)]``, one per block.
 
     ``data`` is ``(X, labels, y)`` or a shard descriptor with ``load``; ``B_rows`` the
-    blocks' rows of ``B`` (``None`` for the initial batch, ``model.A is None``). ``X`` is
+    blocks' rows of ``B`` (``None`` for the initial batch, ``model.A is None``) and
+    ``b_rows`` their thresholds (``None`` for the paper's model). With thresholds each
+    piece also carries the batch's :class:`~onebit_dask.thresholds.LabelCounts`, and the
+    initial batch's sums are kept apart for the positive and the negative bits (their
+    weights ``y - sign(b_j)`` need the thresholds of the whole batch). ``X`` is
     read once: the scores ``X @ A`` of all its rows in one pass, in its own dtype
     (:func:`onebit_dask.kernels.residuals`); then only the active rows (non-zero
     residual; every row for the initial batch, weighted by its bit) are read again,
@@ -130,19 +141,51 @@ def shard_activate(data, model: StepModel, B_rows, bounds) -> list:
     X, labels, y = (aligned(np.asarray(a)) for a in
                     (data.load() if hasattr(data, "load") else data))
     bounds = np.asarray(bounds)
-    if model.A is None:
+    S_neg = None
+    if model.A is None and model.thresholds:
+        uniq, S, S_neg = _signed_label_sums(X, labels, y)
+        rows = None
+    elif model.A is None:
         weights, rows = np.asarray(y, dtype=np.float64), None
+        uniq, S = weighted_label_sums(X, labels, weights, rows)
     else:
-        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0])
+        b = None if b_rows is None else np.concatenate(b_rows)
+        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0], b)
         rows = np.flatnonzero(weights)
-    uniq, S = weighted_label_sums(X, labels, weights, rows)
+        uniq, S = weighted_label_sums(X, labels, weights, rows)
     n_blocks = bounds.size - 1
     owner = np.searchsorted(bounds, labels, side="right") - 1
     n_obs = np.bincount(owner, minlength=n_blocks)
     n_active = n_obs if rows is None else np.bincount(owner[rows], minlength=n_blocks)
     cut = np.searchsorted(uniq, bounds)
-    return [(ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]), by_label=True),
-             int(n_active[s])) for s, (a, z) in enumerate(zip(cut[:-1], cut[1:]))]
+    counts = None
+    if model.thresholds:
+        counts = thresholds.count_bits(labels, y, None if model.A is None else weights)
+    count_cut = None if counts is None else np.searchsorted(counts.labels, bounds)
+    pieces = []
+    for s, (a, z) in enumerate(zip(cut[:-1], cut[1:])):
+        part = None if counts is None else thresholds.LabelCounts(
+            *(v[count_cut[s]: count_cut[s + 1]] for v in counts))
+        pieces.append((ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]),
+                                  by_label=True, counts=part,
+                                  X_neg=None if S_neg is None else S_neg[a:z]),
+                       int(n_active[s])))
+    return pieces
+
+
+def _signed_label_sums(X, labels, y):
+    """``(uniq, S_pos, S_neg)``: per label, the sums of the rows of its positive and of its
+    negative bits, in one pass (one key per label and sign)."""
+    positive = np.asarray(y) > 0
+    keys, S2 = weighted_label_sums(X, 2 * np.asarray(labels, dtype=np.int64) + positive,
+                                   np.ones(labels.shape[0]))
+    uniq = np.unique(keys // 2)
+    at = np.searchsorted(uniq, keys // 2)
+    S_pos, S_neg = np.zeros((uniq.size, X.shape[1])), np.zeros((uniq.size, X.shape[1]))
+    sign = keys % 2 == 1
+    S_pos[at[sign]] = S2[sign]
+    S_neg[at[~sign]] = S2[~sign]
+    return uniq, S_pos, S_neg
 
 
 def _merge(pieces):
@@ -154,10 +197,16 @@ def _merge(pieces):
         return parts[0], n_active
     uniq = np.unique(np.concatenate([a.labels for a in parts]))
     S = np.zeros((uniq.size, parts[0].X.shape[1]))
+    S_neg = None if parts[0].X_neg is None else np.zeros_like(S)
     for a in parts:
-        S[np.searchsorted(uniq, a.labels)] += a.weights[:, None] * a.X
+        at = np.searchsorted(uniq, a.labels)
+        S[at] += a.weights[:, None] * a.X
+        if S_neg is not None:
+            S_neg[at] += a.X_neg
+    counts = None if parts[0].counts is None else thresholds.merge_counts(
+        a.counts for a in parts)
     return ActiveRows(S, uniq, np.ones(uniq.size), sum(a.n_obs for a in parts),
-                      by_label=True), n_active
+                      by_label=True, counts=counts, X_neg=S_neg), n_active
 
 
 def out_of(block: Block):
@@ -169,21 +218,59 @@ def new_block(lo: int, hi: int) -> Block:
     return Block(lo, hi)
 
 
-def activate(block: Block, data, model: StepModel) -> Block:
-    """Attach the active rows of this block's share of a batch; ``out = n_active``.
+def activate(block: Block, data, model: StepModel, expected: float = 0.0,
+             eta: float = 1.0) -> Block:
+    """Attach the active rows of this block's share of a batch; ``out = n_active``, or with
+    thresholds ``(n_active, *moments)`` (:func:`~onebit_dask.thresholds.moments` of the
+    labels' shares of positive bits, updated with the batch).
 
     ``data`` is a shard descriptor of this block's labels with ``draw_active`` (projected
     sampling) or ``load`` (explicit draws), or the list of this block's pieces of the
-    row-range shards (:func:`shard_activate`).
+    row-range shards (:func:`shard_activate`). With thresholds, in a step, each label's sum
+    is scaled by :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
+    :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used,
+    and the shares take their step of size ``eta``.
     """
     B_rows = block.slots.get("B")
+    b_rows = block.slots.get("b")
     if hasattr(data, "draw_active"):
-        active, n_active = data.draw_active(model.projection, B_rows, block.slots.get("b"))
+        active, n_active = data.draw_active(model.projection, B_rows, b_rows,
+                                            thresholded=model.thresholds)
     else:
         if not isinstance(data, list):  # a shard of this block's labels, read here
-            data = shard_activate(data, model, [B_rows], [block.lo, block.hi])
+            data = shard_activate(data, model, [B_rows], [block.lo, block.hi],
+                                  None if b_rows is None else [b_rows])
         active, n_active = _merge(data)
-    return block.evolve(out=n_active, active=active)
+    if not model.thresholds:
+        return block.evolve(out=n_active, active=active)
+    counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
+    if model.A is None:
+        p, v = thresholds.initial_share(counts)
+    else:
+        at = active.labels - block.lo
+        f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected)
+        active = active._replace(X=(f * thresholds.column_weights(b_rows[at]))[:, None]
+                                 * active.X)
+        p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
+    return block.evolve(out=(n_active, *thresholds.moments(p, v)),
+                        active=active._replace(counts=counts), p=p, v=v)
+
+
+def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Block:
+    """The thresholded model's initial batch, once the shares of positive bits of all
+    labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
+    common ``prior``), then each label's sums of positive and negative rows weighted by
+    :func:`~onebit_dask.thresholds.init_weights` and scaled by
+    :func:`~onebit_dask.thresholds.step_factors` and
+    :func:`~onebit_dask.thresholds.column_weights`."""
+    a = block.active
+    b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
+    at = a.labels - block.lo
+    b = b_all[at]
+    w_pos, w_neg = thresholds.init_weights(b)
+    f = thresholds.step_factors(b, a.counts.n_bits[at], expected) * thresholds.column_weights(b)
+    S = (f * w_pos)[:, None] * a.X + (f * w_neg)[:, None] * a.X_neg
+    return block.evolve(active=a._replace(X=S, X_neg=None), b=b_all)
 
 
 def label_sums(block: Block) -> Block:
@@ -208,6 +295,8 @@ def _product(block: Block, P_rows, P_top, AtP, scale):
     low = None
     if AtP is not None:
         B = block.slots["B"]
+        if "b" in block.slots:  # the thresholded model weights the columns of W too
+            B = thresholds.column_weights(block.slots["b"])[:, None] * B
         Z += B @ AtP
         low = B.T @ P_rows
     return Z, top, low
@@ -241,13 +330,16 @@ def random_slot(block: Block, dst: str, seed: int, width: int) -> Block:
 
 
 def _evaluation(block: Block, evaluation: Evaluation | None):
-    """``(gram of [B*_s, B_s], B_s at the evaluated labels)`` for the metrics."""
+    """``(gram of [B*_s, B_s], B_s and b_s at the evaluated labels)`` for the metrics
+    (``b_s`` ``None`` for the paper's model)."""
     if evaluation is None:
         return None
     B = block.slots["B"]
     B_true = evaluation.truth.truth_rows(block.lo, block.hi)[1]
     R = np.hstack([B_true, B])
-    return R.T @ R, B[evaluation.labels - block.lo]
+    at = evaluation.labels - block.lo
+    b = block.slots.get("b")
+    return R.T @ R, B[at], None if b is None else b[at]
 
 
 def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None = None,
@@ -256,7 +348,9 @@ def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None =
     temporaries and active rows are dropped. ``out`` = the evaluation pieces or ``None``."""
     Qs = block.slots[Q] if Q_rows is None else Q_rows
     Vs = block.slots[V] if V_rows is None else V_rows
-    new = Block(block.lo, block.hi, {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None]})
+    kept = {k: block.slots[k] for k in THRESHOLD_SLOTS if k in block.slots}
+    new = Block(block.lo, block.hi,
+                {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept})
     return replace(new, out=_evaluation(new, evaluation))
 
 
@@ -267,21 +361,28 @@ def set_state(block: Block, rows, gram_A) -> Block:
 
 
 # -- the fused rounds of a step -----------------------------------------------------------
-def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float) -> Block:
+def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float,
+              expected: float = 0.0, eta: float = 1.0) -> Block:
     """Round 1: activate the batch, ``Y_s`` of ``Y = M_dil Q``;
-    ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``."""
-    block = activate(block, data, model)
-    n_active = block.out
+    ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``, and with thresholds the
+    moments of the block's shares of positive bits (:func:`activate`)."""
+    block = activate(block, data, model, expected, eta)
+    n_active, *moments = block.out if model.thresholds else (block.out,)
     Y, top, low = _product(block, block.slots["Q"], Q_top, AtQ, scale)
-    return block.evolve(out=(n_active, top, low, Y.T @ Y), Y=Y)
+    return block.evolve(out=(n_active, top, low, Y.T @ Y, *moments), Y=Y)
 
 
 def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
-               gram_An) -> Block:
+               gram_An, prior: thresholds.Prior | None = None) -> Block:
     """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
-    new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``."""
+    new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``. With
+    thresholds (a ``prior``), the new thresholds from the shares of positive bits
+    (:func:`~onebit_dask.thresholds.shrink`), after the products that used the old ones."""
     Qn = block.slots["Y"] @ Rinv
     Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale)
+    if prior is not None:
+        block = block.evolve(active=block.active, b=thresholds.shrink(
+            block.slots["p"], block.slots["v"], prior))
     new = commit(block, "Q", "V", gram_An, evaluation, Qn, Vn)
     return replace(new, out=(top, low, new.out))
 
@@ -306,12 +407,15 @@ def best_k(labels: np.ndarray, scores: np.ndarray, k: int):
 
 def top_k(block: Block, XA, k: int, chunk: int = 65_536) -> Block:
     """``out = (labels, scores)``, each ``(n, min(k, hi - lo))``: per row the block's ``k``
-    best labels by score ``x^T A b_j``, best first; ``n x chunk`` scores at a time."""
+    best labels by score ``x^T A B_j (+ b_j)``, best first; ``n x chunk`` scores at a time."""
     Bm = block.slots["B"]
+    b = block.slots.get("b")
     n = XA.shape[0]
     labels, scores = np.empty((n, 0), dtype=np.int64), np.empty((n, 0))
     for a in range(0, Bm.shape[0], chunk):
         sc = XA @ Bm[a: a + chunk].T
+        if b is not None:
+            sc += b[a: a + chunk]
         kk = min(k, sc.shape[1])
         idx = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
             np.broadcast_to(np.arange(sc.shape[1]), sc.shape)

@@ -80,8 +80,10 @@ class DaskEngine:
         submit = self.client.submit
         B_rows = None if model.A is None else [
             submit(B.slot_of, h, "B", pure=False, priority=1) for h in self.handles]
+        b_rows = None if model.A is None or not model.thresholds else [
+            submit(B.slot_of, h, "b", pure=False, priority=1) for h in self.handles]
         with _large_arguments_expected():
-            parts = [submit(B.call, B.shard_activate, sh, model, B_rows, data.bounds,
+            parts = [submit(B.call, B.shard_activate, sh, model, B_rows, data.bounds, b_rows,
                             key=f"shard_activate-{uuid.uuid4().hex}", priority=1)
                      for sh in data.shards]
         self.bytes_sent += sizeof(model) * len(parts)

@@ -38,8 +38,10 @@ class LocalEngine:
         if not isinstance(data, B.RowShards):
             return data
         B_rows = None if model.A is None else [h.slots["B"] for h in self.handles]
+        b_rows = None if model.A is None or not model.thresholds else [
+            h.slots["b"] for h in self.handles]
         with one_blas_thread():
-            parts = [B.call(B.shard_activate, sh, model, B_rows, data.bounds)
+            parts = [B.call(B.shard_activate, sh, model, B_rows, data.bounds, b_rows)
                      for sh in data.shards]
         return [[p[s] for p in parts] for s in range(len(data.bounds) - 1)]
 
