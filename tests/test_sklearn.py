@@ -168,6 +168,18 @@ def test_every_parameter_survives_clone_and_pickle(onebit):
     np.testing.assert_array_equal(copy.predict(onebit[4]), est.predict(onebit[4]))
 
 
+def test_thresholded_model_pickles_and_predicts_with_its_thresholds():
+    est = OneBitMultiLabel(2, batch_size=2000, n_iter=2, random_state=0,
+                           threshold="estimated").fit(PROBLEM)
+    X = PROBLEM.test_set().X[:50]
+    scores = X.astype(np.float64) @ est.A_ @ est.B_.T + est.intercept_
+    assert np.any(est.intercept_ != 0)
+    np.testing.assert_array_equal(est.predict(X), (scores >= 0).astype(int))
+    copy = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(copy.intercept_, est.intercept_)
+    np.testing.assert_array_equal(copy.decision_function(X), est.decision_function(X))
+
+
 def test_engine_dask_needs_a_client():
     with pytest.raises(ValueError, match="engine='dask' is not allowed without a Dask client"):
         OneBitMultiLabel(1, engine="dask").fit(PROBLEM)
