@@ -64,9 +64,10 @@ def dense_counts(counts: LabelCounts, lo: int, hi: int) -> LabelCounts:
     return LabelCounts(np.arange(lo, hi), *sums)
 
 
-PROB_LIMIT = float(scipy.special.ndtr(-8.0))
-"""Shares of positive bits are kept in ``[Phi(-8), 1 - Phi(-8)]`` (thresholds in
-``[-8, 8]``)."""
+NOISE_LIMIT = 1.0
+"""Labels whose threshold's noise ``s_j^2`` exceeds this (in squared standard
+deviations of ``x^T w``) say nothing about the spread of the thresholds: they are left
+out of the prior's moments (and shrunk nearly all the way to its mean)."""
 
 
 def initial_share(counts: LabelCounts) -> tuple[np.ndarray, np.ndarray]:
@@ -91,16 +92,19 @@ def step_share(p, v, b, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np
     its mean ``Phi(b_j)`` (``b_j``: the thresholds the residuals used): a control variate.
     For Gaussian ``x`` and unit ``w_j`` it is unbiased, and only the bits where model and
     bit disagree add noise; on any data the fixed point predicts as many positives as
-    there are. ``var(hat p_j)`` is the variance of the mean of ``r_i / 2`` in
-    ``{-1, 0, 1}``, at least ``1 / (4 n_j^2)``. A label seen for the first time takes
-    ``hat p_j``; labels without bits keep theirs.
+    there are. ``hat p_j`` is kept in ``[1 / (2 (n_j + 1)), 1 - 1 / (2 (n_j + 1))]``
+    (far from the truth, the control variate can leave ``[0, 1]``), and ``var(hat p_j)``
+    is the variance of the mean of ``r_i / 2`` in ``{-1, 0, 1}``, at least
+    ``1 / (4 n_j^2)``. A label seen for the first time takes ``hat p_j``; labels without
+    bits keep theirs.
     """
     n = counts.n_bits
     seen = n > 0
     p, v = p.copy(), v.copy()
     nj = n[seen]
     half = counts.r_sum[seen] / (2.0 * nj)
-    share = np.clip(scipy.special.ndtr(b[seen]) + half, PROB_LIMIT, 1.0 - PROB_LIMIT)
+    floor = 0.5 / (nj + 1.0)  # the least share n_j bits express, as in initial_share
+    share = np.clip(scipy.special.ndtr(b[seen]) + half, floor, 1.0 - floor)
     var = np.maximum((counts.n_active[seen] / nj - half * half) / nj, 0.25 / (nj * nj))
     new = ~np.isfinite(v[seen])
     keep = np.where(new, 0.0, 1.0 - eta)
@@ -117,13 +121,15 @@ class Prior(NamedTuple):
 
 
 def moments(p, v) -> tuple[float, float, float, float]:
-    """``(count, sum z, sum z^2, sum s^2)`` over the labels with bits so far, ``z_j =
-    Phi^{-1}(p_j)`` and ``s_j^2 = v_j / phi(z_j)^2`` (delta method): what
-    :func:`prior` needs of one label block."""
+    """``(count, sum z, sum z^2, sum s^2)`` over the labels with bits so far and
+    ``s_j^2 <= NOISE_LIMIT``, ``z_j = Phi^{-1}(p_j)`` and ``s_j^2 = v_j / phi(z_j)^2``
+    (delta method): what :func:`prior` needs of one label block."""
     seen = np.isfinite(v)
     z = scipy.special.ndtri(p[seen])
     s2 = v[seen] / _phi(z) ** 2
-    return float(seen.sum()), float(z.sum()), float((z * z).sum()), float(s2.sum())
+    keep = s2 <= NOISE_LIMIT
+    z, s2 = z[keep], s2[keep]
+    return float(keep.sum()), float(z.sum()), float((z * z).sum()), float(s2.sum())
 
 
 def prior(parts) -> Prior:
