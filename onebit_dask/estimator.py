@@ -36,7 +36,7 @@ PARAMETER_CONSTRAINTS = {
     "rank": [Interval(Integral, 1, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "n_iter": [Interval(Integral, 0, None, closed="left")],
-    "step": [StrOptions({"paper", "averaged"})],
+    "step": [StrOptions({"paper", "averaged", "harmonic"})],
     "n_shards": [Interval(Integral, 1, None, closed="left")],
     "init_svd": [StrOptions({"auto", "dense", "randomized"})],
     "init_power_iter": [Interval(Integral, 0, None, closed="left")],
@@ -134,10 +134,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations ``m`` per batch (the initialisation uses one batch too).
     n_iter : int, default 10
         Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
-    step : {"paper", "averaged"}, default "paper"
+    step : {"paper", "averaged", "harmonic"}, default "paper"
         ``"paper"``: ``eta_t = 1`` (Algorithm 1). ``"averaged"``: ``eta_t = 1`` for
         ``t < 3``, then ``1 / (t - 1)``; averages batches so the error keeps
-        falling under noise.
+        falling under noise. ``"harmonic"``: ``eta_t = 1 / (t + 2)``, averaging from the
+        first step (on real features, where a full step overshoots).
     n_shards : int, default 4
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
         It fixes the data, not where they are computed: results do not depend on

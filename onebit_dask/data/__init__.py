@@ -1,0 +1,1 @@
+"""Real multi-label data: file formats, stores and sources."""
