@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse
 
 MAX_SEED = 2**32 - 1
 
@@ -90,8 +91,11 @@ def check_features(X, *, n_features: int | None = None, name: str = "X",
                    row_offset: int = 0) -> np.ndarray:
     """A finite 2-D float array; float32 stays float32, anything else becomes float64.
 
+    A ``scipy.sparse`` matrix stays sparse, as CSR (never densified).
     ``row_offset`` is added to the row named in an error (for a slice of a store).
     """
+    if scipy.sparse.issparse(X):
+        return _check_sparse_features(X, n_features, name, row_offset)
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"{name} has shape {X.shape}: {name} must be 2-D (n_samples, n_features)")
@@ -105,6 +109,27 @@ def check_features(X, *, n_features: int | None = None, name: str = "X",
             f"{name}[{bad[0] + row_offset}, {bad[1]}]={X[bad[0], bad[1]]} is not allowed: "
             f"{name} must be finite (no NaN or inf); drop or impute those rows first"
         )
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features, but the estimator was fitted with "
+            f"{n_features}: pass an array of shape (n_samples, {n_features})"
+        )
+    return X
+
+
+def _check_sparse_features(X, n_features, name, row_offset):
+    """:func:`check_features` for a ``scipy.sparse`` ``X``: checks its stored values."""
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X.data):
+        raise TypeError(f"{name} has dtype {X.dtype}: {name} must hold real numbers")
+    X = X.tocsr()
+    if X.dtype != np.float32:
+        X = X.astype(np.float64, copy=False)
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.size:
+        row = int(np.searchsorted(X.indptr, bad[0], side="right")) - 1
+        raise ValueError(
+            f"{name}[{row + row_offset}, {X.indices[bad[0]]}]={X.data[bad[0]]} is not allowed: "
+            f"{name} must be finite (no NaN or inf); drop or impute those rows first")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
             f"{name} has {X.shape[1]} features, but the estimator was fitted with "

@@ -151,7 +151,7 @@ def _fit_inputs(args):
     from .io import ZarrSource
 
     check_int("batch_size", args.batch_size, low=1)
-    source = ZarrSource(args.data, args.batch_size)
+    source = ZarrSource(args.data)
     est._check_params(source.d1, source.d2)
     return os.fspath(args.data), est, source.d1, source.d2
 
@@ -296,7 +296,7 @@ def _run_predict(args) -> int:
                              f"{attrs['n_labels']} (the model's labels)")
         if args.rows < 1:
             raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
-        source = ZarrSource(args.data, 1)
+        source = ZarrSource(args.data)
         if source.d1 != attrs["n_features_in"]:
             raise ValueError(f"--data={args.data!r} has {source.d1} features, but the model "
                              f"was fitted with {attrs['n_features_in']}")
