@@ -71,6 +71,10 @@ def _common(p) -> None:
 SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "n_test", "max_eval_labels", "sampler")
 
 
+RANKING_KEYS = ("auc", "precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_1",
+                "ndcg_at_3", "ndcg_at_5", "psp_at_1", "psp_at_3", "psp_at_5")
+
+
 def _add_fit(sub):
     p = sub.add_parser("fit", formatter_class=_Help,
                        help="fit on a synthetic problem (or an observations store) and print "
@@ -79,8 +83,12 @@ def _add_fit(sub):
                                    "planted truth and print its test metrics, or on an "
                                    "observations store (--data) and print the training summary.")
     p.add_argument("--data", default=None, metavar="STORE",
-                   help="an observations store (onebit_dask.io.write_observations) to fit "
-                        "instead of a synthetic problem; d1 and d2 come from the store")
+                   help="an observations store (onebit_dask.io.write_observations) or an "
+                        "XC/svmlight multi-label file (a label matrix) to fit instead of a "
+                        "synthetic problem; d1 and d2 come from the data")
+    p.add_argument("--test-data", default=None, metavar="FILE",
+                   help="with --data: a held-out XC/svmlight file whose ranking metrics "
+                        "(auc, precision/ndcg/psp at 1, 3, 5) are reported per iteration")
     g = p.add_argument_group("the synthetic problem (not with --data)")
     g.add_argument("--d1", type=int, default=500, action=_Given, help="feature dimension")
     g.add_argument("--d2", type=int, default=200, action=_Given, help="number of labels")
@@ -130,8 +138,9 @@ def _add_model_options(p):
 
 
 def _fit_inputs(args):
-    """The problem (or store path) and the estimator of ``fit``, checked."""
+    """``fit``'s data arguments, their source and the estimator, checked."""
     from . import OneBitMultiLabel, SyntheticProblem
+    from .data.inputs import as_source
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
@@ -141,19 +150,21 @@ def _fit_inputs(args):
                                    noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
         est._check_params(problem.d1, problem.d2)
-        return problem, est, problem.d1, problem.d2
+        return (problem,), as_source(problem), est, problem.d1, problem.d2
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
         names = ", ".join("--" + g.replace("_", "-") for g in given)
         raise ValueError(f"{names} set the synthetic problem: they do not apply with --data "
                          f"{args.data!r} (the store gives d1, d2 and the bits)")
     from ._validation import check_int
-    from .io import ZarrSource
+    from .data.inputs import as_source, read_text
 
     check_int("batch_size", args.batch_size, low=1)
-    source = ZarrSource(args.data)
+    path = os.fspath(args.data)
+    data = read_text(path) if os.path.isfile(path) else (path,)
+    source = as_source(*data, random_state=args.seed)
     est._check_params(source.d1, source.d2)
-    return os.fspath(args.data), est, source.d1, source.d2
+    return data, source, est, source.d1, source.d2
 
 
 def _run_fit(args) -> int:
@@ -161,8 +172,18 @@ def _run_fit(args) -> int:
 
     try:
         check_target(**_target(args))
-        data, est, d1, d2 = _fit_inputs(args)
-        fit_options = _check_model_options(args, est, data)
+        if args.test_data is not None and args.data is None:
+            raise ValueError("--test-data needs --data TRAIN: a synthetic problem has its own "
+                             "test set")
+        data, source, est, d1, d2 = _fit_inputs(args)
+        fit_options = _check_model_options(args, est, source)
+        if args.test_data is not None:
+            from .data.heldout import HeldOut
+            from .data.inputs import read_text
+
+            test = read_text(os.fspath(args.test_data))
+            HeldOut(test, d1, d2)  # checked before any work
+            fit_options["eval_set"] = test
     except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ClusterConfigError
         raise UsageError(str(exc)) from None
     with open_client(**_target(args), timeout=args.connect_timeout,
@@ -170,13 +191,14 @@ def _run_fit(args) -> int:
                      debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
-        est.set_params(client=client).fit(data, **fit_options)
+        est.set_params(client=client).fit(*data, **fit_options)
         wall = time.perf_counter() - start
         if args.save is not None:  # while the blocks' workers are still there
             est.save(args.save)
     last = est.history_[-1]
     synthetic = args.data is None
-    metric_keys = ("spectral_error", "frobenius_error", "hamming_loss", "auc") if synthetic else ()
+    metric_keys = ("spectral_error", "frobenius_error", "hamming_loss", "auc") if synthetic else \
+        tuple(k for k in RANKING_KEYS if k in last)
     result = {key: last[key] for key in metric_keys}
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=d1, d2=d2,
@@ -186,7 +208,7 @@ def _run_fit(args) -> int:
     if synthetic:
         result.update(flip=args.flip, noise_std=args.noise_std, sampler=args.sampler)
     else:
-        result.update(data=args.data)
+        result.update(data=args.data, test_data=args.test_data)
     result["model"] = args.save
     result["history"] = est.history_
     if args.json:
@@ -209,12 +231,12 @@ def _run_fit(args) -> int:
     return 0
 
 
-def _check_model_options(args, est, problem) -> dict:
+def _check_model_options(args, est, source) -> dict:
     """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
     arguments of ``fit``."""
     import os
 
-    from .persist import Checkpoint, data_identity, fingerprint
+    from .persist import Checkpoint, fingerprint
 
     if args.save is not None and os.path.exists(args.save):
         raise ValueError(f"--save={args.save!r} exists: give a new path, or delete it first")
@@ -222,7 +244,7 @@ def _check_model_options(args, est, problem) -> dict:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint PATH")
         return {}
-    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, data_identity(problem)))
+    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, source.identity()))
     return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
 
 
