@@ -2,14 +2,17 @@
 
 A block function runs where its block is (the block is its only large dependency);
 the client sends the small arguments inside the task and gathers the small results
-(``O(d1 l + l^2)`` numbers per block and round). Batches are drawn on the workers
-inside the block's task (synthetic problems) or loaded by one task per row-range
-shard while the previous step still runs; at the step, a task where the shard was
-loaded reads it once (scores, active rows) and hands each block its per-label sums.
+(``O(d1 l + l^2)`` numbers per block and round). Label-block shards are drawn on the
+workers inside the block's task (synthetic problems; label matrices, from the copy of
+``X`` and the block's columns of ``Y`` sent to every worker once per fit, :meth:`share`);
+row-range shards are loaded by one task each while the previous step still runs; at
+the step, a task where the shard was loaded reads it once (scores, active rows) and
+hands each block its per-label sums.
 
-Tasks carry their arguments (nothing is scattered), so when a worker dies the
-scheduler recomputes its blocks from their lineage, each block from its own
-previous rounds and the batch's seed: the result is the same as an undisturbed run.
+Tasks carry their arguments (only the data a fit reads at every step are scattered, with
+a copy on every worker), so when a worker dies the scheduler recomputes its blocks from
+their lineage, each block from its own previous rounds and the batch's seed: the result
+is the same as an undisturbed run.
 """
 
 from __future__ import annotations
