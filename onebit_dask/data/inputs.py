@@ -28,8 +28,10 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
     * a :class:`~onebit_dask.synthetic.SyntheticProblem` or
       :class:`~onebit_dask.synthetic.FullObservationProblem` (no ``Y``, ``bits``,
       ``n_labels``): :class:`~onebit_dask.data.problems.ProblemSource`;
-    * a path: a directory is an observations store (:class:`onebit_dask.io.ZarrSource`),
-      a file an XC/svmlight multi-label text file read into a label matrix;
+    * a path: a directory is a CSR store (:class:`~onebit_dask.data.csr_source.CsrStoreSource`,
+      read by row ranges where the shards run) or an observations store
+      (:class:`onebit_dask.io.ZarrSource`), a file an XC/svmlight multi-label text file
+      read into a label matrix;
     * ``X`` and a 2-D 0/1 ``Y`` (dense or sparse): a label matrix
       (:class:`~onebit_dask.data.label_matrix.LabelMatrixSource`, batches seeded by
       :func:`batch_seed` of ``random_state``);
@@ -50,6 +52,11 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
             features, labels = read_text(path)
             return LabelMatrixSource(features, check_label_matrix(labels, features.shape[0]),
                                      batch_seed(random_state))
+        if _format_of(path) == CSR_FORMAT:
+            from .csr_source import CsrStoreSource
+            from .csr_store import open_csr_store
+
+            return CsrStoreSource(open_csr_store(path), batch_seed(random_state))
         from ..io import ZarrSource
 
         return ZarrSource(path)
@@ -73,6 +80,20 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         raise ValueError(f"n_labels={n_labels!r} is not allowed: Y has {Y.shape[1]} columns; "
                          "omit n_labels with a label matrix")
     return LabelMatrixSource(X, Y, batch_seed(random_state))
+
+
+CSR_FORMAT = "onebit-dask/csr"  # a CSR store's format attribute (data.csr_store)
+
+
+def _format_of(path: str):
+    """The ``format`` attribute of the zarr group at ``path``, or ``None``."""
+    import json
+
+    try:
+        with open(os.path.join(path, "zarr.json")) as fh:
+            return json.load(fh).get("attributes", {}).get("format")
+    except (OSError, ValueError):
+        return None
 
 
 def _none_of(call: str, why: str, **given) -> None:
