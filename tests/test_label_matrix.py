@@ -90,13 +90,13 @@ def _stand_in_ranking():
         C = (np.log(n) - 1) * (B + 1) ** A
         return 1.0 / (1 + C * np.exp(-A * np.log(np.asarray(Y.sum(axis=0)).ravel() + B)))
 
-    def top_k_metrics(Y, top, prop=None):
+    def top_k_metrics(Y, top, prop=None, ks=(1, 3, 5)):
         Y = sp.csr_matrix(Y)
         hits = np.asarray(Y[np.arange(top.shape[0])[:, None], top].todense()) > 0
         out = {}
         disc = 1 / np.log2(np.arange(2, top.shape[1] + 2))
         n_pos = np.diff(Y.indptr)
-        for k in (1, 3, 5):
+        for k in ks:
             out[f"precision_at_{k}"] = float(hits[:, :k].sum(1).mean() / k)
             ideal = np.array([disc[:min(k, p)].sum() for p in n_pos])
             with np.errstate(invalid="ignore", divide="ignore"):

@@ -60,5 +60,6 @@ class HeldOut:
         aucs = np.concatenate([o[0] for o in outs])
         top, _ = B.best_k(np.hstack([o[1] for o in outs]), np.hstack([o[2] for o in outs]), k)
         scores = {"auc": float(np.nanmean(aucs)) if np.isfinite(aucs).any() else float("nan")}
-        scores.update(ranking.top_k_metrics(self.Y, top, propensities))
+        ks = tuple(j for j in (1, 3, 5) if j <= k)  # d2 < 5: the k that exist
+        scores.update(ranking.top_k_metrics(self.Y, top, propensities, ks=ks))
         return scores
