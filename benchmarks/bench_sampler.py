@@ -36,8 +36,8 @@ def timed_fit(problem, **params):
     originals = {name: getattr(synthetic, name) for name in DRAWS}
 
     def recorder(name):
-        def draw(rng, n_obs, lo, hi, *args):
-            out = originals[name](rng, n_obs, lo, hi, *args)
+        def draw(rng, n_obs, lo, hi, *args, **kwargs):
+            out = originals[name](rng, n_obs, lo, hi, *args, **kwargs)
             active, n_active = (out, n_obs) if name.endswith("init") else out
             record.append((name, n_obs, hi - lo, n_active, active.labels.size))
             return out

@@ -68,7 +68,8 @@ def _common(p) -> None:
 
 # --- fit -----------------------------------------------------------------------------------
 
-SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "n_test", "max_eval_labels", "sampler")
+SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "positive_rate", "n_test", "max_eval_labels",
+                  "sampler")
 
 
 RANKING_KEYS = ("auc", "precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_1",
@@ -96,6 +97,10 @@ def _add_fit(sub):
                    help="probability a bit is flipped")
     g.add_argument("--noise-std", type=float, default=0.0, action=_Given,
                    help="std of Gaussian noise added to x^T w_j")
+    g.add_argument("--positive-rate", default="none", action=_Given, metavar="P|P_MIN:P_MAX",
+                   help="label priors of the clean bits sign(x^T w*_j + b*_j): none (the "
+                        "paper's balanced model), one rate P in (0, 1), or a range spread "
+                        "log-uniformly over the labels in a seeded order")
     g.add_argument("--n-test", type=int, default=10_000, action=_Given, help="test instances")
     g.add_argument("--max-eval-labels", type=int, default=1000, action=_Given,
                    help="labels scored for AUC/Hamming above this many labels")
@@ -141,13 +146,16 @@ def _fit_inputs(args):
     """``fit``'s data arguments, their source and the estimator, checked."""
     from . import OneBitMultiLabel, SyntheticProblem
     from .data.inputs import as_source
+    from .synthetic import parse_positive_rate
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
                            progress=not args.quiet)
     if args.data is None:
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
-                                   noise_std=args.noise_std, seed=args.seed, n_test=args.n_test,
+                                   noise_std=args.noise_std,
+                                   positive_rate=parse_positive_rate(args.positive_rate),
+                                   seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
         est._check_params(problem.d1, problem.d2)
         return (problem,), as_source(problem), est, problem.d1, problem.d2
@@ -206,7 +214,8 @@ def _run_fit(args) -> int:
         n_iter=args.n_iter, n_shards=min(args.shards, d2), n_workers=n_workers,
     )
     if synthetic:
-        result.update(flip=args.flip, noise_std=args.noise_std, sampler=args.sampler)
+        result.update(flip=args.flip, noise_std=args.noise_std,
+                      positive_rate=data.positive_rate, sampler=args.sampler)
     else:
         result.update(data=args.data, test_data=args.test_data)
     result["model"] = args.save

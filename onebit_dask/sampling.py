@@ -30,12 +30,21 @@ The initial batch (``W = 0``, weights ``y_i``) is the same construction with
 below) does not draw ``u`` for every row either: whether a row is active depends on
 ``u`` only through its angle in a plane, so the active counts are binomial and only the
 active rows are drawn, from their conditional law (docs/ALGORITHM.md, section 7b).
+
+With per-label thresholds (the truth's ``b*_j``, the model's ``b_j``: the bit is
+``sign(x^T w*_j + b*_j + noise)``, the score ``x^T w_j + b_j``) everything above holds
+with the offsets added; the conditional draw then works on pieces of the plane bounded
+by lines that miss the origin (section 7c). Without thresholds the draws are those of
+the paper's model, number for number.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import scipy.linalg
+from scipy.special import log_ndtr, ndtr, ndtri_exp, owens_t
 
 from .kernels import ActiveRows, scatter_rows, sign
 
@@ -97,7 +106,7 @@ def projected_rows(u: np.ndarray, labels: np.ndarray, weights: np.ndarray, P: np
 
 def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_true: np.ndarray,
                         B_true_rows: np.ndarray, PtA: np.ndarray, B_rows: np.ndarray,
-                        flip: float, noise_std: float):
+                        flip: float, noise_std: float, b_true_rows=None, b_rows=None):
     r"""One shard of a step's batch by projected sampling.
 
     Parameters
@@ -112,6 +121,10 @@ def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_tr
         ``P^T A*`` and ``P^T A``.
     B_true_rows, B_rows : ndarray of shape (hi - lo, k) and (hi - lo, l)
         Rows ``lo..hi`` of ``B*`` and ``B``.
+    b_true_rows, b_rows : ndarray of shape (hi - lo,) or None
+        The thresholds ``b*_j`` of the truth and ``b_j`` of the model (``None``: zeros):
+        the bit is ``sign(x^T w*_j + b*_j + noise)`` (then flipped), the score
+        ``s = x^T w_j + b_j``.
 
     Returns
     -------
@@ -124,8 +137,12 @@ def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_tr
     labels = lo + rng.integers(0, hi - lo, size=n_obs, dtype=np.int64)
     local = labels - lo
     z = np.einsum("ij,ij->i", u @ PtA_true, B_true_rows[local])
+    if b_true_rows is not None:
+        z = z + b_true_rows[local]
     y = noisy_bits(z, flip, noise_std, rng)
     s = np.einsum("ij,ij->i", u @ PtA, B_rows[local])
+    if b_rows is not None:
+        s = s + b_rows[local]
     r = y - sign(s)
     keep = np.flatnonzero(r)
     return projected_rows(u[keep], labels[keep], r[keep], P, n_obs, rng), int(keep.size)
@@ -133,12 +150,15 @@ def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_tr
 
 def draw_projected_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
                         PtA_true: np.ndarray, B_true_rows: np.ndarray, flip: float,
-                        noise_std: float) -> ActiveRows:
+                        noise_std: float, b_true_rows=None) -> ActiveRows:
     """One shard of the initial batch (weights ``y_i``) by projected sampling, as
-    per-label sums ``S_j = sum_{i in j} y_i x_i`` with ``span(P_true) = span(A*)``."""
+    per-label sums ``S_j = sum_{i in j} y_i x_i`` with ``span(P_true) = span(A*)``
+    (the bit depends on ``x`` only through ``x^T A*``, whatever the thresholds ``b*``)."""
     u = rng.standard_normal((n_obs, P_true.shape[1]))
     labels = lo + rng.integers(0, hi - lo, size=n_obs, dtype=np.int64)
     z = np.einsum("ij,ij->i", u @ PtA_true, B_true_rows[labels - lo])
+    if b_true_rows is not None:
+        z = z + b_true_rows[labels - lo]
     y = noisy_bits(z, flip, noise_std, rng)
     return projected_rows(u, labels, y, P_true, n_obs, rng)
 
@@ -233,19 +253,38 @@ def uniform_on_arcs(rng, starts: np.ndarray, lengths: np.ndarray, mask: np.ndarr
     return starts[rows, pick] + (t - (cum[rows, pick] - arc[rows, pick])), pick
 
 
+def _offsets(b, L: int) -> np.ndarray:
+    return np.zeros(L) if b is None else np.asarray(b, dtype=np.float64)
+
+
+def _has_offsets(*offsets: np.ndarray) -> bool:
+    """Whether any threshold is non-zero (else the balanced, angle-only draw is exact)."""
+    return any(bool(np.any(b != 0)) for b in offsets)
+
+
 def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
                           PtA_true: np.ndarray, B_true_rows: np.ndarray, PtA: np.ndarray,
-                          B_rows: np.ndarray, flip: float, noise_std: float):
+                          B_rows: np.ndarray, flip: float, noise_std: float,
+                          b_true_rows=None, b_rows=None):
     r"""One shard of a step's batch drawing only its active rows (conditional sampling).
 
     Same parameters and result as :func:`draw_projected_step`, and the same law; the cost
-    is ``O(hi - lo)`` for the counts plus two numbers per active row, not per row.
+    is ``O(hi - lo)`` for the counts plus a few numbers per active row, not per row.
     Per label ``j`` (module comment above): ``n_j`` from the multinomial of the shard,
     flips ``F_j ~ Bin(n_j, flip)``, active rows ``Bin(n_j - F_j, q_j) + Bin(F_j, 1 - q_j)``
-    with ``q_j = |D_j| / 2 pi`` (noise free, ``q_j = angle(w*_j, w_j) / pi``); each active
-    row has ``r_i = -2 sign(s_i)`` and ``u_i`` from its conditional law. Only the angle and
-    radius in the plane are drawn per row: the rest of ``v_i`` is independent of them and
-    of ``r_i``, so its weighted sum over a label is one Gaussian draw per label.
+    with ``q_j`` the probability that the bit and the score's sign differ; each active
+    row has ``r_i = -2 sign(s_i)`` and ``u_i`` from its conditional law. Only the row's
+    coordinates in a plane are drawn: the rest of ``v_i`` is independent of them and of
+    ``r_i``, so its weighted sum over a label is one Gaussian draw per label.
+
+    Without thresholds (``b* = b = 0``) the active set is a union of arcs of angles:
+    ``q_j = |D_j| / 2 pi`` (noise free, ``q_j = angle(w*_j, w_j) / pi``), and a row is an
+    angle uniform on the arcs and a radius (two numbers). With thresholds it is a union
+    of two pieces, each an intersection of two half-planes whose boundaries miss the
+    origin: ``q_j`` is a sum of bivariate normal orthant probabilities (Owen's ``T``),
+    and a row is a piece, a coordinate along one boundary's normal by inverse transform
+    of its marginal, and the other coordinate from a truncated normal (three numbers;
+    docs/ALGORITHM.md, section 7c).
     """
     L = hi - lo
     r = P.shape[1]
@@ -254,8 +293,14 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     e = np.hstack([B_rows @ PtA.T, np.zeros((L, 1))])
     p1, p2 = _plane(c, e)
     frame = lambda v: np.stack([np.sum(v * p1, 1), np.sum(v * p2, 1)], axis=1)  # noqa: E731
-    starts, lengths, disagree, sign_e = _arcs(frame(c), frame(e))
-    q = np.clip(np.sum(lengths * disagree, axis=1) / TWO_PI, 0.0, 1.0)
+    beta, b = _offsets(b_true_rows, L), _offsets(b_rows, L)
+    thresholded = _has_offsets(beta, b)
+    if thresholded:
+        pieces = _pieces(frame(c), beta, frame(e), b)
+        q = np.clip(pieces.mass[:, 0] + pieces.mass[:, 1], 0.0, 1.0)
+    else:
+        starts, lengths, disagree, sign_e = _arcs(frame(c), frame(e))
+        q = np.clip(np.sum(lengths * disagree, axis=1) / TWO_PI, 0.0, 1.0)
     k_dis = rng.binomial(n_j - flips, q)
     k_agree = rng.binomial(flips, 1.0 - q)
     k = k_dis + k_agree
@@ -264,14 +309,15 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     j = np.repeat(np.arange(L), k)
     first = np.cumsum(k) - k
     agree = (np.arange(n_active) - first[j]) >= k_dis[j]
-    phi, pick = uniform_on_arcs(rng, starts[j], lengths[j], disagree[j] != agree[:, None])
-    weight = -2.0 * sign_e[j, pick] * np.sqrt(2.0 * rng.standard_exponential(n_active))
-    has = np.flatnonzero(k)
-    if has.size:  # sum r_i v_i = (sum r_i R_i cos) p1 + (sum r_i R_i sin) p2 + sum r_i v_perp,i
-        in_plane = np.add.reduceat(np.stack([weight * np.cos(phi), weight * np.sin(phi)], 1),
-                                   first[has], axis=0)
+    if thresholded:
+        rz = draw_in_pieces(rng, pieces, j, agree)
     else:
-        in_plane = np.zeros((0, 2))
+        phi, pick = uniform_on_arcs(rng, starts[j], lengths[j], disagree[j] != agree[:, None])
+        weight = -2.0 * sign_e[j, pick] * np.sqrt(2.0 * rng.standard_exponential(n_active))
+        rz = np.stack([weight * np.cos(phi), weight * np.sin(phi)], 1)
+    has = np.flatnonzero(k)
+    # sum r_i v_i = (sum r_i z_i1) p1 + (sum r_i z_i2) p2 + sum r_i v_perp,i
+    in_plane = np.add.reduceat(rz, first[has], axis=0) if has.size else np.zeros((0, 2))
     # the v_perp,i are independent of the rest: sum_i r_i v_perp,i ~ sqrt(4 K_j) N(0, I - p1 p1^T - p2 p2^T)
     P1, P2 = p1[has], p2[has]
     sums = (in_plane[:, :1] * P1 + in_plane[:, 1:] * P2
@@ -281,16 +327,190 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     return active, n_active
 
 
+# -- conditional sampling with thresholds (docs/ALGORITHM.md, section 7c) ---------------
+#
+# In the plane, z ~ N(0, I_2); the bit before its flip is sign(c.z + beta), the score's
+# sign sign(e.z + b). The four pieces [A, B, C, D] = [{bit +, score -}, {bit -, score +},
+# {both +}, {both -}]: A, B are where they disagree, C, D where they agree; every active
+# row has r = -2 sign(score): [+2, -2, -2, +2]. Each piece is {n1.z >= t1} and
+# {n2.z >= t2} with unit normals; a half-plane with a zero normal is the whole plane or
+# nothing (t = -T_MAX or +T_MAX: Phi(-40) = 0 in float64).
+
+T_MAX = 40.0
+PARALLEL = 1e-9  # |n1 x n2| below this: parallel boundaries (exactly, to rounding)
+PIECE_SIGNS = np.array([(1, -1), (-1, 1), (1, 1), (-1, -1)])  # (bit, score) of A, B, C, D
+PIECE_RESIDUAL = np.array([2.0, -2.0, -2.0, 2.0])
+
+
+class Pieces(NamedTuple):
+    """Per label and piece (shape ``(L, 4)``, ``(L, 4, 2)`` for vectors): the piece is
+    ``{s >= t1, rho s + tau w >= t2}`` in the coordinates ``z = s n1 + w perp``."""
+
+    n1: np.ndarray
+    perp: np.ndarray
+    t1: np.ndarray
+    t2: np.ndarray
+    rho: np.ndarray
+    tau: np.ndarray
+    mass: np.ndarray
+
+
+def _rot90(n: np.ndarray) -> np.ndarray:
+    return np.stack([-n[..., 1], n[..., 0]], axis=-1)
+
+
+def _half_plane(a: np.ndarray, h: np.ndarray, sigma: int):
+    """``{sigma (a.z + h) >= 0}`` (``sigma = -1``: ``a.z + h < 0``) as ``{n.z >= t}``:
+    ``(n, t, proper)``; where ``a = 0`` it is the plane (``t = -T_MAX``) or nothing
+    (``t = T_MAX``) by the sign of ``h`` (``sign(0) = +1``), and ``n`` is to be chosen."""
+    norm = np.linalg.norm(a, axis=1)
+    proper = norm > 0
+    safe = np.where(proper, norm, 1.0)
+    n = sigma * a / safe[:, None]
+    whole = (h >= 0) if sigma > 0 else (h < 0)
+    t = np.where(proper, -sigma * h / safe, np.where(whole, -T_MAX, T_MAX))
+    return n, np.clip(t, -T_MAX, T_MAX), proper
+
+
+def _pieces(c2d: np.ndarray, beta: np.ndarray, e2d: np.ndarray, b: np.ndarray) -> Pieces:
+    """The four pieces of every label and their probabilities (``mass``, ``(L, 4)``)."""
+    fields = []
+    for s_bit, s_score in PIECE_SIGNS:
+        n1, t1, ok1 = _half_plane(c2d, beta, s_bit)
+        n2, t2, ok2 = _half_plane(e2d, b, s_score)
+        axis = np.zeros_like(n1)
+        axis[:, 0] = 1.0
+        n1 = np.where(ok1[:, None], n1, np.where(ok2[:, None], _rot90(n2), axis))
+        n2 = np.where(ok2[:, None], n2, _rot90(n1))
+        rho = np.clip(np.sum(n1 * n2, axis=1), -1.0, 1.0)
+        cross = n1[:, 0] * n2[:, 1] - n1[:, 1] * n2[:, 0]
+        tau = np.abs(cross)
+        parallel = tau < PARALLEL
+        tau = np.where(parallel, 0.0, tau)
+        rho = np.where(parallel, sign(rho), rho)
+        perp = sign(cross)[:, None] * _rot90(n1)
+        fields.append((n1, perp, t1, t2, rho, tau))
+    n1, perp, t1, t2, rho, tau = (np.stack(f, axis=1) for f in zip(*fields))
+    mass = np.clip(upper_orthant(t1, t2, rho, tau), 0.0, 1.0)
+    return Pieces(n1, perp, t1, t2, rho, tau, mass)
+
+
+def upper_orthant(h, k, rho, tau):
+    r"""``P(X1 >= h, X2 >= k)`` for standard normals with correlation ``rho``,
+    ``tau = sqrt(1 - rho^2)`` (``tau = 0``: ``rho = +-1``, ``X2 = rho X1``).
+
+    For ``tau > 0`` it is ``Phi_2(-h, -k; rho)`` by Owen's formula
+    ``Phi_2(h, k; rho) = (Phi(h) + Phi(k)) / 2 - T(h, a_h) - T(k, a_k) - beta`` with
+    ``a_h = (k - rho h) / (h tau)``, ``a_k = (h - rho k) / (k tau)`` and ``beta = 1/2``
+    if ``h k < 0`` or (``h k = 0`` and ``h + k < 0``), else 0; at ``h = 0`` its limit
+    from ``h > 0`` (``a_h = sign(k) inf``, or ``(1 - rho) / tau`` if also ``k = 0``).
+    """
+    h, k = np.broadcast_arrays(-np.asarray(h, dtype=np.float64), -np.asarray(k, dtype=np.float64))
+    rho, tau = np.broadcast_to(rho, h.shape), np.broadcast_to(tau, h.shape)
+    proper = tau > 0
+    safe = np.where(proper, tau, 1.0)
+    edge = (1.0 - rho) / safe
+
+    def slope(x, y):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = (y - rho * x) / (x * safe)
+        return np.where(x != 0, a, np.where(y != 0, np.copysign(np.inf, y), edge))
+
+    hk = np.sign(h) * np.sign(k)
+    half = np.where((hk < 0) | ((hk == 0) & (h + k < 0)), 0.5, 0.0)
+    owen = (0.5 * ndtr(h) + 0.5 * ndtr(k) - owens_t(h, slope(h, k)) - owens_t(k, slope(k, h))
+            - half)
+    if proper.all():
+        return owen
+    # tau = 0, back in the upper-orthant arguments: rho = 1: X1 >= max(h, k);
+    # rho = -1: h <= X1 <= -k (each difference taken on the side of small tails)
+    H, K = -h, -k
+    same = ndtr(-np.maximum(H, K))
+    opposite = np.maximum(np.where(H > 0, ndtr(-H) - ndtr(K), ndtr(-K) - ndtr(H)), 0.0)
+    return np.where(proper, owen, np.where(rho > 0, same, opposite))
+
+
+def _marginal_density(x, t2, rho, tau):
+    """Density of ``s`` on its piece, unnormalised: ``phi(s) P(rho s + tau w >= t2)``."""
+    proper = tau > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        arg = np.where(proper, (rho * x - t2) / np.where(proper, tau, 1.0),
+                       np.where(rho * x - t2 >= 0, np.inf, -np.inf))
+    return np.exp(-0.5 * x * x) / np.sqrt(TWO_PI) * ndtr(arg)
+
+
+NEWTON_STEP = 1e-8  # a Newton step this small (relative): the next error is ~1e-16
+BRACKET_TOL = 1e-13
+NEWTON_MAX_ITER = 200
+
+
+def inverse_marginal(u, t1, t2, rho, tau, mass):
+    """Per row, ``s >= t1`` with ``G(s) = u G(t1)``, ``G(x) = P(S >= x, rho S + tau W >= t2)``
+    (``G(t1) = mass > 0``, ``u`` in ``(0, 1]``): Newton's method on ``log G`` (concave:
+    ``G`` is the survival function of a log-concave density), started where the first
+    constraint alone would put ``s``, kept in a shrinking bracket ``[lo, hi]`` (``hi``:
+    where ``P(S >= hi)`` is the target) and
+    replaced by bisection where it leaves it; it stops after a Newton step below
+    ``NEWTON_STEP`` (quadratic convergence) or a bracket below ``BRACKET_TOL``."""
+    with np.errstate(divide="ignore"):  # a piece of mass 0 is never picked by a real draw
+        log_target = np.log(u * mass)
+    x = np.clip(-ndtri_exp(np.log(u) + log_ndtr(-t1)), t1, T_MAX)
+    g = upper_orthant(x, t2, rho, tau)
+    # G(x) <= P(S >= x): the root is left of where that equals the target
+    lo, hi = t1.copy(), np.clip(-ndtri_exp(log_target), t1, T_MAX)
+    todo = np.arange(x.size)
+    for _ in range(NEWTON_MAX_ITER):
+        if not todo.size:
+            break
+        xi, gi, a, z = x[todo], g[todo], lo[todo], hi[todo]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            f = np.where(gi > 0, np.log(np.where(gi > 0, gi, 1.0)) - log_target[todo], -np.inf)
+            right = f >= 0  # G(x) >= target: the root is at or right of x
+            a, z = np.where(right, xi, a), np.where(right, z, xi)
+            step = xi + f * gi / _marginal_density(xi, t2[todo], rho[todo], tau[todo])
+        newton = np.isfinite(step) & (step > a) & (step < z)
+        new = np.where(newton, step, 0.5 * (a + z))
+        lo[todo], hi[todo], x[todo] = a, z, new
+        done = np.where(newton, np.abs(new - xi) <= NEWTON_STEP * (1.0 + np.abs(xi)),
+                        z - a <= BRACKET_TOL * (1.0 + np.abs(xi)))
+        todo = todo[~done]
+        g[todo] = upper_orthant(x[todo], t2[todo], rho[todo], tau[todo])
+    return x
+
+
+def draw_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray) -> np.ndarray:
+    """``r_i z_i`` (``(n, 2)``) of active rows of labels ``j``: ``z_i`` in the plane from
+    ``N(0, I_2)`` restricted to where the bit and the score disagree (``agree`` false) or
+    agree (a flipped row). Three uniforms per row, in turn: the piece (with probability
+    proportional to its mass), ``s`` by inverse transform (:func:`inverse_marginal`), and
+    ``w`` given ``s`` from ``N(0, 1)`` truncated to ``rho s + tau w >= t2`` (in log space,
+    exact in the tails)."""
+    n = j.size
+    base = np.where(agree, 2, 0)
+    m0, m1 = pieces.mass[j, base], pieces.mass[j, base + 1]
+    pick = base + (rng.random(n) * (m0 + m1) >= m0)
+    at = lambda a: a[j, pick]  # noqa: E731
+    t1, t2, rho, tau, mass = map(at, (pieces.t1, pieces.t2, pieces.rho, pieces.tau,
+                                      pieces.mass))
+    s = inverse_marginal(1.0 - rng.random(n), t1, t2, rho, tau, mass)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = np.where(tau > 0, (t2 - rho * s) / np.where(tau > 0, tau, 1.0), -np.inf)
+    w = -ndtri_exp(np.log1p(-rng.random(n)) + log_ndtr(-low))
+    z = s[:, None] * at(pieces.n1) + w[:, None] * at(pieces.perp)
+    return PIECE_RESIDUAL[pick][:, None] * z
+
+
 def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
                           PtA_true: np.ndarray, B_true_rows: np.ndarray, flip: float,
-                          noise_std: float) -> ActiveRows:
+                          noise_std: float, b_true_rows=None) -> ActiveRows:
     r"""The initial batch's per-label sums ``S_j = sum_{i in j} y_i x_i`` by conditional
     sampling (same law as :func:`draw_projected_init`).
 
     With ``p_j = c_j / |c_j|`` (``c_j`` as in :func:`draw_conditional_step`), write
-    ``v_i = a_i p_j + v_perp,i``: the bit is ``sign(a_i)`` (flipped or not) and independent
-    of ``v_perp,i``, so ``sum y_i v_i = (sum_unflipped |a_i| - sum_flipped |a_i|) p_j +
-    sqrt(n_j) N(0, I - p_j p_j^T)``: one normal per row and ``r + 1`` per label.
+    ``v_i = a_i p_j + v_perp,i``: the bit is ``sign(|c_j| a_i + b*_j)`` (flipped or not)
+    and independent of ``v_perp,i``, so ``sum y_i v_i = (sum_i y_i a_i) p_j +
+    sqrt(n_j) N(0, I - p_j p_j^T)``: one normal per row and ``r + 1`` per label
+    (``b* = 0``: ``y_i a_i = |a_i|``, or ``-|a_i|`` flipped).
     """
     L = hi - lo
     r = P_true.shape[1]
@@ -301,7 +521,11 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     j = np.repeat(np.arange(L), n_j)
     first = np.cumsum(n_j) - n_j
     a = rng.standard_normal(n_obs)
-    a = np.where(zero[j], a, np.abs(a))
+    beta = _offsets(b_true_rows, L)
+    if _has_offsets(beta):
+        a = sign(norm[j] * a + beta[j]) * a
+    else:
+        a = np.where(zero[j], a, np.abs(a))
     a[(np.arange(n_obs) - first[j]) >= n_j[j] - flips[j]] *= -1.0  # the flipped rows
     has = np.flatnonzero(n_j)
     along = np.add.reduceat(a, first[has]) if has.size else np.zeros(0)

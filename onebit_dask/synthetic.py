@@ -1,8 +1,10 @@
 r"""The synthetic one-bit single-label problem of docs/ALGORITHM.md section 1.
 
-Everything is a pure function of ``(d1, d2, rank, flip, noise_std, seed)``:
+Everything is a pure function of ``(d1, d2, rank, flip, noise_std, positive_rate, seed)``:
 
 * the truth ``W* = colnorm(U V^T) = A* B*^T`` from ``SeedSequence([seed, 2**32-1])``;
+* the thresholds ``b*_j = Phi^{-1}(p_j)`` of the label priors ``p_j`` (``positive_rate``;
+  zero for the paper's balanced model), a range's order from ``SeedSequence([seed, 2**32-5])``;
 * batch ``t`` (``t = 0`` initialises, step ``t`` uses batch ``t + 1``) is split into
   ``n_shards`` shards; shard ``s`` owns the contiguous label block
   ``[s d2 // S, (s+1) d2 // S)``, its observation count is multinomial (drawn from
@@ -15,7 +17,7 @@ Everything is a pure function of ``(d1, d2, rank, flip, noise_std, seed)``:
 zeros: ``SeedSequence([a, b])`` equals ``SeedSequence([a, b, 0])``.)
 
 Features are float32 standard normals drawn with NumPy's default bit generator
-(PCG64); labels are ``sign(x^T w*_j + noise_std g)`` flipped with probability
+(PCG64); labels are ``sign(x^T w*_j + b*_j + noise_std g)`` flipped with probability
 ``flip``. The Gaussian noise is added to the unit-variance signal ``x^T w*_j``,
 not to the ``sqrt(d2)``-scaled measurement of the paper's eq. (2).
 """
@@ -28,8 +30,9 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
+from scipy.special import ndtri
 
-from ._validation import check_choice, check_float, check_int, check_rank, check_seed
+from ._validation import _show, check_choice, check_float, check_int, check_rank, check_seed
 from .data.shards import ShardKind, active_sums
 from .kernels import sign
 from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
@@ -41,6 +44,7 @@ TRUTH_TAG = 2**32 - 1
 TEST_TAG = 2**32 - 2
 FULL_TAG = 2**32 - 3
 LABEL_SUBSET_TAG = 2**32 - 4
+PRIOR_ORDER_TAG = 2**32 - 5
 COUNT_TAG = 2**32 - 1
 
 
@@ -92,12 +96,74 @@ def _truth_rows(d1: int, d2: int, rank: int, seed: int, lo: int, hi: int):
     return _read_only(U, np.concatenate(keep) if keep else np.empty((0, rank)))
 
 
+def _check_rate(name: str, value) -> float:
+    value = check_float(name, value, low=0.0, high=1.0, high_open=True)
+    if value == 0.0:
+        raise ValueError(f"{name}={value} is not allowed: {name} must be in (0, 1)")
+    return value
+
+
+def check_positive_rate(value):
+    """``None``, a rate ``P`` in ``(0, 1)`` as a float, or a range ``(P_MIN, P_MAX)`` with
+    ``0 < P_MIN <= P_MAX < 1`` as a tuple of floats."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"positive_rate={_show(value)} is not allowed: give one rate P "
+                             "in (0, 1) or a range (P_MIN, P_MAX) with 0 < P_MIN <= P_MAX < 1")
+        low = _check_rate("positive_rate[0]", value[0])
+        high = _check_rate("positive_rate[1]", value[1])
+        if low > high:
+            raise ValueError(f"positive_rate={_show(value)} is not allowed: a range "
+                             "(P_MIN, P_MAX) needs P_MIN <= P_MAX")
+        return (low, high)
+    return _check_rate("positive_rate", value)
+
+
+def parse_positive_rate(value):
+    """``positive_rate`` from the command line or a spec: ``none`` (or None), a rate
+    ``P`` or a range ``P_MIN:P_MAX`` (text or numbers), checked by
+    :func:`check_positive_rate`."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == "none":
+            return None
+        parts = text.split(":")
+        try:
+            numbers = [float(part) for part in parts]
+        except ValueError:
+            raise ValueError(f"positive_rate={value!r} is not allowed: give none, a rate P "
+                             "in (0, 1) or a range P_MIN:P_MAX") from None
+        value = tuple(numbers) if len(numbers) > 1 else numbers[0]
+    return check_positive_rate(value)
+
+
+@lru_cache(maxsize=2)
+def _prior_order(d2: int, seed: int) -> np.ndarray:
+    """The rank of each label's prior in a range (a seeded permutation of ``range(d2)``)."""
+    order = _rng(seed, PRIOR_ORDER_TAG).permutation(d2)
+    return _read_only(order.astype(np.int32 if d2 < 2**31 else np.int64))[0]
+
+
+def _priors(rate, d2: int, seed: int, labels: np.ndarray) -> np.ndarray:
+    """The priors ``p_j`` of ``labels``: ``rate`` for a scalar; for a range, the values of
+    ``np.geomspace(P_MIN, P_MAX, d2)`` in the order :func:`_prior_order`, computed for
+    these labels only."""
+    if not isinstance(rate, tuple):
+        return np.full(labels.shape, rate)
+    low, high = rate
+    rank = _prior_order(d2, seed)[labels]
+    frac = rank / max(d2 - 1, 1)
+    return np.exp(np.log(low) + frac * (np.log(high) - np.log(low)))
+
+
 class TestSet(NamedTuple):
     """Held-out instances with noiseless labels on the evaluated labels."""
 
     X: np.ndarray  # (n_test, d1) float64
     labels: np.ndarray  # (n_eval,) the evaluated label indices
-    Y: np.ndarray  # (n_test, n_eval) int8 in {-1, +1}: sign(X W*[:, labels])
+    Y: np.ndarray  # (n_test, n_eval) int8 in {-1, +1}: sign(X W*[:, labels] + b*[labels])
 
 
 def _label_blocks(problem, t, batch_size, n_shards):
@@ -129,9 +195,9 @@ class _BlockShard:
     def label_range(self) -> tuple[int, int]:
         return self.lo, self.hi
 
-    def activate(self, model, B_rows):
+    def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)`` of the explicitly drawn observations (``load()``)."""
-        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi])[0]
+        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi], [b_rows])[0]
 
 
 class SyntheticShard(_BlockShard):
@@ -160,24 +226,28 @@ class ProjectedShard(_BlockShard):
     """A shard of a :class:`SyntheticProblem`'s batch, drawn by projected sampling
     (:mod:`onebit_dask.sampling`): only what the step uses, exact in law."""
 
-    def activate(self, model, B_rows):
+    def activate(self, model, B_rows, b_rows=None):
         """:meth:`draw_active` with the model's projection."""
-        return self.draw_active(model.projection, B_rows)
+        return self.draw_active(model.projection, B_rows, b_rows)
 
-    def draw_active(self, projection: Projection, B_rows=None):
+    def draw_active(self, projection: Projection, B_rows=None, b_rows=None):
         """``(ActiveRows, n_active)``: per-label sums of ``w_i x_i`` over the active rows
-        (``w = y`` for the initial batch, ``r = y - sign(s)`` for a step)."""
+        (``w = y`` for the initial batch, ``r = y - sign(s)`` for a step, with the score
+        ``s_i = x_i^T A B[j_i] + b[j_i]``; ``b_rows``, the model's thresholds of the
+        block's labels, ``None`` for zeros)."""
         p = self.source
         rng = _rng(p.seed, self.t, self.s)
         B_true = _truth_rows(p.d1, p.d2, p.rank, p.seed, self.lo, self.hi)[1]
+        b_true = None if p.positive_rate is None else p.truth_bias(self.lo, self.hi)
         if projection.PtA is None:
             init = draw_conditional_init if p.sampler == "conditional" else draw_projected_init
             active = init(rng, self.n_obs, self.lo, self.hi, projection.P, projection.PtA_true,
-                          B_true, p.flip, p.noise_std)
+                          B_true, p.flip, p.noise_std, b_true_rows=b_true)
             return active, self.n_obs
         draw = draw_conditional_step if p.sampler == "conditional" else draw_projected_step
         return draw(rng, self.n_obs, self.lo, self.hi, projection.P, projection.PtA_true,
-                    B_true, projection.PtA, B_rows, p.flip, p.noise_std)
+                    B_true, projection.PtA, B_rows, p.flip, p.noise_std,
+                    b_true_rows=b_true, b_rows=b_rows)
 
 
 @dataclass(frozen=True)
@@ -194,6 +264,14 @@ class SyntheticProblem:
         Probability in ``[0, 0.5)`` that an observed bit is flipped.
     noise_std : float, default 0
         Standard deviation ``xi >= 0`` of Gaussian noise added to ``x^T w*_j``.
+    positive_rate : None, float or (float, float), default None
+        The label priors ``p_j = P(clean bit of label j = +1)``: ``None`` is the paper's
+        balanced model (``b* = 0``); a rate ``P`` in ``(0, 1)`` gives every label
+        ``p_j = P``; a range ``(P_MIN, P_MAX)``, ``0 < P_MIN <= P_MAX < 1``, spreads
+        ``np.geomspace(P_MIN, P_MAX, d2)`` over the labels in a seeded random order (so
+        every label block mixes rare and frequent labels). The clean bit is
+        ``sign(x^T w*_j + b*_j)`` with ``b*_j = Phi^{-1}(p_j)`` (:meth:`truth_bias`);
+        Gaussian noise is added inside the sign, flips apply after it.
     seed : int, default 0
         Seed in ``[0, 2**32 - 1]`` of the truth, every batch and the test set.
     n_test : int, default 10000
@@ -212,7 +290,8 @@ class SyntheticProblem:
         (binomial, from the angle between the truth and the model) and only the active
         rows' coordinates, from their conditional law: a step then costs ``O(d2)`` plus
         two numbers per active row plus ``d1`` per active label, whatever ``m``
-        (:func:`onebit_dask.sampling.draw_conditional_step`). The samplers give different
+        (:func:`onebit_dask.sampling.draw_conditional_step`; with thresholds, three
+        numbers and a few evaluations of Owen's ``T`` per active row). The samplers give different
         draws of the same distribution; baselines, which need explicit features, always
         see explicit draws.
     """
@@ -223,6 +302,7 @@ class SyntheticProblem:
     _: KW_ONLY
     flip: float = 0.0
     noise_std: float = 0.0
+    positive_rate: float | tuple[float, float] | None = None
     seed: int = 0
     n_test: int = 10_000
     max_eval_labels: int = 1000
@@ -235,6 +315,7 @@ class SyntheticProblem:
             d1=d1, d2=d2, rank=check_rank(self.rank, d1, d2),
             flip=check_float("flip", self.flip, low=0.0, high=0.5, high_open=True),
             noise_std=check_float("noise_std", self.noise_std, low=0.0),
+            positive_rate=check_positive_rate(self.positive_rate),
             seed=check_seed("seed", self.seed),
             n_test=check_int("n_test", self.n_test, low=1),
             max_eval_labels=check_int("max_eval_labels", self.max_eval_labels, low=1),
@@ -258,10 +339,23 @@ class SyntheticProblem:
         """``(A*, B*[lo:hi])`` without forming all of ``B*`` (cached per process)."""
         return _truth_rows(self.d1, self.d2, self.rank, self.seed, lo, hi)
 
+    def truth_bias(self, lo: int, hi: int) -> np.ndarray:
+        """The thresholds ``b*_j = Phi^{-1}(p_j)`` of the labels ``[lo, hi)``, shape
+        ``(hi - lo,)`` float64 (zeros for the balanced model), in ``O(hi - lo)`` memory
+        (a range keeps its ``d2`` label order cached per process)."""
+        return self._bias_at(np.arange(lo, hi))
+
+    def _bias_at(self, labels: np.ndarray) -> np.ndarray:
+        if self.positive_rate is None:
+            return np.zeros(labels.shape)
+        return ndtri(_priors(self.positive_rate, self.d2, self.seed, labels))
+
     def _labels_for(self, X, labels, rng) -> np.ndarray:
         lo, hi = int(labels.min(initial=0)), int(labels.max(initial=0)) + 1
         A, B = self.truth_rows(lo, hi)
         z = np.einsum("ij,ij->i", X @ A.astype(X.dtype), B[labels - lo].astype(X.dtype))
+        if self.positive_rate is not None:
+            z = z + self.truth_bias(lo, hi)[labels - lo]
         return noisy_bits(z, self.flip, self.noise_std, rng)
 
     def projection(self, A=None) -> Projection | None:
@@ -301,7 +395,7 @@ class SyntheticProblem:
         return np.sort(rng.choice(self.d2, size=self.max_eval_labels, replace=False))
 
     def test_set(self) -> TestSet:
-        """``n_test`` fresh instances with noiseless labels ``sign(X W*)`` on ``eval_labels``
+        """``n_test`` fresh instances with noiseless labels ``sign(X W* + b*)`` on ``eval_labels``
         (read-only; it does not depend on the noise or the sampler, so the cells of a sweep
         that differ only in those share the last one drawn in a process, up to
         ``TEST_CACHE_LIMIT`` numbers)."""
@@ -335,6 +429,8 @@ class SyntheticProblem:
         X = rng.standard_normal((n, self.d1))
         A, B = self.truth
         Z = (X @ A) @ B.T
+        if self.positive_rate is not None:
+            Z += self.truth_bias(0, self.d2)
         if self.noise_std > 0:
             Z += self.noise_std * rng.standard_normal(Z.shape)
         Y = sign(Z)
@@ -349,7 +445,10 @@ TEST_CACHE_LIMIT = 10**7  # numbers of a test set's X kept for the next cell
 def _draw_test_set(problem: SyntheticProblem) -> TestSet:
     X = _rng(problem.seed, TEST_TAG).standard_normal((problem.n_test, problem.d1))
     A, B = problem.eval_truth()
-    return TestSet(X, problem.eval_labels, np.where((X @ A) @ B.T >= 0, 1, -1).astype(np.int8))
+    Z = (X @ A) @ B.T
+    if problem.positive_rate is not None:
+        Z += problem._bias_at(problem.eval_labels)
+    return TestSet(X, problem.eval_labels, np.where(Z >= 0, 1, -1).astype(np.int8))
 
 
 @lru_cache(maxsize=1)
@@ -409,8 +508,13 @@ class FullObservationProblem:
     rank = property(lambda self: self.problem.rank)
     truth = property(lambda self: self.problem.truth)
 
+    positive_rate = property(lambda self: self.problem.positive_rate)
+
     def truth_rows(self, lo: int, hi: int):
         return self.problem.truth_rows(lo, hi)
+
+    def truth_bias(self, lo: int, hi: int) -> np.ndarray:
+        return self.problem.truth_bias(lo, hi)
 
     def eval_truth(self):
         return self.problem.eval_truth()

@@ -93,3 +93,12 @@ def test_fit_sampler_option(tmp_path, capsys):
         SyntheticProblem(30, 20, 2, n_test=300, sampler="explicit"))
     assert got["sampler"] == "explicit"
     assert np.isclose(got["auc"], est.history_[-1]["auc"], rtol=0, atol=0)
+
+
+def test_fit_positive_rate(capsys):
+    assert main([*SMALL, "--json", "--quiet", "--positive-rate", "0.05:0.3"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["positive_rate"] == [0.05, 0.3]
+    assert main([*SMALL, "--quiet", "--positive-rate", "0:0.3"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "positive_rate[0]=0.0 is not allowed" in err

@@ -4,10 +4,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+import scipy.special
 import scipy.stats
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask import sampling
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling
 from onebit_dask.engine import blocks as B
 from onebit_dask.synthetic import ProjectedShard
 
@@ -51,11 +51,11 @@ class Patched(ProjectedShard):
 
     name, replacement = None, None
 
-    def draw_active(self, projection, B_rows=None):
+    def draw_active(self, projection, B_rows=None, b_rows=None):
         original = getattr(sampling, self.name)
         setattr(sampling, self.name, self.replacement)
         try:
-            return super().draw_active(projection, B_rows)
+            return super().draw_active(projection, B_rows, b_rows)
         finally:
             setattr(sampling, self.name, original)
 
@@ -186,3 +186,205 @@ def test_span_basis_contains_its_factors():
     np.testing.assert_allclose(P.T @ P, np.eye(6), atol=1e-12)
     for F in (F1, F2):
         np.testing.assert_allclose(P @ (P.T @ F), F, atol=1e-12)
+
+
+# -- thresholds: bit y = sign(x^T w*_j + b*_j + noise) (flipped), score x^T w_j + b_j ------
+
+THRESHOLDED = SyntheticProblem(D1, D2, K, flip=0.1, positive_rate=(0.1, 0.3), seed=3)
+MODEL_BIAS = np.array([-1.0, 0.5, 0.0])  # the model's b_j (label 1 also has a zero row of B)
+
+
+def per_label_sums(shard, projection, A, Bm, bm):
+    """``T`` (``d1 x d2``): a sampler's per-label sums ``sum_{i in j} w_i x_i``, or for an
+    explicit shard the dense reference ``w = y`` (initial batch) or
+    ``w = y - sign(x^T A B[j] + b[j])`` in float64."""
+    T = np.zeros((D1, D2))
+    if isinstance(shard, ProjectedShard):
+        active, _ = shard.draw_active(projection, Bm, bm)
+        T[:, active.labels] += (active.weights[:, None] * active.X).T
+        return T
+    X, labels, y = shard.load()
+    X = X.astype(np.float64)
+    w = y if A is None else y - np.where(
+        np.einsum("ij,ij->i", X @ A, Bm[labels]) + bm[labels] >= 0, 1.0, -1.0)
+    np.add.at(T.T, labels, w[:, None] * X)
+    return T
+
+
+def thresholded_products(problem, n_batches, A, Bm, bm, P, wrong=None):
+    """The statistic of :func:`batch_products` (``[T P_bot; T^T P_top]``) of ``n_batches``
+    batches of ``M`` observations, from :func:`per_label_sums`."""
+    projection = problem.projection(A)
+    out = np.empty((n_batches, D1 + D2))
+    for t in range(n_batches):
+        (shard,) = problem.batch(t + 1, M, 1)
+        if wrong == "score offsets ignored":
+            T = per_label_sums(shard, projection, A, Bm, None)
+        elif wrong == "angle only":  # the balanced draw: offsets ignored in the geometry
+            original, sampling._has_offsets = sampling._has_offsets, lambda *b: False
+            try:
+                T = per_label_sums(shard, projection, A, Bm, bm)
+            finally:
+                sampling._has_offsets = original
+        else:
+            T = per_label_sums(shard, projection, A, Bm, bm)
+        out[t] = np.concatenate([T @ P[D1:, 0], T.T @ P[:D1, 0]])
+    return out
+
+
+THRESHOLD_CASES = {  # problem, whether the model has a zero row of B, initial batch or step
+    "thresholds, flip, step": (THRESHOLDED, True, False),
+    "thresholds, gaussian noise, step": (
+        dataclasses.replace(THRESHOLDED, flip=0.0, noise_std=0.7), False, False),
+    "thresholds, flip, initial batch": (THRESHOLDED, False, True),
+}
+
+
+N_THRESHOLD_BATCHES = 750  # wrong samplers are rejected at p < 1e-5 with a fifth of these
+
+
+@pytest.fixture(scope="module", params=list(THRESHOLD_CASES))
+def threshold_case(request):
+    problem, zero_row, initial = THRESHOLD_CASES[request.param]
+    A, Bm, P = model_state(zero_row=zero_row)
+    A = None if initial else A
+    draws = lambda sampler, wrong=None: thresholded_products(  # noqa: E731
+        dataclasses.replace(problem, sampler=sampler),
+        N_THRESHOLD_BATCHES // (5 if wrong else 1),
+        A, Bm, MODEL_BIAS, P, wrong)
+    return draws, draws("explicit"), initial
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_thresholded_batch_product_has_the_explicit_law(threshold_case, sampler):
+    """With ``b*`` (priors 0.1-0.3) and the model's ``b`` non-zero, the samplers' batch
+    products are not told apart from the dense explicit reference (family-wise 1 %)."""
+    draws, explicit, _ = threshold_case
+    n_tests = moments(explicit[:1]).shape[1]
+    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+
+
+@pytest.mark.parametrize("sampler, wrong", [("projected", "score offsets ignored"),
+                                            ("conditional", "score offsets ignored"),
+                                            ("conditional", "angle only")])
+def test_the_thresholded_law_test_rejects_a_wrong_sampler(threshold_case, sampler, wrong):
+    """Power: a fifth of the batches rejects a sampler that leaves the model's offsets
+    out of the score, or a conditional draw that samples angles only (as if
+    ``b = b* = 0``)."""
+    draws, explicit, initial = threshold_case
+    if initial and wrong == "score offsets ignored":
+        pytest.skip("the initial batch has no score")
+    n_tests = moments(explicit[:1]).shape[1]
+    assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_active_fraction_with_thresholds_is_the_orthant_probability(sampler):
+    """Noise free, a row of label ``j`` is active with probability
+    ``q_j = Phi(u) + Phi(v) - 2 F(u, v)``, ``u = -b*_j``, ``v = -b_j / |w_j|`` and ``F`` the
+    bivariate normal cdf with correlation ``cos angle(w*_j, w_j)`` (scipy's, an independent
+    reference): a z-test per label at 1 % family-wise."""
+    problem = SyntheticProblem(D1, D2, K, seed=4, sampler=sampler, positive_rate=(0.05, 0.4))
+    A, Bm, _ = model_state(1)
+    A_true, B_true = problem.truth
+    W_true, W = A_true @ B_true.T, A @ Bm.T
+    norms = np.linalg.norm(W, axis=0)
+    cos = np.sum(W_true * W, axis=0) / norms
+    u, v = -problem.truth_bias(0, D2), -MODEL_BIAS / norms
+    p = np.array([scipy.stats.norm.cdf(u[j]) + scipy.stats.norm.cdf(v[j]) - 2 *
+                  scipy.stats.multivariate_normal([0, 0], [[1, cos[j]], [cos[j], 1]])
+                  .cdf([u[j], v[j]]) for j in range(D2)])
+    projection = problem.projection(A)
+    shards = problem.batch(1, 300_000, D2)  # one label per shard
+    counts = np.array([sh.draw_active(projection, Bm[s:s + 1], MODEL_BIAS[s:s + 1])[1]
+                       for s, sh in enumerate(shards)])
+    n = np.array([sh.n_obs for sh in shards])
+    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
+    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_zero_thresholds_draw_the_balanced_numbers(sampler):
+    """The model's thresholds fixed at 0 give the paper's draws bit for bit."""
+    problem = dataclasses.replace(PROBLEM, sampler=sampler)
+    A, Bm, _ = model_state()
+    (shard,) = problem.batch(1, 500, 1)
+    a, n_a = shard.draw_active(problem.projection(A), Bm)
+    b, n_b = shard.draw_active(problem.projection(A), Bm, np.zeros(D2))
+    assert n_a == n_b
+    np.testing.assert_array_equal(a.X, b.X)
+    np.testing.assert_array_equal(a.labels, b.labels)
+
+
+def test_upper_orthant_matches_scipy():
+    """``P(X1 >= h, X2 >= k)`` (Owen's T) against scipy's bivariate normal cdf, with
+    ``h = 0``, ``k = 0`` and parallel boundaries (``rho = +-1``)."""
+    rng = np.random.default_rng(0)
+    h, k, rho = rng.normal(0, 2, 60), rng.normal(0, 2, 60), rng.uniform(-0.99, 0.99, 60)
+    h[:6], k[3:9] = 0.0, 0.0
+    got = sampling.upper_orthant(h, k, rho, np.sqrt(1 - rho ** 2))
+    want = [scipy.stats.multivariate_normal([0, 0], [[1, r], [r, 1]]).cdf([-a, -b])
+            for a, b, r in zip(h, k, rho)]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
+    norm = scipy.stats.norm
+    np.testing.assert_allclose(
+        sampling.upper_orthant(np.array([0.3, 0.3, -0.5]), np.array([1.2, -1.0, -0.2]),
+                               np.array([1.0, -1.0, -1.0]), np.zeros(3)),
+        [norm.sf(1.2), norm.cdf(1.0) - norm.cdf(0.3), norm.cdf(0.2) - norm.cdf(-0.5)],
+        atol=1e-15)
+
+
+# -- the law of one thresholded active row in its plane, against rejection sampling -------
+
+PLANE_CASES = [  # (c, b*, e, b) in the plane: general, a rare label, a zero e, parallel
+    ((0.8, 0.3), -1.5, (0.5, -0.6), -0.7), ((1.0, 0.0), -2.3, (0.9, 0.1), -2.0),
+    ((0.3, 0.4), 0.2, (0.0, 0.0), -0.1), ((1.0, 0.0), -1.0, (2.0, 0.0), -1.2)]
+
+
+@pytest.fixture(scope="module")
+def plane_references():
+    """Per case and for disagreeing (unflipped) then agreeing (flipped) rows: the pieces,
+    and ``r z`` of the rows of 1.5 million ``N(0, I_2)`` draws in that set (rejection)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for c, beta, e, b in PLANE_CASES:
+        c2, e2 = np.array([c]), np.array([e])
+        pieces = sampling._pieces(c2, np.array([beta]), e2, np.array([b]))
+        z = rng.standard_normal((1_500_000, 2))
+        bit = np.where(z @ c2[0] + beta >= 0, 1, -1)
+        score = np.where(z @ e2[0] + b >= 0, 1, -1)
+        for agree in (False, True):
+            keep = (bit == score) if agree else (bit != score)
+            out.append((pieces, agree, (-2.0 * score[keep])[:, None] * z[keep]))
+    return out
+
+
+def plane_min_p_value(references):
+    """Smallest Welch p-value over the first and second moments of ``r z``: 5000 rows
+    drawn by :func:`sampling.draw_in_pieces` against the rejection reference."""
+    rng = np.random.default_rng(1)
+    stats = lambda a: np.column_stack([a, a[:, :1] ** 2, a[:, :1] * a[:, 1:], a[:, 1:] ** 2])  # noqa: E731
+    p = [scipy.stats.ttest_ind(
+            stats(sampling.draw_in_pieces(rng, pieces, np.zeros(5000, dtype=int),
+                                          np.full(5000, agree))),
+            stats(ref), equal_var=False).pvalue.min() for pieces, agree, ref in references]
+    return min(p), 5 * len(p)
+
+
+def test_thresholded_row_has_the_law_of_its_pieces(plane_references):
+    """Family-wise 1 % (Bonferroni over 8 sets x 5 moments)."""
+    p, n_tests = plane_min_p_value(plane_references)
+    assert p > LEVEL / n_tests
+
+
+@pytest.mark.parametrize("name, replacement", [
+    ("inverse_marginal",  # s from the first constraint alone
+     lambda u, t1, t2, rho, tau, mass: np.clip(
+         -scipy.special.ndtri_exp(np.log(u) + scipy.special.log_ndtr(-t1)), t1, 40.0)),
+    ("log_ndtr", lambda x: np.zeros_like(x)),  # w not truncated by the second constraint
+])
+def test_the_row_law_test_rejects_a_wrong_draw(plane_references, monkeypatch, name,
+                                               replacement):
+    monkeypatch.setattr(sampling, name, replacement)
+    p, n_tests = plane_min_p_value(plane_references)
+    assert p < LEVEL / n_tests

@@ -141,3 +141,18 @@ def test_runs_distributed_rule():
     assert not runs_distributed({**small, "d2": 2 ** 17, "method": "leml"}, fixed)
     assert runs_distributed(small, {**fixed, "distributed": "always"})
     assert not runs_distributed({**small, "d2": 2 ** 20}, {**fixed, "distributed": "never"})
+
+
+def test_positive_rate_is_a_grid_dimension_only_where_given():
+    from onebit_dask.sweep.methods import make_problem
+
+    assert "positive_rate" not in parse_spec(GOOD).dims
+    text = GOOD.replace("  rank: [2]\n", "  rank: [2]\n  positive_rate: [none, 0.05, '0.005:0.3']\n")
+    spec = parse_spec(text)
+    assert spec.grid["positive_rate"] == ["none", "0.05", "0.005:0.3"]
+    rates = {make_problem(params, spec.fixed).positive_rate for _, params in spec.cells()}
+    assert rates == {None, 0.05, (0.005, 0.3)}
+    with pytest.raises(SpecError, match=r"grid.positive_rate: positive_rate=1.5 is not allowed"):
+        parse_spec(text.replace("0.05,", "1.5,"))
+    with pytest.raises(SpecError, match="the same setting"):
+        parse_spec(text.replace("[none, 0.05", "[5e-2, 0.05"))

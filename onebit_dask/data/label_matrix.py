@@ -89,9 +89,9 @@ class LabelMatrixShard(NamedTuple):
         bits = np.asarray(self.Y[rows, labels - self.lo]).ravel()
         return self.X[rows], labels, 2.0 * bits.astype(np.float64) - 1.0
 
-    def activate(self, model, B_rows):
+    def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)`` of the block's pairs."""
-        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi])[0]
+        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi], [b_rows])[0]
 
 
 class LabelMatrixSource:

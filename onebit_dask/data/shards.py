@@ -43,7 +43,7 @@ def row_bounds(n: int, parts: int) -> list[int]:
     return [p * n // parts for p in range(parts + 1)]
 
 
-def active_sums(X, labels, y, model, B_rows, bounds) -> list:
+def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
     ``[(ActiveRows, n_active)]``, one per block.
 
@@ -60,6 +60,9 @@ def active_sums(X, labels, y, model, B_rows, bounds) -> list:
     B_rows : list of ndarray, or None
         The blocks' rows of ``B`` (``None`` for the initial batch).
     bounds : sequence of int
+    b_rows : list of ndarray or None, or None
+        The blocks' thresholds: the scores are then ``x_i^T A b_{j_i} + b_{j_i}`` (``None``,
+        or a block without thresholds: zeros).
 
     Notes
     -----
@@ -74,7 +77,11 @@ def active_sums(X, labels, y, model, B_rows, bounds) -> list:
     if model.A is None:
         weights, rows = np.asarray(y, dtype=np.float64), None
     else:
-        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0])
+        thresholds = {}
+        if b_rows is not None and all(b is not None for b in b_rows):
+            thresholds["b_rows"] = np.concatenate(b_rows)
+        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0],
+                            **thresholds)
         rows = np.flatnonzero(weights)
     uniq, S = weighted_label_sums(X, labels, weights, rows)
     n_blocks = bounds.size - 1
@@ -92,9 +99,9 @@ class Pieces(NamedTuple):
 
     parts: list
 
-    def activate(self, model, B_rows):
+    def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)``: the pieces' per-label sums added in shard order
-        (``model`` and ``B_rows`` were used when the shards were read)."""
+        (``model``, ``B_rows`` and ``b_rows`` were used when the shards were read)."""
         n_active = sum(n for _, n in self.parts)
         parts = [a for a, _ in self.parts]
         if len(parts) == 1:

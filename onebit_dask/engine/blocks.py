@@ -126,15 +126,16 @@ def load_shard(shard):
     return shard.load()
 
 
-def read_row_shard(data, model: StepModel, B_rows, bounds) -> list:
+def read_row_shard(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
     """A loaded row-range shard ``(X, labels, y)`` read once: its pieces for every label
     block (:func:`~onebit_dask.data.shards.active_sums`)."""
-    return active_sums(*data, model, B_rows, bounds)
+    return active_sums(*data, model, B_rows, bounds, b_rows)
 
 
 def slot_of(block: Block, slot: str):
-    """A slot's array (the label blocks' ``B`` rows for :func:`read_row_shard`)."""
-    return block.slots[slot]
+    """A slot's array, or ``None`` if the block has none (the label blocks' ``B`` rows
+    and thresholds ``b`` for :func:`read_row_shard`)."""
+    return block.slots.get(slot)
 
 
 def out_of(block: Block):
@@ -150,9 +151,10 @@ def activate(block: Block, data, model: StepModel) -> Block:
     """Attach the active rows of this block's share of a batch; ``out = n_active``.
 
     ``data`` is this block's label-block shard, or its :class:`~onebit_dask.data.shards.Pieces`
-    of the row-range shards: either way ``data.activate(model, B_rows)``.
+    of the row-range shards: either way ``data.activate(model, B_rows, b_rows)`` with the
+    block's rows of ``B`` and its thresholds (slot ``"b"``, ``None`` without them).
     """
-    active, n_active = data.activate(model, block.slots.get("B"))
+    active, n_active = data.activate(model, block.slots.get("B"), block.slots.get("b"))
     return block.evolve(out=n_active, active=active)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from .. import metrics
 from ..baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, TraceNormMultiLabel
 from ..estimator import OneBitMultiLabel
-from ..synthetic import FullObservationProblem, SyntheticProblem
+from ..synthetic import FullObservationProblem, SyntheticProblem, parse_positive_rate
 from .noise import parse_noise
 
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
@@ -66,6 +66,7 @@ def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
         params["d1"], params["d2"], params["rank"],
         flip=level if model == "flip" else 0.0,
         noise_std=level if model == "gaussian" else 0.0,
+        positive_rate=parse_positive_rate(params.get("positive_rate", "none")),
         seed=params["seed"], n_test=fixed["n_test"], max_eval_labels=fixed["max_eval_labels"],
         sampler=fixed["sampler"])
 

@@ -15,6 +15,7 @@ A spec::
       batch_size: [10000]
       n_iter: [8]
       seed: [0, 1, 2]
+      positive_rate: [none, 0.05, "0.005:0.3"]   # optional: label priors (none = balanced)
     fixed:                     # the same for every cell
       n_test: 2000
       n_shards: 4
@@ -56,13 +57,13 @@ from dataclasses import dataclass
 import yaml
 
 from .._validation import check_int, check_rank, check_seed
-from ..synthetic import SAMPLERS
+from ..synthetic import SAMPLERS, parse_positive_rate
 from .errors import SpecError
 from .methods import METHODS
 from .noise import NOISE, parse_noise  # noqa: F401 (re-exported)
 
-GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "step",
-              "batch_size", "n_iter", "seed")
+GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
+              "step", "batch_size", "n_iter", "seed")
 GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
@@ -139,7 +140,8 @@ def _same_setting(key, values, where):
     """Refuse two spellings of one setting (``flip=0.05`` and ``flip=5e-2``)."""
     seen = {}
     for v in values:
-        canonical = parse_noise(v) if key == "noise" else v
+        canonical = {"noise": parse_noise,
+                     "positive_rate": parse_positive_rate}.get(key, lambda v: v)(v)
         if canonical in seen:
             raise SpecError(f"{where}: grid.{key}: {seen[canonical]!r} and {v!r} are the same "
                             "setting: list it once")
@@ -161,8 +163,8 @@ def _check_grid_values(key, values, where="<spec>"):
         try:
             if key in checks:
                 v = checks[key](v)
-            elif key == "noise":
-                parse_noise(v)
+            elif key in ("noise", "positive_rate"):
+                (parse_noise if key == "noise" else parse_positive_rate)(v)
                 v = str(v)
             elif key == "step" and v not in ("paper", "averaged"):
                 raise ValueError(f"step={v!r} is not allowed: choose 'paper' or 'averaged'")
