@@ -165,7 +165,7 @@ def _fit_inputs(args):
         raise ValueError(f"{names} set the synthetic problem: they do not apply with --data "
                          f"{args.data!r} (the store gives d1, d2 and the bits)")
     from ._validation import check_int
-    from .data.inputs import as_source, read_text
+    from .data.inputs import read_text
 
     check_int("batch_size", args.batch_size, low=1)
     path = os.fspath(args.data)
