@@ -215,7 +215,7 @@ def _run_fit(args) -> int:
     )
     if synthetic:
         result.update(flip=args.flip, noise_std=args.noise_std,
-                      positive_rate=data.positive_rate, sampler=args.sampler)
+                      positive_rate=source.planted.positive_rate, sampler=args.sampler)
     else:
         result.update(data=args.data, test_data=args.test_data)
     result["model"] = args.save
