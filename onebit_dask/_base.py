@@ -32,11 +32,15 @@ class FactorPredictor:
                     labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
                 raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
                                  f"of integers in [0, {self.n_labels_})")
-        return (X.astype(np.float64) @ self.A_) @ self._B_rows(labels).T
+        return (X.astype(np.float64) @ self.A_) @ self._B_rows(labels).T + self._b_rows(labels)
 
     def _B_rows(self, labels=None) -> np.ndarray:
         """Rows of ``B_`` at ``labels`` (all rows for ``None``), in the order given."""
         return self.B_ if labels is None else self.B_[labels]
+
+    def _b_rows(self, labels=None):
+        """The thresholds at ``labels``: ``0.0`` for a model without thresholds."""
+        return 0.0
 
     def predict(self, X, labels=None):
         """Signs ``sign(X W)`` in ``{-1, +1}`` (int8), shape as :meth:`decision_function`."""

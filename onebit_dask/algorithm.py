@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
+from . import thresholds
 from .engine import blocks as B
 from .kernels import add_label_rows, scale_constant
 
@@ -112,9 +113,19 @@ def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
     return Q0, np.vstack([H0 @ Q0[d1:], H0.T @ Q0[:d1]])
 
 
+def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
+    """Attach the initial batch to the blocks; with thresholds, set them from the whole
+    batch's bits and weight the rows of each label's positive and negative bits
+    (:func:`B.finalize_init`)."""
+    expected = n_obs / d2
+    outs = engine.map(B.activate, model, expected, per_block=engine.by_block(data, model))
+    if model.thresholds:
+        engine.map(B.finalize_init, thresholds.prior([o[1:] for o in outs]), expected)
+
+
 def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):
     """Initialise from the exact SVD of the dense ``H0`` (``d1 x d2`` on the client)."""
-    engine.map(B.activate, model, per_block=engine.by_block(data, model))
+    activate_initial(engine, data, model, n_obs, d2)
     S = add_label_rows(np.zeros((d2, d1)), engine.map(B.label_sums))
     Q0, V0 = initialise_dense(S, n_obs, d1, d2, rank)
     A = Q0[:d1]
@@ -132,7 +143,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     c = scale_constant(d2, n_obs)
     n = d1 + d2
     width = min(2 * rank + oversampling, n)
-    engine.map(B.activate, model, per_block=engine.by_block(data, model))
+    activate_initial(engine, data, model, n_obs, d2)
     top = rng.standard_normal((d1, width))
     engine.map(B.random_slot, "P", int(rng.integers(2**63)), width)
     grams = engine.map(B.cross, "P", "P")
@@ -161,8 +172,9 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     A = state.Q  # W = A B^T with A = Q_top
     scale = eta * scale_constant(d2, n_obs)
     n_rows = A.shape[0] + d2
-    outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale,
+    outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2, eta,
                       per_block=engine.by_block(data, model))
+    prior = thresholds.prior([o[4:] for o in outs]) if model.thresholds else None
     n_active = sum(o[0] for o in outs)
     Y_top = _combine([o[1:] for o in outs], A, scale)
     Rinv, shifted = chol_inverse(Y_top.T @ Y_top + _sum(o[3] for o in outs), n_rows)
@@ -175,6 +187,7 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     Rinv, _ = chol_inverse(top.T @ top + _sum(grams), n_rows)
     Q_top = top @ Rinv
     outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
+                      prior,
                       per_block=_each(evaluation, len(engine.handles)))
     V_top = _combine(outs, A, scale)
     return TopState(Q_top, V_top), n_active, [o[2] for o in outs]

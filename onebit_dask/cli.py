@@ -192,8 +192,8 @@ def _run_fit(args) -> int:
             test = read_text(os.fspath(args.test_data))
             HeldOut(test, d1, d2)  # checked before any work
             fit_options["eval_set"] = test
-    except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ClusterConfigError
-        raise UsageError(str(exc)) from None
+    except (TypeError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        raise UsageError(str(exc)) from None  # (also ClusterConfigError, ModelStoreError)
     with open_client(**_target(args), timeout=args.connect_timeout,
                      worker_timeout=args.worker_timeout, quiet=args.quiet,
                      debug=args.debug) as client:
@@ -202,7 +202,7 @@ def _run_fit(args) -> int:
         est.set_params(client=client).fit(*data, **fit_options)
         wall = time.perf_counter() - start
         if args.save is not None:  # while the blocks' workers are still there
-            est.save(args.save)
+            _save(est, args)
     last = est.history_[-1]
     synthetic = args.data is None
     metric_keys = ("spectral_error", "frobenius_error", "hamming_loss", "auc") if synthetic else \
@@ -240,15 +240,30 @@ def _run_fit(args) -> int:
     return 0
 
 
+def _save(est, args) -> None:
+    from .persist import SaveError
+
+    try:
+        est.save(args.save)
+    except SaveError as exc:  # the fitted model ends with this process: say so
+        again = ("run the same command again (it resumes from the checkpoint, which holds "
+                 "the fitted model)" if args.checkpoint else "run the fit again")
+        raise RunError(f"{exc.reason}; nothing was written at {exc.path!r} (the partial copy "
+                       f"was removed) and the fitted model is lost with this command: free "
+                       f"some space and {again}") from None
+
+
 def _check_model_options(args, est, source) -> dict:
     """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
     arguments of ``fit``."""
-    import os
-
+    from .model_io import check_target, store_path
     from .persist import Checkpoint, fingerprint
 
-    if args.save is not None and os.path.exists(args.save):
-        raise ValueError(f"--save={args.save!r} exists: give a new path, or delete it first")
+    if args.save is not None:
+        check_target(args.save, overwrite=False, kind="model", name="--save")
+        if args.checkpoint is not None and store_path(args.save) == store_path(args.checkpoint):
+            raise ValueError(f"--save={args.save!r} and --checkpoint={args.checkpoint!r} are one "
+                             "path: give the model and the checkpoint two paths")
     if args.checkpoint is None:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint PATH")
@@ -472,7 +487,7 @@ def _run_sweep(args) -> int:
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
         raise UsageError(str(exc)) from None  # (a damaged store: SweepRuntimeError, exit 1)
     args.writes = args.out
-    from .sweep.lock import StoreLock
+    from .stores.lock import StoreLock
 
     StoreLock(args.out).probe()  # in use: refuse before starting a cluster
     with open_client(**_target(args), timeout=args.connect_timeout,

@@ -86,6 +86,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         the workers already draw the next batch).
     progress : bool, default False
         Show a progress bar of the steps on stderr.
+    threshold : {"none", "estimated"}, default "none"
+        ``"none"``: the paper's model ``y = sign(x^T w_j)``. ``"estimated"``: per-label
+        thresholds, ``y = sign(x^T w_j + b_j)``, with ``b_j = Phi^{-1}`` of the label's
+        smoothed share of positive bits (all batches so far), the per-label step scale
+        ``c_j = 1 / (2 n_j phi(b_j))`` from the label's own bits ``n_j`` in the batch, and
+        an initial batch weighted by the residuals ``y - sign(b_j)`` of ``W = 0``
+        (``docs/ALGORITHM.md`` section 9). For labels that are rarely positive.
 
     Attributes
     ----------
@@ -103,6 +110,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Steps done after the initialisation.
     n_samples_seen_ : int
         Observations used, the initial batch included.
+    intercept_ : ndarray of shape (d2,)
+        The thresholds ``b`` (zeros for ``threshold="none"``): scores are
+        ``x^T W + b``.
     history_ : list of dict
         One entry per iteration (0 = after the initialisation): ``iteration``,
         ``n_samples``, ``n_active`` (observations with a non-zero residual),
@@ -116,7 +126,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, client=None,
-                 eval_every=1, progress=False):
+                 eval_every=1, progress=False, threshold="none"):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -128,6 +138,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.client = client
         self.eval_every = eval_every
         self.progress = progress
+        self.threshold = threshold
 
     # -- parameters -----------------------------------------------------------
     def _check_params(self, d1: int, d2: int) -> None:
@@ -140,6 +151,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_int("init_power_iter", self.init_power_iter, low=0)
         as_generator(self.random_state)
         check_int("eval_every", self.eval_every, low=0)
+        check_choice("threshold", self.threshold, ("none", "estimated"))
 
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, Y=None, bits=None, *, n_labels=None, eval_set=None, checkpoint=None,
@@ -268,6 +280,12 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return engine.prepare(shards, self._bounds), sum(sh.n_obs for sh in shards)
 
     def _fit_source(self, source, data=None, checkpoint=None, heldout=None):
+        if checkpoint is None:
+            return self._run_source(source, data, None, heldout)
+        with checkpoint:  # its one writer, from resume to the last write
+            return self._run_source(source, data, checkpoint, heldout)
+
+    def _run_source(self, source, data, checkpoint, heldout):
         self._start(source.d1, source.d2)
         self._data = data
         engine = make_engine(self.client)
@@ -333,7 +351,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         pieces)``."""
         d1, d2 = self.n_features_in_, self.n_labels_
         if self.n_steps_ < 0:
-            model = StepModel(None, projection(None))
+            model = StepModel(None, projection(None), self.threshold == "estimated")
             if self._dense_init(d1, d2):
                 self._top, outs = init_dense(engine, data, model, n_obs, d1, d2, self.rank,
                                              self._bounds, evaluation)
@@ -343,7 +361,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             n_active = n_obs
         else:
             eta = step_size(self.step, self.n_steps_)
-            model = StepModel(self.A_, projection(self.A_))
+            model = StepModel(self.A_, projection(self.A_), self.threshold == "estimated")
             self._top, n_active, outs = step(engine, data, model, self._top, n_obs, d2, eta,
                                              evaluation)
         self.A_ = self._top.Q
@@ -353,8 +371,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """The test metrics from the blocks' evaluation pieces (``[gram, B rows]`` each)."""
         gram = sum(o[0] for o in outs)
         B_eval = np.concatenate([o[1] for o in outs])
+        b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
         return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], self.A_, gram,
-                                         B_eval, self.n_labels_)
+                                         B_eval, self.n_labels_, b_eval=b_eval)
 
     def _dense_init(self, d1: int, d2: int) -> bool:
         return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
@@ -421,6 +440,18 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def _B_rows(self, labels):
         return self._label_rows("B", labels)
+
+    def _b_rows(self, labels=None):
+        if self.threshold == "none":
+            return 0.0
+        return self._label_rows("b", labels)
+
+    @property
+    def intercept_(self) -> np.ndarray:
+        """The thresholds ``b`` of shape ``(d2,)`` (zeros for ``threshold="none"``)."""
+        self._check_fitted()
+        b = self._b_rows()
+        return np.zeros(self.n_labels_) if np.isscalar(b) else b
 
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j`` for each row of ``X``,

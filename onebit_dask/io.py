@@ -12,7 +12,11 @@ Every chunk of the three arrays is written, even one equal to the fill value, so
 a chunk file that is missing later means a damaged store: opening the store, and
 each shard reading its rows, check that the chunks exist (zarr itself would read a
 missing chunk as zeros) and name the rows of a missing or unreadable chunk
-(:class:`DamagedStoreError`). ``X`` must be float32 or float64: a store with
+(:class:`~onebit_dask.stores.zarr_format.DamagedStoreError`, the one error of every
+damaged store). The arrays carry dimension names (``row``, ``feature``): ``xr.open_zarr``
+reads a store. A store is written into a marked temporary next to its path and moved
+into place (:mod:`onebit_dask.stores.atomic`); ``overwrite`` replaces an observations
+store, nothing else. ``X`` must be float32 or float64: a store with
 integer (or boolean) features is refused rather than cast, so that the layout has
 one meaning and memory use is what the dtype says; ``write_observations`` casts
 integer features to float64 (keep float32 by passing float32).
@@ -32,41 +36,26 @@ import numpy as np
 import zarr
 
 from ._validation import check_features, check_int, check_observations
-from .failures import RunError
 from .data.shards import ShardKind, row_bounds
+from .stores import atomic, paths
+from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
+                                 missing_chunk)
 
 FORMAT = "onebit-dask/observations"
-_ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
-
-
-class DamagedStoreError(RunError):
-    """A store whose chunks are missing or unreadable; the message names the rows."""
-
-
-def _chunk_rows(array, lo: int, hi: int):
-    """``(first row, last row + 1, key)`` of every stored object holding rows ``[lo, hi)``."""
-    rows = (array.shards or array.chunks)[0]
-    cols = (array.shards or array.chunks)[1:]
-    col_grid = [range(-(-n // c)) for n, c in zip(array.shape[1:], cols)]
-    import itertools
-
-    for i in range(lo // rows, -(-hi // rows)):
-        for rest in itertools.product(*col_grid):
-            yield i * rows, min((i + 1) * rows, array.shape[0]), array.metadata.encode_chunk_key(
-                (i, *rest))
+VERSION = 1
+DIMS = {"X": ("row", "feature"), "labels": ("row",), "y": ("row",)}
 
 
 def check_chunks(path: str, name: str, array, lo: int = 0, hi: int | None = None) -> None:
     """Raise :class:`DamagedStoreError` naming the rows of the first missing chunk of
     ``array`` (the array ``name`` of the store at ``path``) among rows ``[lo, hi)``."""
-    hi = array.shape[0] if hi is None else hi
-    for first, last, key in _chunk_rows(array, lo, hi):
-        file = os.path.join(path, name, *key.split("/"))
-        if not os.path.exists(file):
-            raise DamagedStoreError(
-                f"data={path!r}: the chunk {name}/{key} holding rows {first}..{last - 1} is "
-                f"missing (zarr would read it as {array.metadata.fill_value}): the store is "
-                "damaged; restore it or write it again with write_observations")
+    gone = missing_chunk(array, lo, hi)
+    if gone is not None:
+        first, last, key = gone
+        raise DamagedStoreError(
+            f"data={path!r}: the chunk {name}/{key} holding rows {first}..{last - 1} is "
+            f"missing (zarr would read it as {array.metadata.fill_value}): the store is "
+            "damaged; restore it or write it again with write_observations")
 
 
 def read_rows(path: str, name: str, array, lo: int, hi: int):
@@ -76,7 +65,7 @@ def read_rows(path: str, name: str, array, lo: int, hi: int):
         return array[lo:hi]
     except Exception:
         pass
-    for first, last, key in _chunk_rows(array, lo, hi):  # find the chunk that fails
+    for first, last, key in chunk_rows(array, lo, hi):  # find the chunk that fails
         try:
             array[first:last]
         except Exception as exc:
@@ -107,20 +96,51 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
         Replace an existing store; otherwise an existing path is an error.
     """
     path = os.fspath(path)
-    chunk_rows = check_int("chunk_rows", chunk_rows, low=1)
+    rows_per_chunk = check_int("chunk_rows", chunk_rows, low=1)
     X, labels, y, n_labels = check_observations(X, labels, y, n_labels=n_labels)
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace it")
-    group = zarr.open_group(path, mode="w")
-    n, d1 = X.shape
-    rows = min(chunk_rows, n)
-    group.create_array("X", shape=(n, d1), chunks=(rows, d1), dtype=X.dtype,
-                       config=_ALL_CHUNKS)[:] = X
-    group.create_array("labels", shape=(n,), chunks=(rows,), dtype="int64",
-                       config=_ALL_CHUNKS)[:] = labels
-    group.create_array("y", shape=(n,), chunks=(rows,), dtype="int8", config=_ALL_CHUNKS)[:] = y
-    group.attrs.update({"format": FORMAT, "version": 1, "n_labels": int(n_labels)})
+    where = paths.normalise(path)
+    if paths.exists(where):
+        if not overwrite:
+            raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace it")
+        if _format(where) != FORMAT:
+            raise ValueError(f"path={path!r} is not an observations store: overwrite=True "
+                             "replaces an observations store only (nothing was changed)")
+    if paths.is_url(where):  # no rename: in place, the attributes (the format) last
+        if paths.exists(where):
+            paths.remove(paths.join(where, "zarr.json"))
+            paths.remove(where)
+        _write(where, X, labels, y, n_labels, rows_per_chunk)
+        return path
+    atomic.check_parent(where, "path")
+    atomic.recover(where)
+    tmp = atomic.new_temporary(where)
+    try:
+        _write(tmp, X, labels, y, n_labels, rows_per_chunk)
+        atomic.replace(tmp, where)
+    except BaseException:
+        atomic.discard(tmp)
+        raise
     return path
+
+
+def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None:
+    group = zarr.open_group(where, mode="a", zarr_format=3)
+    n, d1 = X.shape
+    rows = min(rows_per_chunk, n)
+    for name, data, chunks in (("X", X, (rows, d1)), ("labels", labels, (rows,)),
+                               ("y", y, (rows,))):
+        dtype = {"X": X.dtype, "labels": "int64", "y": "int8"}[name]
+        group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
+                           config=ALL_CHUNKS, dimension_names=DIMS[name])[:] = data
+    group.attrs.update({**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)})
+
+
+def _format(path: str):
+    """The ``format`` attribute of the zarr group at ``path`` (``None`` if not a group)."""
+    try:
+        return zarr.open_group(path, mode="r").attrs.get("format")
+    except Exception:  # zarr raises several types for a path that is not a group
+        return None
 
 
 @dataclass(frozen=True)

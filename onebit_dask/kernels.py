@@ -137,6 +137,10 @@ class ActiveRows(NamedTuple):
     weights: np.ndarray  # (n_active,), float64
     n_obs: int  # observations in the shard before selection
     by_label: bool = False  # one row per label, labels sorted (per-label sums)
+    counts: object = None  # thresholded model: the batch's LabelCounts (every bit, not only
+    #                        the active ones)
+    X_neg: np.ndarray | None = None  # thresholded model's initial batch: X holds the sums of
+    #                                  the positive bits' rows, X_neg of the negative ones
 
 
 def shard_scores(X: np.ndarray, labels: np.ndarray, A: np.ndarray, B_rows: np.ndarray,
@@ -190,15 +194,17 @@ def rows_product(X: np.ndarray, M: np.ndarray) -> np.ndarray:
     return out
 
 
-def residuals(X, labels, y, A, B_rows, offset: int = 0) -> np.ndarray:
-    """``r = y - sign(x_i^T A B[j_i])`` in ``{-2, 0, 2}`` (float64); ``B_rows`` holds rows
-    ``offset..`` of ``B``.
+def residuals(X, labels, y, A, B_rows, offset: int = 0, b_rows=None) -> np.ndarray:
+    """``r = y - sign(x_i^T A B[j_i] + b[j_i])`` in ``{-2, 0, 2}`` (float64); ``B_rows`` and
+    ``b_rows`` (the thresholds, ``None`` for the paper's model) hold rows ``offset..``.
 
     The scores are one pass over ``X`` (:func:`rows_product`), in the dtype of ``X``
     (float32 features give float32 scores, as :func:`shard_scores`).
     """
     XA = rows_product(X, A.astype(X.dtype, copy=False))
     s = np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
+    if b_rows is not None:
+        s += b_rows[labels - offset].astype(s.dtype, copy=False)
     return np.asarray(y, dtype=np.float64) - sign(s)
 
 

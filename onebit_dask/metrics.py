@@ -104,13 +104,16 @@ def auc(Y_true, scores) -> float:
     return float(np.nanmean(per_label)) if np.isfinite(per_label).any() else float("nan")
 
 
-def _scores_metrics(test_set, A, B_eval, chunk_labels: int):
-    """``(hamming_loss, auc)`` of ``W = A B^T`` on the test set; ``B_eval`` holds the rows
-    of ``B`` at ``test_set.labels``. Scores ``chunk_labels`` labels at a time."""
+def _scores_metrics(test_set, A, B_eval, chunk_labels: int, b_eval=None):
+    """``(hamming_loss, auc)`` of ``W = A B^T`` (and thresholds ``b_eval``) on the test set;
+    ``B_eval`` and ``b_eval`` hold the rows of ``B`` and ``b`` at ``test_set.labels``.
+    Scores ``chunk_labels`` labels at a time."""
     XA_T = np.ascontiguousarray((test_set.X @ A).T)
     errors, per_label = 0, []
     for lo in range(0, test_set.labels.size, chunk_labels):
         scores = B_eval[lo: lo + chunk_labels] @ XA_T  # labels x instances
+        if b_eval is not None:
+            scores += b_eval[lo: lo + chunk_labels, None]
         Y = np.ascontiguousarray(test_set.Y[:, lo: lo + chunk_labels].T > 0)
         errors += np.count_nonzero(Y != (scores >= 0))
         per_label.append(auc_rows(Y, scores))
@@ -120,7 +123,7 @@ def _scores_metrics(test_set, A, B_eval, chunk_labels: int):
 
 
 def evaluate_factored(test_set, A_true, A, gram_R, B_eval, d2: int,
-                      chunk_labels: int = 128) -> dict:
+                      chunk_labels: int = 128, b_eval=None) -> dict:
     r"""The four metrics from what label blocks report, without ``B`` or ``B*``.
 
     Parameters
@@ -132,6 +135,8 @@ def evaluate_factored(test_set, A_true, A, gram_R, B_eval, d2: int,
     B_eval : ndarray of shape (n_eval, l)
         The rows of ``B`` at ``test_set.labels``.
     d2 : int
+    b_eval : ndarray of shape (n_eval,), optional
+        The thresholds at ``test_set.labels`` (a thresholded model).
 
     Notes
     -----
@@ -144,7 +149,7 @@ def evaluate_factored(test_set, A_true, A, gram_R, B_eval, d2: int,
     theta, Z = scipy.linalg.eigh(gram_R)
     F = np.sqrt(np.maximum(theta, 0.0))[:, None] * Z.T
     RL = scipy.linalg.qr(L, mode="r")[0][: L.shape[1]]
-    hamming, auc_value = _scores_metrics(test_set, A, B_eval, chunk_labels)
+    hamming, auc_value = _scores_metrics(test_set, A, B_eval, chunk_labels, b_eval)
     return {
         "spectral_error": float(scipy.linalg.svdvals(RL @ F.T)[0]),
         "frobenius_error": float(np.sqrt(max(sq, 0.0) / d2)),

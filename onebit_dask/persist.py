@@ -7,6 +7,8 @@ runs on, and compares a checkpoint's fingerprint with the fit that wants to resu
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 
@@ -14,6 +16,10 @@ import numpy as np
 
 from . import model_io
 from ._validation import check_int
+from .failures import RunError
+from .stores import atomic, paths
+from .stores.lock import StoreLock
+from .stores.zarr_format import DamagedStoreError
 
 FINGERPRINT_SKIP = ("client", "progress", "eval_every")  # do not change the numbers
 
@@ -99,7 +105,7 @@ def model_attrs(est) -> dict:
         "n_steps": est.n_steps_, "n_samples_seen": est.n_samples_seen_, "fit_s": est._fit_s,
         "bounds": list(est._bounds), "history": est.history_,
         "data": getattr(est, "_data", None),
-        "rng_state": None if rng is None else rng.bit_generator.state,
+        "rng_state": None if rng is None else model_io.encode_rng_state(rng.bit_generator.state),
     })
 
 
@@ -108,32 +114,56 @@ def restore(est, path: str, attrs: dict, engine) -> None:
     ``engine`` and read their own rows."""
     from .algorithm import TopState
 
-    Q_top, V_top = model_io.read_top(path)
+    Q_top, V_top = model_io.read_top(path, attrs)
     est.n_features_in_, est.n_labels_ = attrs["n_features_in"], attrs["n_labels"]
     est.n_steps_, est.n_samples_seen_ = attrs["n_steps"], attrs["n_samples_seen"]
     est.history_ = list(attrs["history"])
     est._fit_s = attrs["fit_s"]
     est._bounds = list(attrs["bounds"])
     est._data = attrs.get("data")
-    state = attrs.get("rng_state")
-    if state is not None:
-        bit_generator = getattr(np.random, state["bit_generator"])()
-        bit_generator.state = state
-        est._rng = np.random.Generator(bit_generator)
-    model_io.read_blocks(path, engine, est._bounds)
+    rng = model_io.rng_state(attrs, f"model store {path!r}")
+    if rng is not None:
+        est._rng = rng
+    model_io.read_blocks(path, engine, attrs)
     est._top = TopState(Q_top, V_top)
     est.A_ = Q_top
 
 
+def _lock(path: str, writer: str):
+    """``path``'s :class:`StoreLock` (none at a URL: object stores have no exclusive
+    create; one writer at a time is then the user's duty)."""
+    return contextlib.nullcontext() if paths.is_url(path) else StoreLock(path, writer=writer)
+
+
+class SaveError(RunError):
+    """Saving failed at run time (a full disk, say): nothing was left half written at the
+    path, and the fitted model is still in the estimator; ``reason`` says what failed."""
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{reason}; nothing was written at {path!r} (the partial copy was "
+                         "removed) and the fitted model is still in memory: call save again")
+
+
 def save(est, path, overwrite: bool = False) -> str:
     est._check_fitted()
-    path = model_io.store_path(path)
-    if os.path.exists(path):
-        if not overwrite:
-            raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace the "
-                                  "model there, or another path")
-        model_io.read_attrs(path, "path")  # replace a model store, nothing else
-    model_io.write_store_atomic(path, est._top, est._live_blocks(), model_attrs(est))
+    path = model_io.check_target(path, overwrite=overwrite, kind="model")
+    attrs = model_attrs(est)
+    with _lock(path, "save"):
+        if not paths.is_url(path):
+            atomic.recover(path, temporaries=True)
+        if paths.exists(path) and not overwrite:  # put back, or written meanwhile
+            raise FileExistsError(f"path={path!r} exists: give a new path, or pass "
+                                  "overwrite=True to replace the model there")
+        if paths.exists(path):
+            model_io.read_attrs(path, "path")  # a model store may be replaced, nothing else
+        try:
+            model_io.write_store_atomic(path, est._top, est._live_blocks(), attrs)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+            raise SaveError(path, f"no space left on the device of {path!r} (errno "
+                                  f"{exc.errno}, {exc.strerror})") from None
     return path
 
 
@@ -153,41 +183,73 @@ def load(cls, path, client=None):
 class Checkpoint:
     """Where a fit writes its state every ``every`` iterations, and resumes from.
 
-    Opening it checks what is at ``path``: nothing (a new fit), or a checkpoint of this
-    very fit (same fingerprint); anything else is refused, naming what differs.
+    Opening it checks what is at ``path`` (nothing is changed): nothing (a new fit), or
+    a checkpoint of this very fit (same fingerprint); anything else is refused, naming
+    what differs. The fit holds it in a ``with`` block: one writer at a time
+    (``PATH.lock``, :class:`~onebit_dask.stores.lock.StoreLock`); a write interrupted
+    by a kill is recovered on entry. A checkpoint is resumed only if it is whole: its
+    attributes, written last, hold the SHA-256 of every array, checked on resume.
     """
 
     def __init__(self, path, every, fingerprint: dict):
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"checkpoint={path!r} is not allowed: checkpoint must be a path "
-                            "(str or os.PathLike)")
-        self.path = model_io.store_path(path)
+        self.path = model_io.check_target(path, overwrite=False, kind="checkpoint",
+                                          name="checkpoint")
         self.every = check_int("checkpoint_every", 1 if every is None else every, low=1)
         self.fingerprint = fingerprint
-        model_io.recover(self.path)
-        self.attrs = self._check() if os.path.exists(self.path) else None
+        self.lock = None
+        found = self.path if paths.exists(self.path) else None
+        if found is None and not paths.is_url(self.path):
+            found = next(iter(atomic.leftovers(self.path, "old")), None)  # put back on entry
+        self.attrs = None if found is None else self._check(found)
 
-    def _check(self) -> dict:
-        advice = (f"pass another checkpoint path, or delete {self.path!r} to start this fit "
-                  "from scratch")
+    def _advice(self) -> str:
+        return (f"pass another checkpoint path, or delete {self.path!r} to start this fit "
+                "from scratch")
+
+    def _check(self, where: str) -> dict:
         try:
-            attrs = model_io.read_attrs(self.path, "checkpoint")
+            attrs = model_io.read_attrs(where, "checkpoint")
         except model_io.ModelStoreError as exc:
-            raise ValueError(f"{exc}; {advice}") from None
+            raise ValueError(f"{exc}; {self._advice()}") from None
+        except DamagedStoreError as exc:
+            raise DamagedStoreError(f"checkpoint {self.path!r}: {exc}; {self._advice()}"
+                                    ) from None
         if not isinstance(attrs.get("checkpoint"), dict):
             raise ValueError(f"checkpoint={self.path!r} is a saved model, not a checkpoint: "
-                             f"{advice}")
+                             f"{self._advice()}")
         diffs = _differences(attrs["checkpoint"].get("fingerprint"), self.fingerprint)
         if diffs:
             raise ValueError(f"checkpoint={self.path!r} is of another fit ({'; '.join(diffs)}): "
-                             f"{advice}")
+                             f"{self._advice()}")
         return attrs
 
+    def __enter__(self):
+        if paths.is_url(self.path):
+            return self  # no lock at a URL (:func:`_lock`); nothing to recover
+        self.lock = StoreLock(self.path, writer="fit")
+        self.lock.acquire()
+        try:
+            atomic.recover(self.path, temporaries=True)
+            self.attrs = self._check(self.path) if os.path.exists(self.path) else None
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.lock is not None:
+            self.lock.release()
+
     def resume(self, est, engine) -> bool:
-        """Restore ``est`` and ``engine``'s blocks from the checkpoint, if there is one."""
+        """Restore ``est`` and ``engine``'s blocks from the checkpoint, if there is one;
+        a checkpoint that is not whole raises :class:`DamagedStoreError`."""
         if self.attrs is None:
             return False
-        restore(est, self.path, self.attrs, engine)
+        try:
+            restore(est, self.path, self.attrs, engine)
+        except DamagedStoreError as exc:
+            raise DamagedStoreError(f"checkpoint {self.path!r} cannot be resumed: {exc}; "
+                                    f"{self._advice()}") from None
         return True
 
     def due(self, t: int, last: bool) -> bool:
@@ -197,4 +259,6 @@ class Checkpoint:
         """The state after the iteration just done; each block written where it lives."""
         attrs = {**model_attrs(est),
                  "checkpoint": {"step": est.n_steps_, "fingerprint": self.fingerprint}}
+        if self.lock is not None:
+            self.lock.check()
         model_io.write_store_atomic(self.path, est._top, engine, attrs)

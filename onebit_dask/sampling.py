@@ -35,7 +35,9 @@ With per-label thresholds (the truth's ``b*_j``, the model's ``b_j``: the bit is
 ``sign(x^T w*_j + b*_j + noise)``, the score ``x^T w_j + b_j``) everything above holds
 with the offsets added; the conditional draw then works on pieces of the plane bounded
 by lines that miss the origin (section 7c). Without thresholds the draws are those of
-the paper's model, number for number.
+the paper's model, number for number. For the thresholded model (``thresholded=True``)
+every draw also gives the batch's label counts and, for the initial batch, the sums of
+the positive and of the negative bits' rows apart, in law as from explicit rows.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import scipy.linalg
 from scipy.special import log_ndtr, ndtr, ndtri_exp, owens_t
 
 from .kernels import ActiveRows, scatter_rows, sign
+from .thresholds import LabelCounts, count_bits
 
 
 def span_basis(*factors: np.ndarray) -> np.ndarray:
@@ -106,7 +109,8 @@ def projected_rows(u: np.ndarray, labels: np.ndarray, weights: np.ndarray, P: np
 
 def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_true: np.ndarray,
                         B_true_rows: np.ndarray, PtA: np.ndarray, B_rows: np.ndarray,
-                        flip: float, noise_std: float, b_true_rows=None, b_rows=None):
+                        flip: float, noise_std: float, b_true_rows=None, b_rows=None,
+                        thresholded: bool = False):
     r"""One shard of a step's batch by projected sampling.
 
     Parameters
@@ -125,6 +129,10 @@ def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_tr
         The thresholds ``b*_j`` of the truth and ``b_j`` of the model (``None``: zeros):
         the bit is ``sign(x^T w*_j + b*_j + noise)`` (then flipped), the score
         ``s = x^T w_j + b_j``.
+    thresholded : bool, default False
+        For the thresholded model: also the batch's
+        :class:`~onebit_dask.thresholds.LabelCounts` (every bit of the shard), in
+        ``active.counts``, drawn after the sums (which are the same numbers either way).
 
     Returns
     -------
@@ -145,22 +153,50 @@ def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_tr
         s = s + b_rows[local]
     r = y - sign(s)
     keep = np.flatnonzero(r)
-    return projected_rows(u[keep], labels[keep], r[keep], P, n_obs, rng), int(keep.size)
+    active = projected_rows(u[keep], labels[keep], r[keep], P, n_obs, rng)
+    if thresholded:
+        active = active._replace(counts=count_bits(labels, y, r))
+    return active, int(keep.size)
 
 
 def draw_projected_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
                         PtA_true: np.ndarray, B_true_rows: np.ndarray, flip: float,
-                        noise_std: float, b_true_rows=None) -> ActiveRows:
+                        noise_std: float, b_true_rows=None,
+                        thresholded: bool = False) -> ActiveRows:
     """One shard of the initial batch (weights ``y_i``) by projected sampling, as
     per-label sums ``S_j = sum_{i in j} y_i x_i`` with ``span(P_true) = span(A*)``
-    (the bit depends on ``x`` only through ``x^T A*``, whatever the thresholds ``b*``)."""
+    (the bit depends on ``x`` only through ``x^T A*``, whatever the thresholds ``b*``);
+    ``thresholded``: the sums of the positive and of the negative bits' rows apart
+    (:func:`projected_signed_rows`)."""
     u = rng.standard_normal((n_obs, P_true.shape[1]))
     labels = lo + rng.integers(0, hi - lo, size=n_obs, dtype=np.int64)
     z = np.einsum("ij,ij->i", u @ PtA_true, B_true_rows[labels - lo])
     if b_true_rows is not None:
         z = z + b_true_rows[labels - lo]
     y = noisy_bits(z, flip, noise_std, rng)
+    if thresholded:
+        return projected_signed_rows(u, labels, y, P_true, n_obs, rng)
     return projected_rows(u, labels, y, P_true, n_obs, rng)
+
+
+def projected_signed_rows(u: np.ndarray, labels: np.ndarray, y: np.ndarray, P: np.ndarray,
+                          n_obs: int, rng) -> ActiveRows:
+    r"""The thresholded model's initial batch: per label (every label with bits), the sums
+    of the rows of its positive bits ``S^+_j = sum_{i in j, y_i > 0} x_i`` (``X``) and of
+    its negative bits ``S^-_j`` (``X_neg``), and the bits' counts (``r_sum`` zeros).
+
+    The two groups of rows are disjoint, so their complements are independent:
+    ``S^±_j = P sum u_i + (I - P P^T) sqrt(n^±_j) g^±_j`` with independent ``g^+_j``,
+    ``g^-_j`` (module docstring); the positive complements are drawn first.
+    """
+    positive = (np.asarray(y) > 0).astype(np.float64)
+    uniq, along_pos = scatter_rows(labels, u, positive)
+    _, along_neg = scatter_rows(labels, u, 1.0 - positive)
+    counts = count_bits(labels, y)
+    S_pos = complete_rows(P, along_pos, np.sqrt(counts.n_pos), rng)
+    S_neg = complete_rows(P, along_neg, np.sqrt(counts.n_bits - counts.n_pos), rng)
+    return ActiveRows(S_pos, uniq, np.ones(uniq.size), n_obs, by_label=True, counts=counts,
+                      X_neg=S_neg)
 
 
 # -- conditional sampling: only the active rows are drawn ---------------------------------
@@ -265,7 +301,7 @@ def _has_offsets(*offsets: np.ndarray) -> bool:
 def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
                           PtA_true: np.ndarray, B_true_rows: np.ndarray, PtA: np.ndarray,
                           B_rows: np.ndarray, flip: float, noise_std: float,
-                          b_true_rows=None, b_rows=None):
+                          b_true_rows=None, b_rows=None, thresholded: bool = False):
     r"""One shard of a step's batch drawing only its active rows (conditional sampling).
 
     Same parameters and result as :func:`draw_projected_step`, and the same law; the cost
@@ -285,6 +321,9 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     and a row is a piece, a coordinate along one boundary's normal by inverse transform
     of its marginal, and the other coordinate from a truncated normal (three numbers;
     docs/ALGORITHM.md, section 7c).
+
+    ``thresholded``: also the batch's :class:`~onebit_dask.thresholds.LabelCounts`
+    (:func:`_conditional_counts`), drawn after the sums (the same numbers either way).
     """
     L = hi - lo
     r = P.shape[1]
@@ -294,9 +333,10 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     p1, p2 = _plane(c, e)
     frame = lambda v: np.stack([np.sum(v * p1, 1), np.sum(v * p2, 1)], axis=1)  # noqa: E731
     beta, b = _offsets(b_true_rows, L), _offsets(b_rows, L)
-    thresholded = _has_offsets(beta, b)
-    if thresholded:
+    offsets = _has_offsets(beta, b)
+    if offsets or thresholded:
         pieces = _pieces(frame(c), beta, frame(e), b)
+    if offsets:
         q = np.clip(pieces.mass[:, 0] + pieces.mass[:, 1], 0.0, 1.0)
     else:
         starts, lengths, disagree, sign_e = _arcs(frame(c), frame(e))
@@ -309,11 +349,14 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     j = np.repeat(np.arange(L), k)
     first = np.cumsum(k) - k
     agree = (np.arange(n_active) - first[j]) >= k_dis[j]
-    if thresholded:
-        rz = draw_in_pieces(rng, pieces, j, agree)
+    if offsets:
+        z, pick = rows_in_pieces(rng, pieces, j, agree)
+        r_row = PIECE_RESIDUAL[pick]
+        rz = r_row[:, None] * z
     else:
         phi, pick = uniform_on_arcs(rng, starts[j], lengths[j], disagree[j] != agree[:, None])
-        weight = -2.0 * sign_e[j, pick] * np.sqrt(2.0 * rng.standard_exponential(n_active))
+        r_row = -2.0 * sign_e[j, pick]
+        weight = r_row * np.sqrt(2.0 * rng.standard_exponential(n_active))
         rz = np.stack([weight * np.cos(phi), weight * np.sin(phi)], 1)
     has = np.flatnonzero(k)
     # sum r_i v_i = (sum r_i z_i1) p1 + (sum r_i z_i2) p2 + sum r_i v_perp,i
@@ -323,8 +366,37 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     sums = (in_plane[:, :1] * P1 + in_plane[:, 1:] * P2
             + 2.0 * np.sqrt(k[has])[:, None] * _normals_orthogonal_to(rng, P1, P2))
     rows_x = complete_rows(P, sums[:, :r], 2.0 * np.sqrt(k[has]), rng)
-    active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs, by_label=True)
+    counts = None if not thresholded else _conditional_counts(
+        rng, lo, n_j, flips, k_dis, k_agree, j, r_row, pieces.mass)
+    active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs, by_label=True,
+                        counts=counts)
     return active, n_active
+
+
+def _conditional_counts(rng, lo: int, n_j, flips, k_dis, k_agree, j, r_row,
+                        mass) -> LabelCounts:
+    r"""The :class:`~onebit_dask.thresholds.LabelCounts` of a conditional step's shard.
+
+    ``n_bits = n_j``; ``r_sum_j`` the sum of the residuals ``r_row`` of the label's active
+    rows (labels ``j``, local); the positive bits (``y = +1``) are the active rows with
+    ``r = +2`` and the inactive rows whose score is positive: of the unflipped inactive
+    ones (in ``C`` or ``D``, section 7c) ``Bin(n_j - F_j - K^dis_j, |C| / (|C| + |D|))``,
+    of the flipped inactive ones (in ``A`` or ``B``, ``B``'s bit flipped to ``+1``)
+    ``Bin(F_j - K^agree_j, |B| / (|A| + |B|))``: given which rows are active, every
+    row's piece is independent of the others'.
+    """
+    L = n_j.size
+    r_sum = np.bincount(j, weights=r_row, minlength=L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_c = np.nan_to_num(mass[:, 2] / (mass[:, 2] + mass[:, 3]))
+        p_b = np.nan_to_num(mass[:, 1] / (mass[:, 0] + mass[:, 1]))
+    n_pos = (np.bincount(j, weights=r_row > 0, minlength=L)
+             + rng.binomial(n_j - flips - k_dis, np.clip(p_c, 0.0, 1.0))
+             + rng.binomial(flips - k_agree, np.clip(p_b, 0.0, 1.0)))
+    seen = np.flatnonzero(n_j)
+    n_active = np.bincount(j, minlength=L).astype(np.float64)
+    return LabelCounts(lo + seen, n_j[seen].astype(np.float64),
+                       n_pos[seen].astype(np.float64), r_sum[seen], n_active[seen])
 
 
 # -- conditional sampling with thresholds (docs/ALGORITHM.md, section 7c) ---------------
@@ -479,9 +551,16 @@ def inverse_marginal(u, t1, t2, rho, tau, mass):
 
 
 def draw_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray) -> np.ndarray:
-    """``r_i z_i`` (``(n, 2)``) of active rows of labels ``j``: ``z_i`` in the plane from
+    """``r_i z_i`` (``(n, 2)``) of active rows of labels ``j`` (:func:`rows_in_pieces`)."""
+    z, pick = rows_in_pieces(rng, pieces, j, agree)
+    return PIECE_RESIDUAL[pick][:, None] * z
+
+
+def rows_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray):
+    """``(z, piece)`` of active rows of labels ``j``: ``z_i`` (``(n, 2)``) in the plane from
     ``N(0, I_2)`` restricted to where the bit and the score disagree (``agree`` false) or
-    agree (a flipped row). Three uniforms per row, in turn: the piece (with probability
+    agree (a flipped row), and its piece (an index into :data:`PIECE_RESIDUAL`). Three
+    uniforms per row, in turn: the piece (with probability
     proportional to its mass), ``s`` by inverse transform (:func:`inverse_marginal`), and
     ``w`` given ``s`` from ``N(0, 1)`` truncated to ``rho s + tau w >= t2`` (in log space,
     exact in the tails)."""
@@ -496,13 +575,13 @@ def draw_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray) -> np.
     with np.errstate(divide="ignore", invalid="ignore"):
         low = np.where(tau > 0, (t2 - rho * s) / np.where(tau > 0, tau, 1.0), -np.inf)
     w = -ndtri_exp(np.log1p(-rng.random(n)) + log_ndtr(-low))
-    z = s[:, None] * at(pieces.n1) + w[:, None] * at(pieces.perp)
-    return PIECE_RESIDUAL[pick][:, None] * z
+    return s[:, None] * at(pieces.n1) + w[:, None] * at(pieces.perp), pick
 
 
 def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
                           PtA_true: np.ndarray, B_true_rows: np.ndarray, flip: float,
-                          noise_std: float, b_true_rows=None) -> ActiveRows:
+                          noise_std: float, b_true_rows=None,
+                          thresholded: bool = False) -> ActiveRows:
     r"""The initial batch's per-label sums ``S_j = sum_{i in j} y_i x_i`` by conditional
     sampling (same law as :func:`draw_projected_init`).
 
@@ -511,6 +590,9 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     and independent of ``v_perp,i``, so ``sum y_i v_i = (sum_i y_i a_i) p_j +
     sqrt(n_j) N(0, I - p_j p_j^T)``: one normal per row and ``r + 1`` per label
     (``b* = 0``: ``y_i a_i = |a_i|``, or ``-|a_i|`` flipped).
+
+    ``thresholded``: the sums of the positive and of the negative bits' rows apart, with
+    the counts (:func:`_conditional_signed_sums`).
     """
     L = hi - lo
     r = P_true.shape[1]
@@ -522,6 +604,10 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     first = np.cumsum(n_j) - n_j
     a = rng.standard_normal(n_obs)
     beta = _offsets(b_true_rows, L)
+    if thresholded:
+        flipped = (np.arange(n_obs) - first[j]) >= n_j[j] - flips[j]
+        y = np.where(flipped, -1.0, 1.0) * sign(norm[j] * a + beta[j])
+        return _conditional_signed_sums(rng, lo, n_obs, n_j, j, a, y, p, P_true)
     if _has_offsets(beta):
         a = sign(norm[j] * a + beta[j]) * a
     else:
@@ -533,3 +619,31 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     sums = along[:, None] * ph + np.sqrt(n_j[has])[:, None] * _normals_orthogonal_to(rng, ph)
     rows = complete_rows(P_true, sums[:, :r], np.sqrt(n_j[has]).astype(np.float64), rng)
     return ActiveRows(rows, lo + has, np.ones(has.size), n_obs, by_label=True)
+
+
+def _conditional_signed_sums(rng, lo: int, n_obs: int, n_j, j, a, y, p, P_true) -> ActiveRows:
+    r"""The thresholded model's initial batch by conditional sampling: the rows' bits ``y``
+    and coordinates ``a`` along ``p_j`` (labels ``j``, local), as
+    :func:`projected_signed_rows` returns it.
+
+    ``y_i`` is a function of ``a_i`` (and of the flip) and ``v_perp,i`` is independent of
+    both, so per label and sign ``sum_{y_i = ±1} v_i = (sum_{y_i = ±1} a_i) p_j +
+    sqrt(n^±_j) N(0, I - p_j p_j^T)``, the two complements independent (disjoint rows);
+    the positive group is drawn first (docs/ALGORITHM.md, section 7c).
+    """
+    L = n_j.size
+    r = P_true.shape[1]
+    positive = y > 0
+    n_pos = np.bincount(j, weights=positive, minlength=L)
+    has = np.flatnonzero(n_j)
+    ph = p[has]
+    sums = []
+    for group, n_group in ((positive, n_pos), (~positive, n_j - n_pos)):
+        along = np.bincount(j, weights=np.where(group, a, 0.0), minlength=L)[has]
+        scale = np.sqrt(n_group[has]).astype(np.float64)
+        in_v = along[:, None] * ph + scale[:, None] * _normals_orthogonal_to(rng, ph)
+        sums.append(complete_rows(P_true, in_v[:, :r], scale, rng))
+    counts = LabelCounts(lo + has, n_j[has].astype(np.float64), n_pos[has], np.zeros(has.size),
+                         np.zeros(has.size))
+    return ActiveRows(sums[0], lo + has, np.ones(has.size), n_obs, by_label=True,
+                      counts=counts, X_neg=sums[1])

@@ -197,7 +197,8 @@ class _BlockShard:
 
     def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)`` of the explicitly drawn observations (``load()``)."""
-        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi], [b_rows])[0]
+        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows])[0]
 
 
 class SyntheticShard(_BlockShard):
@@ -228,13 +229,20 @@ class ProjectedShard(_BlockShard):
 
     def activate(self, model, B_rows, b_rows=None):
         """:meth:`draw_active` with the model's projection."""
-        return self.draw_active(model.projection, B_rows, b_rows)
+        return self.draw_active(model.projection, B_rows, b_rows, thresholded=model.thresholds)
 
-    def draw_active(self, projection: Projection, B_rows=None, b_rows=None):
+    def draw_active(self, projection: Projection, B_rows=None, b_rows=None,
+                    thresholded: bool = False):
         """``(ActiveRows, n_active)``: per-label sums of ``w_i x_i`` over the active rows
         (``w = y`` for the initial batch, ``r = y - sign(s)`` for a step, with the score
         ``s_i = x_i^T A B[j_i] + b[j_i]``; ``b_rows``, the model's thresholds of the
-        block's labels, ``None`` for zeros)."""
+        block's labels, ``None`` for zeros).
+
+        ``thresholded`` (the thresholded model): what
+        :func:`onebit_dask.engine.blocks.shard_activate` gives for explicit rows, in law:
+        the batch's :class:`~onebit_dask.thresholds.LabelCounts` in ``counts``, and for
+        the initial batch the sums of the positive bits' rows in ``X`` and of the
+        negative bits' in ``X_neg`` (every label with bits, unit weights)."""
         p = self.source
         rng = _rng(p.seed, self.t, self.s)
         B_true = _truth_rows(p.d1, p.d2, p.rank, p.seed, self.lo, self.hi)[1]
@@ -242,12 +250,13 @@ class ProjectedShard(_BlockShard):
         if projection.PtA is None:
             init = draw_conditional_init if p.sampler == "conditional" else draw_projected_init
             active = init(rng, self.n_obs, self.lo, self.hi, projection.P, projection.PtA_true,
-                          B_true, p.flip, p.noise_std, b_true_rows=b_true)
+                          B_true, p.flip, p.noise_std, b_true_rows=b_true,
+                          thresholded=thresholded)
             return active, self.n_obs
         draw = draw_conditional_step if p.sampler == "conditional" else draw_projected_step
         return draw(rng, self.n_obs, self.lo, self.hi, projection.P, projection.PtA_true,
                     B_true, projection.PtA, B_rows, p.flip, p.noise_std,
-                    b_true_rows=b_true, b_rows=b_rows)
+                    b_true_rows=b_true, b_rows=b_rows, thresholded=thresholded)
 
 
 @dataclass(frozen=True)

@@ -95,9 +95,9 @@ fixed: {n_test: 300, n_shards: 2}
     assert (summary.total, summary.ran, summary.failed) == (4, 4, 0)
     ds = open_cube(str(tmp_path / "b.zarr")).load().squeeze()
     assert ds["done"].all()
-    colwise = ds["frobenius_error"].sel({"method": "colwise_1bit"})
+    colwise = ds["frobenius_error"].sel({"estimator": "colwise_1bit"})
     # one value, at the last iteration, the same along step
     assert np.isnan(colwise.isel(iteration=slice(0, 3))).all()
     assert colwise.sel(step="paper", iteration=3) == colwise.sel(step="averaged", iteration=3)
-    assert ds["n_samples"].sel({"method": "colwise_1bit", "step": "paper"}).isel(iteration=3) \
+    assert ds["n_samples"].sel({"estimator": "colwise_1bit", "step": "paper"}).isel(iteration=3) \
         == 4 * 2000

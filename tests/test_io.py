@@ -1,5 +1,7 @@
 """Observations stores: round trips, the Dask path reading on workers, errors."""
 
+import os
+
 import numpy as np
 import pytest
 import zarr
@@ -88,7 +90,7 @@ def test_every_chunk_is_written_even_all_zero(tmp_path):
 def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
     import os
 
-    from onebit_dask.io import DamagedStoreError
+    from onebit_dask.stores.zarr_format import DamagedStoreError
 
     path = _copy(store, tmp_path)
     os.remove(os.path.join(path, "X", "c", "4", "0"))
@@ -103,7 +105,7 @@ def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
 def test_truncated_chunk_names_path_and_rows(store, tmp_path):
     import os
 
-    from onebit_dask.io import DamagedStoreError
+    from onebit_dask.stores.zarr_format import DamagedStoreError
 
     path = _copy(store, tmp_path)
     chunk = os.path.join(path, "X", "c", "7", "0")
@@ -132,3 +134,24 @@ def test_one_dimensional_and_integer_features_are_refused(tmp_path):
     with pytest.raises(TypeError, match="X has dtype int32: an observations store holds float32 "
                                         "or float64"):
         ZarrSource(str(tmp_path / "ints"))
+
+
+def test_overwrite_replaces_an_observations_store_only(tmp_path, observations):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "f").write_text("x")
+    with pytest.raises(ValueError, match="not an observations store.*nothing was changed"):
+        write_observations(mine, *observations, overwrite=True)
+    assert (mine / "f").read_text() == "x"
+    path = write_observations(tmp_path / "o.zarr", *observations)
+    write_observations(path, *observations, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["mine", "o.zarr"]  # no temporary left
+
+
+def test_xarray_reads_an_observations_store(store, observations):
+    import xarray as xr
+
+    ds = xr.open_zarr(store, consolidated=False)
+    assert ds["X"].dims == ("row", "feature") and ds["labels"].dims == ("row",)
+    np.testing.assert_array_equal(ds["labels"].values, observations[1])
+    assert ds.attrs["format"] == "onebit-dask/observations"

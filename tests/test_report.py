@@ -59,7 +59,7 @@ def test_methods_without_a_step_rule_get_one_row():
 
     from onebit_dask.sweep.report import _rows
 
-    ds = xr.Dataset(coords={"method": ["onebit", "colwise_1bit"], "step": ["paper", "averaged"]})
+    ds = xr.Dataset(coords={"estimator": ["onebit", "colwise_1bit"], "step": ["paper", "averaged"]})
     assert [name for _, _, name in _rows(ds)] == [
         "onebit / paper", "onebit / averaged", "colwise_1bit"]
 

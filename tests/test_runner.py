@@ -185,7 +185,7 @@ fixed: {n_test: 300, n_shards: 2}
     assert int(ds["d1"].sel(dataset="small")) == 20 and int(ds["n_train"].sel(dataset="small")) == 400
     last = ds["auc"].isel(iteration=-1).squeeze()
     assert (last > 0.9).all()
-    assert int(ds["n_samples"].sel({"method": "smt"}).isel(iteration=-1).squeeze()) == 400 * 8
+    assert int(ds["n_samples"].sel({"estimator": "smt"}).isel(iteration=-1).squeeze()) == 400 * 8
 
 
 def test_retries_and_retry_failed(tmp_path, monkeypatch):
@@ -299,7 +299,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
     with the one-line refusal, at least one exits 0, and the cube equals an undisturbed
     run's.
     """
-    from onebit_dask.sweep.lock import StoreLock
+    from onebit_dask.stores.lock import StoreLock
 
     spec_path = tmp_path / "two.yaml"
     spec_path.write_text(SPEC_TEXT)
@@ -327,7 +327,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
 
 
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
-    from onebit_dask.sweep.lock import StoreLock, StoreLockedError
+    from onebit_dask.stores.lock import StoreLock, StoreLockedError
 
     out = str(tmp_path / "l.zarr")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -1,5 +1,6 @@
 """Projected sampling is exact in law: statistical tests at stated levels, with power."""
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import scipy.special
 import scipy.stats
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling, thresholds
 from onebit_dask.engine import blocks as B
 from onebit_dask.synthetic import ProjectedShard
 
@@ -51,11 +52,11 @@ class Patched(ProjectedShard):
 
     name, replacement = None, None
 
-    def draw_active(self, projection, B_rows=None, b_rows=None):
+    def draw_active(self, projection, B_rows=None, b_rows=None, thresholded=False):
         original = getattr(sampling, self.name)
         setattr(sampling, self.name, self.replacement)
         try:
-            return super().draw_active(projection, B_rows, b_rows)
+            return super().draw_active(projection, B_rows, b_rows, thresholded)
         finally:
             setattr(sampling, self.name, original)
 
@@ -276,6 +277,162 @@ def test_the_thresholded_law_test_rejects_a_wrong_sampler(threshold_case, sample
         pytest.skip("the initial batch has no score")
     n_tests = moments(explicit[:1]).shape[1]
     assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
+
+
+# -- the thresholded model's outputs: the initial batch's sums of positive and negative
+#    rows apart and the counts (n_bits, n_pos, r_sum) of every bit ----------------------
+
+def thresholded_outputs(shard, projection, A, Bm, bm):
+    """``(S_pos, S_neg, n_bits, n_pos, r_sum)`` of a shard, each per label (``S``:
+    ``d1 x d2``): a sampler's ``draw_active(..., thresholded=True)`` (``S_neg`` zeros in a
+    step, ``S_pos`` the step's sums ``T``), or for an explicit shard the dense reference
+    in float64 (initial batch: ``S_pos``/``S_neg`` the sums of the rows of positive/negative
+    bits; a step: ``T = sum r_i x_i``, ``r = y - sign(x^T A B[j] + b[j])``, its ``r_sum``)."""
+    S_pos, S_neg = np.zeros((D1, D2)), np.zeros((D1, D2))
+    if isinstance(shard, ProjectedShard):
+        active, _ = shard.draw_active(projection, Bm, bm, thresholded=True)
+        S_pos[:, active.labels] = (active.weights[:, None] * active.X).T
+        if A is None:
+            S_neg[:, active.labels] = active.X_neg.T
+        c = thresholds.dense_counts(active.counts, 0, D2)
+        return S_pos, S_neg, c.n_bits, c.n_pos, c.r_sum
+    X, labels, y = shard.load()
+    X = X.astype(np.float64)
+    if A is None:
+        np.add.at(S_pos.T, labels[y > 0], X[y > 0])
+        np.add.at(S_neg.T, labels[y < 0], X[y < 0])
+        r = np.zeros(y.size)
+    else:
+        r = y - np.where(np.einsum("ij,ij->i", X @ A, Bm[labels]) + bm[labels] >= 0, 1.0, -1.0)
+        np.add.at(S_pos.T, labels, r[:, None] * X)
+    return (S_pos, S_neg, np.bincount(labels, minlength=D2).astype(float),
+            np.bincount(labels, weights=y > 0, minlength=D2), np.bincount(labels, r, D2))
+
+
+def thresholded_statistic(problem, n_batches, A, Bm, bm, P):
+    """Per batch: initial batch ``[S_pos^T p, S_neg^T p, n_bits, n_pos]`` (``p = P_top``);
+    a step ``[T P_bot, T^T p, n_bits, n_pos, r_sum]``."""
+    projection = problem.projection(A)
+    rows = []
+    for t in range(n_batches):
+        (shard,) = problem.batch(t + 1, M, 1)
+        S_pos, S_neg, n_bits, n_pos, r_sum = thresholded_outputs(shard, projection, A, Bm, bm)
+        p = P[:D1, 0]
+        rows.append(np.concatenate([S_pos.T @ p, S_neg.T @ p, n_bits, n_pos]) if A is None
+                    else np.concatenate([S_pos @ P[D1:, 0], S_pos.T @ p, n_bits, n_pos, r_sum]))
+    return np.array(rows)
+
+
+class SharedComplement:
+    """A wrong ``complete_rows``: every second call reuses the normals of the call before
+    (the negative rows' complement equal to the positive rows')."""
+
+    def __init__(self):
+        self.state = None
+
+    def __call__(self, P, coef, scale, rng):
+        if self.state is None:
+            self.state = copy.deepcopy(rng.bit_generator.state)
+            return COMPLETE_ROWS(P, coef, scale, rng)
+        replay = np.random.Generator(type(rng.bit_generator)())
+        replay.bit_generator.state, self.state = self.state, None
+        return COMPLETE_ROWS(P, coef, scale, replay)
+
+
+COMPLETE_ROWS, COUNT_BITS, CONDITIONAL_COUNTS = (
+    sampling.complete_rows, sampling.count_bits, sampling._conditional_counts)
+THRESHOLDED_WRONG = {  # the module functions each broken draw replaces
+    "shared complement": lambda: {"complete_rows": SharedComplement()},
+    "residuals of the wrong sign": lambda: {  # r_sum from +2 sign(s) instead of -2 sign(s)
+        "count_bits": lambda labels, y, r=None: COUNT_BITS(labels, y, None if r is None else -r),
+        "_conditional_counts": lambda rng, lo, n_j, flips, k_dis, k_agree, j, r_row, mass:
+            CONDITIONAL_COUNTS(rng, lo, n_j, flips, k_dis, k_agree, j, -r_row, mass)._replace(
+                n_pos=CONDITIONAL_COUNTS(rng, lo, n_j, flips, k_dis, k_agree, j, r_row,
+                                         mass).n_pos)},
+}
+
+
+@pytest.fixture(scope="module", params=list(THRESHOLD_CASES))
+def counts_case(request):
+    problem, zero_row, initial = THRESHOLD_CASES[request.param]
+    A, Bm, P = model_state(zero_row=zero_row)
+    A = None if initial else A
+    draws = lambda sampler, n=N_THRESHOLD_BATCHES: thresholded_statistic(
+        dataclasses.replace(problem, sampler=sampler), n, A, Bm, MODEL_BIAS, P)
+    return draws, draws("explicit"), initial
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_thresholded_outputs_have_the_explicit_law(counts_case, sampler):
+    """``thresholded=True``: the initial batch's sums of the positive and of the negative
+    bits' rows, and the counts ``n_bits``, ``n_pos`` (and a step's ``r_sum``) with the sums,
+    are not told apart from the dense explicit reference (Welch tests of the first and
+    second moments, family-wise 1 %, Bonferroni)."""
+    draws, explicit, _ = counts_case
+    n_tests = moments(explicit[:1]).shape[1]
+    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("wrong", list(THRESHOLDED_WRONG))
+def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler, wrong,
+                                                          monkeypatch):
+    """Power: a fifth of the batches rejects the negative rows' complement shared with the
+    positive rows' (initial batch) and ``r_sum`` summed with the wrong sign (a step)."""
+    draws, explicit, initial = counts_case
+    if initial != (wrong == "shared complement"):
+        pytest.skip("the initial batch has no residuals; a step no negative sums")
+    for name, replacement in THRESHOLDED_WRONG[wrong]().items():
+        monkeypatch.setattr(sampling, name, replacement)
+    n_tests = moments(explicit[:1]).shape[1]
+    assert min_p_value(explicit, draws(sampler, N_THRESHOLD_BATCHES // 5)) < LEVEL / n_tests
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_thresholded_draw_has_the_explicit_structure(sampler):
+    """The structure ``shard_activate`` gives explicit rows: the initial batch lists every
+    label with bits (sorted) with unit weights, ``r_sum = 0`` and ``S_pos - S_neg`` the
+    sums of ``y_i x_i``; a step's sums are the numbers drawn without thresholds, its
+    counts every bit's (``n_bits`` summing to the shard's observations)."""
+    problem = dataclasses.replace(THRESHOLDED, sampler=sampler)
+    A, Bm, _ = model_state()
+    (shard,) = problem.batch(1, 40, 1)
+    init, n = shard.draw_active(problem.projection(None), thresholded=True)
+    c = init.counts
+    np.testing.assert_array_equal(init.labels, c.labels)
+    assert np.all(c.n_bits > 0) and np.all(np.diff(c.labels) > 0) and n == shard.n_obs
+    assert c.n_bits.sum() == shard.n_obs and np.all(c.n_pos <= c.n_bits)
+    np.testing.assert_array_equal(c.r_sum, 0.0)
+    np.testing.assert_array_equal(init.weights, 1.0)
+    assert init.X.shape == init.X_neg.shape == (c.labels.size, D1)
+    projection = problem.projection(A)
+    plain, n_plain = shard.draw_active(projection, Bm, MODEL_BIAS)
+    step, n_step = shard.draw_active(projection, Bm, MODEL_BIAS, thresholded=True)
+    assert n_plain == n_step and plain.counts is None
+    np.testing.assert_array_equal(plain.X, step.X)
+    np.testing.assert_array_equal(plain.labels, step.labels)
+    assert step.counts.n_bits.sum() == shard.n_obs
+    assert np.all(np.isin(step.labels, step.counts.labels))
+    assert np.all(np.abs(step.counts.r_sum) <= 2 * step.counts.n_bits)
+
+
+@pytest.mark.parametrize("initial", [True, False])
+def test_explicit_shard_activate_matches_the_dense_reference(initial):
+    """The reference of the law tests is what the estimator's explicit path computes."""
+    A, Bm, _ = model_state()
+    A = None if initial else A
+    (shard,) = dataclasses.replace(THRESHOLDED, sampler="explicit").batch(1, 200, 1)
+    (piece,) = B.shard_activate(shard.load(), B.StepModel(A, None, True),
+                                None if initial else [Bm], [0, D2],
+                                None if initial else [MODEL_BIAS])
+    active, _ = piece
+    S_pos, S_neg, n_bits, n_pos, r_sum = thresholded_outputs(shard, None, A, Bm, MODEL_BIAS)
+    np.testing.assert_allclose(active.X, S_pos.T[active.labels], rtol=1e-5, atol=1e-5)
+    if initial:
+        np.testing.assert_allclose(active.X_neg, S_neg.T[active.labels], rtol=1e-5, atol=1e-5)
+    c = thresholds.dense_counts(active.counts, 0, D2)
+    for got, want in ((c.n_bits, n_bits), (c.n_pos, n_pos), (c.r_sum, r_sum)):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)

@@ -33,20 +33,33 @@ def cube(tmp_path):
 
 def test_layout(cube):
     ds = store.open_cube(cube)
-    assert ds["auc"].dims == (*SPEC.dims, "iteration")
+    assert ds["auc"].dims == (*store.dims(SPEC), "iteration")
+    assert store.dims(SPEC)[0] == "estimator" and SPEC.dims[0] == "method"
+    assert ds.sel(estimator="onebit")["auc"].ndim == ds["auc"].ndim - 1
     assert ds.sizes["iteration"] == 4 and ds.sizes["noise"] == 3
     assert list(ds["noise"].values) == ["none", "flip=0.05", "gaussian=0.3"]
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
     np.testing.assert_array_equal(ds["noise_level"].values, [0.0, 0.05, 0.3])
     for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples",
                  "fit_s", "n_active"):
-        assert ds[name].dims == (*SPEC.dims, "iteration")
+        assert ds[name].dims == (*store.dims(SPEC), "iteration")
     for name in ("wall_s", "done", "failed", "worker", "host", "engine"):
-        assert ds[name].dims == SPEC.dims
+        assert ds[name].dims == store.dims(SPEC)
     # every variable can be masked (the README's ds.where(..., drop=True))
     ds.where(ds["noise_model"].load() == "flip", drop=True).load()
-    for name in store.VARIABLES:
-        assert "description" in ds[name].attrs and "units" in ds[name].attrs
+    for name in store.VARIABLES:  # what other readers (CF tools, xarray) look for
+        assert ds[name].attrs["long_name"] and ds[name].attrs["description"]
+        assert ("units" in ds[name].attrs) == (name not in ("done", "failed", "worker",
+                                                             "host", "engine"))
+    assert ds["n_samples"].attrs["units"] == "1" and ds["n_active"].attrs["units"] == "1"
+    assert ds["fit_s"].attrs["units"] == "s"
+    for flag in ("done", "failed"):
+        assert list(ds[flag].attrs["flag_values"]) == [0, 1]
+        assert ds[flag].attrs["flag_meanings"] == f"not_{flag} {flag}"
+    assert all(ds[c].attrs["long_name"] for c in ("d1", "noise_level", "iteration"))
+    assert (ds.attrs["n_test"], ds.attrs["n_shards"], ds.attrs["max_eval_labels"]) == (
+        50, 2, 1000)
+    assert ds.attrs["Conventions"] == "CF-1.10"
     # one chunk holds all 96 cells of this grid
     assert ds["auc"].encoding["chunks"] == (*SPEC.shape, 4)
     assert not ds["done"].any() and np.isnan(ds["auc"]).all()
@@ -155,11 +168,16 @@ def test_creation_is_fast_and_atomic(tmp_path):
     assert time.perf_counter() - start < 10.0  # 27 s before; about 1 s idle
     assert sorted(os.listdir(tmp_path)) == ["big.zarr"]  # no build directory left behind
     assert store.damage(path, big) is None
-    # a build interrupted by a kill leaves only a hidden directory, removed next time
-    leftover = tmp_path / ".big.zarr.creating-0123456789ab"
+    # a build interrupted by a kill leaves only a marked hidden directory, removed next
+    # time; a directory of the user's named alike (no marker) is left alone
+    leftover = tmp_path / ".big.zarr.onebit-tmp-0123456789ab"
     leftover.mkdir()
+    (leftover / ".onebit-dask-temporary.json").write_text(
+        '{"format": "onebit-dask/temporary", "token": "0123456789ab"}')
+    users = tmp_path / ".big.zarr.onebit-tmp-ffff"
+    users.mkdir()
     store.create(path, big)
-    assert sorted(os.listdir(tmp_path)) == ["big.zarr"]
+    assert sorted(os.listdir(tmp_path)) == [".big.zarr.onebit-tmp-ffff", "big.zarr"]
 
 
 def test_damaged_store_is_named_and_empty_one_recreated(tmp_path, cube):
@@ -214,3 +232,19 @@ def test_read_only_directory(tmp_path):
     for target in targets:
         with pytest.raises(store.StoreError, match="is not writable"):
             store.check_output(target, SPEC, False)
+
+
+def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
+    """Cubes written before the rename named the dimension ``method``: opened, it is
+    ``estimator``; resuming one is refused with a message (its layout is older)."""
+    old = str(tmp_path / "old.zarr")
+    ds = store.open_cube(cube).rename({"estimator": "method"})
+    ds.attrs["format_version"] = 2
+    for name in ds.variables:
+        ds[name].encoding.clear()
+    ds.to_zarr(old, zarr_format=3, consolidated=False)
+    opened = store.open_cube(old)
+    assert "estimator" in opened.dims and "method" not in opened.dims
+    assert list(opened["estimator"].values) == list(SPEC.grid["method"])
+    with pytest.raises(store.StoreError, match="older onebit-dask .*format 2.*--overwrite"):
+        store.check_output(old, SPEC, False)

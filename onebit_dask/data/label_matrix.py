@@ -91,7 +91,8 @@ class LabelMatrixShard(NamedTuple):
 
     def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)`` of the block's pairs."""
-        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi], [b_rows])[0]
+        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows])[0]
 
 
 class LabelMatrixSource:

@@ -26,19 +26,25 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
-import scipy.sparse
 
-from ..data.shards import ShardKind, active_sums
+from .. import thresholds
+from ..data.shards import ShardKind, active_sums, row_scaled
 from ..kernels import ActiveRows, aligned, row_norms, scatter_rows
 from ..metrics import auc_rows
+
+THRESHOLD_SLOTS = ("b", "p", "v")
+"""The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
+positive bits they are estimated from, with its variance ``v``."""
 
 
 class StepModel(NamedTuple):
     """What activating a batch needs of the model: ``A`` (``None`` for the initial batch,
-    every row weighted by its bit) and a projected sampler's :class:`Projection`."""
+    every row weighted by its bit), a projected sampler's :class:`Projection`, and whether
+    the model has per-label thresholds (:mod:`onebit_dask.thresholds`)."""
 
     A: np.ndarray | None
     projection: Any = None
+    thresholds: bool = False
 
 
 class Evaluation(NamedTuple):
@@ -133,9 +139,9 @@ def read_row_shard(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
 
 
 def slot_of(block: Block, slot: str):
-    """A slot's array, or ``None`` if the block has none (the label blocks' ``B`` rows
-    and thresholds ``b`` for :func:`read_row_shard`)."""
-    return block.slots.get(slot)
+    """A slot's array (the label blocks' ``B`` rows and thresholds ``b`` for
+    :func:`read_row_shard`)."""
+    return block.slots[slot]
 
 
 def out_of(block: Block):
@@ -147,29 +153,60 @@ def new_block(lo: int, hi: int) -> Block:
     return Block(lo, hi)
 
 
-def activate(block: Block, data, model: StepModel) -> Block:
-    """Attach the active rows of this block's share of a batch; ``out = n_active``.
+def activate(block: Block, data, model: StepModel, expected: float = 0.0,
+             eta: float = 1.0) -> Block:
+    """Attach the active rows of this block's share of a batch; ``out = n_active``, or with
+    thresholds ``(n_active, *moments)`` (:func:`~onebit_dask.thresholds.moments` of the
+    labels' shares of positive bits, updated with the batch).
 
     ``data`` is this block's label-block shard, or its :class:`~onebit_dask.data.shards.Pieces`
     of the row-range shards: either way ``data.activate(model, B_rows, b_rows)`` with the
-    block's rows of ``B`` and its thresholds (slot ``"b"``, ``None`` without them).
+    block's rows of ``B`` and its thresholds (slot ``"b"``, ``None`` without them). With
+    thresholds, in a step, each label's sum
+    is scaled by :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
+    :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used,
+    and the shares take their step of size ``eta``.
     """
-    active, n_active = data.activate(model, block.slots.get("B"), block.slots.get("b"))
-    return block.evolve(out=n_active, active=active)
+    B_rows = block.slots.get("B")
+    b_rows = block.slots.get("b")
+    active, n_active = data.activate(model, B_rows, b_rows)
+    if not model.thresholds:
+        return block.evolve(out=n_active, active=active)
+    counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
+    if model.A is None:
+        p, v = thresholds.initial_share(counts)
+    else:
+        at = active.labels - block.lo
+        f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected)
+        active = active._replace(X=row_scaled(f * thresholds.column_weights(b_rows[at]),
+                                              active.X))
+        p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
+    return block.evolve(out=(n_active, *thresholds.moments(p, v)),
+                        active=active._replace(counts=counts), p=p, v=v)
 
 
-def _scaled_rows(a: ActiveRows):
-    """``w_i x_i`` for the active rows (dense, or CSR for sparse features)."""
-    if scipy.sparse.issparse(a.X):
-        return scipy.sparse.csr_matrix(a.X.multiply(a.weights[:, None]))
-    return a.weights[:, None] * a.X
+def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Block:
+    """The thresholded model's initial batch, once the shares of positive bits of all
+    labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
+    common ``prior``), then each label's sums of positive and negative rows weighted by
+    :func:`~onebit_dask.thresholds.init_weights` and scaled by
+    :func:`~onebit_dask.thresholds.step_factors` and
+    :func:`~onebit_dask.thresholds.column_weights`."""
+    a = block.active
+    b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
+    at = a.labels - block.lo
+    b = b_all[at]
+    w_pos, w_neg = thresholds.init_weights(b)
+    f = thresholds.step_factors(b, a.counts.n_bits[at], expected) * thresholds.column_weights(b)
+    S = row_scaled(f * w_pos, a.X) + row_scaled(f * w_neg, a.X_neg)
+    return block.evolve(active=a._replace(X=S, X_neg=None), b=b_all)
 
 
 def label_sums(block: Block) -> Block:
     """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
     a = block.active
     if a.by_label:
-        return block.evolve(out=(a.labels, _scaled_rows(a)))
+        return block.evolve(out=(a.labels, row_scaled(a.weights, a.X)))
     return block.evolve(out=scatter_rows(a.labels, a.X, a.weights))
 
 
@@ -187,6 +224,8 @@ def _product(block: Block, P_rows, P_top, AtP, scale):
     low = None
     if AtP is not None:
         B = block.slots["B"]
+        if "b" in block.slots:  # the thresholded model weights the columns of W too
+            B = thresholds.column_weights(block.slots["b"])[:, None] * B
         Z += B @ AtP
         low = B.T @ P_rows
     return Z, top, low
@@ -220,13 +259,16 @@ def random_slot(block: Block, dst: str, seed: int, width: int) -> Block:
 
 
 def _evaluation(block: Block, evaluation: Evaluation | None):
-    """``(gram of [B*_s, B_s], B_s at the evaluated labels)`` for the metrics."""
+    """``(gram of [B*_s, B_s], B_s and b_s at the evaluated labels)`` for the metrics
+    (``b_s`` ``None`` for the paper's model)."""
     if evaluation is None:
         return None
     B = block.slots["B"]
     B_true = evaluation.truth.truth_rows(block.lo, block.hi)[1]
     R = np.hstack([B_true, B])
-    return R.T @ R, B[evaluation.labels - block.lo]
+    at = evaluation.labels - block.lo
+    b = block.slots.get("b")
+    return R.T @ R, B[at], None if b is None else b[at]
 
 
 def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None = None,
@@ -235,7 +277,9 @@ def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None =
     temporaries and active rows are dropped. ``out`` = the evaluation pieces or ``None``."""
     Qs = block.slots[Q] if Q_rows is None else Q_rows
     Vs = block.slots[V] if V_rows is None else V_rows
-    new = Block(block.lo, block.hi, {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None]})
+    kept = {k: block.slots[k] for k in THRESHOLD_SLOTS if k in block.slots}
+    new = Block(block.lo, block.hi,
+                {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept})
     return replace(new, out=_evaluation(new, evaluation))
 
 
@@ -246,21 +290,28 @@ def set_state(block: Block, rows, gram_A) -> Block:
 
 
 # -- the fused rounds of a step -----------------------------------------------------------
-def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float) -> Block:
+def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float,
+              expected: float = 0.0, eta: float = 1.0) -> Block:
     """Round 1: activate the batch, ``Y_s`` of ``Y = M_dil Q``;
-    ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``."""
-    block = activate(block, data, model)
-    n_active = block.out
+    ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``, and with thresholds the
+    moments of the block's shares of positive bits (:func:`activate`)."""
+    block = activate(block, data, model, expected, eta)
+    n_active, *moments = block.out if model.thresholds else (block.out,)
     Y, top, low = _product(block, block.slots["Q"], Q_top, AtQ, scale)
-    return block.evolve(out=(n_active, top, low, Y.T @ Y), Y=Y)
+    return block.evolve(out=(n_active, top, low, Y.T @ Y, *moments), Y=Y)
 
 
 def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
-               gram_An) -> Block:
+               gram_An, prior: thresholds.Prior | None = None) -> Block:
     """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
-    new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``."""
+    new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``. With
+    thresholds (a ``prior``), the new thresholds from the shares of positive bits
+    (:func:`~onebit_dask.thresholds.shrink`), after the products that used the old ones."""
     Qn = block.slots["Y"] @ Rinv
     Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale)
+    if prior is not None:
+        block = block.evolve(active=block.active, b=thresholds.shrink(
+            block.slots["p"], block.slots["v"], prior))
     new = commit(block, "Q", "V", gram_An, evaluation, Qn, Vn)
     return replace(new, out=(top, low, new.out))
 
@@ -285,12 +336,15 @@ def best_k(labels: np.ndarray, scores: np.ndarray, k: int):
 
 def top_k(block: Block, XA, k: int, chunk: int = 65_536) -> Block:
     """``out = (labels, scores)``, each ``(n, min(k, hi - lo))``: per row the block's ``k``
-    best labels by score ``x^T A b_j``, best first; ``n x chunk`` scores at a time."""
+    best labels by score ``x^T A B_j (+ b_j)``, best first; ``n x chunk`` scores at a time."""
     Bm = block.slots["B"]
+    b = block.slots.get("b")
     n = XA.shape[0]
     labels, scores = np.empty((n, 0), dtype=np.int64), np.empty((n, 0))
     for a in range(0, Bm.shape[0], chunk):
         sc = XA @ Bm[a: a + chunk].T
+        if b is not None:
+            sc += b[a: a + chunk]
         kk = min(k, sc.shape[1])
         idx = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
             np.broadcast_to(np.arange(sc.shape[1]), sc.shape)

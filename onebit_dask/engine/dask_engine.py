@@ -89,10 +89,10 @@ class DaskEngine:
         if not isinstance(data, B.RowShards):
             return data
         submit = self.client.submit
-        B_rows = b_rows = None
-        if model.A is not None:
-            B_rows, b_rows = ([submit(B.slot_of, h, slot, pure=False, priority=1)
-                               for h in self.handles] for slot in ("B", "b"))
+        B_rows = None if model.A is None else [
+            submit(B.slot_of, h, "B", pure=False, priority=1) for h in self.handles]
+        b_rows = None if model.A is None or not model.thresholds else [
+            submit(B.slot_of, h, "b", pure=False, priority=1) for h in self.handles]
         with _large_arguments_expected():
             parts = [submit(B.call, B.read_row_shard, sh, model, B_rows, data.bounds, b_rows,
                             key=f"read_row_shard-{uuid.uuid4().hex}", priority=1)

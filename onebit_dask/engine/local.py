@@ -43,10 +43,9 @@ class LocalEngine:
         shards as they are."""
         if not isinstance(data, B.RowShards):
             return data
-        B_rows = b_rows = None
-        if model.A is not None:
-            B_rows = [h.slots["B"] for h in self.handles]
-            b_rows = [h.slots.get("b") for h in self.handles]
+        B_rows = None if model.A is None else [h.slots["B"] for h in self.handles]
+        b_rows = None if model.A is None or not model.thresholds else [
+            h.slots["b"] for h in self.handles]
         with one_blas_thread():
             parts = [B.call(B.read_row_shard, sh, model, B_rows, data.bounds, b_rows)
                      for sh in data.shards]

@@ -31,7 +31,7 @@ from .store import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
 SERIES = ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples")
-SHOWN = ("method", "step", "noise", "seed")  # dimensions every figure shows or aggregates
+SHOWN = ("estimator", "step", "noise", "seed")  # dimensions every figure shows or aggregates
 MAX_FACETS = 16
 BLOCK = 20_000  # cells of the grid per block read
 DENSE = 0.1  # a block with at least this fraction done is read whole, else cell by cell
@@ -150,9 +150,9 @@ def _slabs(done: np.ndarray):
 def _rows(ds):
     """``(method, step, row name)``: one row per step rule for the methods that use
     one, a single row (stored along every step) for the others. ``ds`` is anything
-    indexable by ``"method"`` and ``"step"`` giving their values."""
-    for method in np.asarray(ds["method"].values if hasattr(ds["method"], "values")
-                             else ds["method"]):
+    indexable by ``"estimator"`` and ``"step"`` giving their values."""
+    for method in np.asarray(ds["estimator"].values if hasattr(ds["estimator"], "values")
+                             else ds["estimator"]):
         uses_step = METHODS[method].uses_step if method in METHODS else True
         steps = np.asarray(ds["step"].values if hasattr(ds["step"], "values") else ds["step"])
         if not uses_step:
@@ -182,9 +182,9 @@ def tables(cells: Cells, metrics=TABLE_METRICS) -> str:
     if len(coords["noise"]) == 1 and len(coords.get("dataset", ())) > 1:
         col = "dataset"
     n_seeds = len(coords["seed"])
-    rest = [d for d in cells.dims if d not in ("method", "step", col, "seed")]
+    rest = [d for d in cells.dims if d not in ("estimator", "step", col, "seed")]
     groups = [d for d in rest if len(coords[d]) > 1]
-    keys = ["method", "step", col, *rest]
+    keys = ["estimator", "step", col, *rest]
     final = cells.final()
     stats = {}
     if len(final):
@@ -237,9 +237,9 @@ def check_plot_dir(directory) -> None:
     except OSError as exc:
         raise ValueError(f"--plots {directory!r} cannot be created ({exc.strerror}): choose "
                          "a writable directory") from None
-    from .store import _writable
+    from ..stores.atomic import writable
 
-    if not _writable(directory):
+    if not writable(directory):
         raise ValueError(f"--plots {directory!r} is not writable: choose a writable directory")
 
 
@@ -320,7 +320,7 @@ def plots(cells: Cells, directory, progress: bool = False) -> list[str]:
 def _panels(cells: Cells, mask):
     present = cells.params.loc[mask]
     return [(m, s, name) for m, s, name in _rows(cells.coords)
-            if ((present["method"] == m) & (present["step"] == s)).any()]
+            if ((present["estimator"] == m) & (present["step"] == s)).any()]
 
 
 def _error_vs_iteration(cells, where, directory, suffix):
@@ -334,7 +334,7 @@ def _error_vs_iteration(cells, where, directory, suffix):
                              squeeze=False, sharey=True)
     for ax, (method, step, name) in zip(axes[0], panels):
         for noise in cells.coords["noise"]:
-            mask = base & _select(cells, {"method": method, "step": step, "noise": noise})
+            mask = base & _select(cells, {"estimator": method, "step": step, "noise": noise})
             if not mask.any():
                 continue
             mean, std, count = _seed_stats(cells.series["frobenius_error"][mask])
@@ -364,7 +364,7 @@ def _error_vs_observations(cells, where, directory, suffix):
     fig, ax = plt.subplots(figsize=(9.5, 5.2))
     for (method, step, name), noise, size in itertools.product(
             _panels(cells, base), cells.coords["noise"], sizes):
-        mask = base & _select(cells, {"method": method, "step": step, "noise": noise,
+        mask = base & _select(cells, {"estimator": method, "step": step, "noise": noise,
                                       "batch_size": size})
         if not mask.any():
             continue
@@ -412,7 +412,7 @@ def _error_vs_batch_size(cells, where, directory, suffix):
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for (method, step, name), noise in itertools.product(_panels(cells, base),
                                                          cells.coords["noise"]):
-        mask = base & _select(cells, {"method": method, "step": step, "noise": noise})
+        mask = base & _select(cells, {"estimator": method, "step": step, "noise": noise})
         if not mask.any():
             continue
         sub = final.loc[mask]
@@ -450,7 +450,7 @@ def _auc_per_method(cells, where, directory, suffix):
     for k, (method, step, name) in enumerate(panels):
         means, stds = [], []
         for noise in noises:
-            v = 100 * final.loc[(final["method"] == method) & (final["step"] == step)
+            v = 100 * final.loc[(final["estimator"] == method) & (final["step"] == step)
                                 & (final["noise"] == noise), "auc"].dropna().to_numpy()
             means.append(v.mean() if len(v) else np.nan)
             stds.append(v.std(ddof=1) if len(v) > 1 else 0.0)

@@ -27,7 +27,7 @@ import numpy as np
 from . import store
 from .cell import compute_cell
 from .errors import SweepRuntimeError
-from .lock import StoreLock
+from ..stores.lock import StoreLock, StoreLockedError
 from .methods import METHODS, runs_distributed
 from .spec import SweepSpec
 
@@ -306,7 +306,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
                             and creating.exception() is not None)):
                     flush()
             flush()
-        except SweepRuntimeError:
+        except (SweepRuntimeError, StoreLockedError):
             raise
         except BaseException:
             try:  # keep what is finished (a KeyboardInterrupt, a lost scheduler)

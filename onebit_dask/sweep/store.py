@@ -8,31 +8,31 @@ Every grid parameter is a dimension, plus ``iteration``. A chunk holds many cell
 ``done`` marks the cells written and is written after their values in each batch,
 ``failed`` the cells that raised (their error text goes to ``STORE.failures.jsonl``
 next to the store). A store is created whole or not at all: it is built in a
-hidden directory next to ``--out`` and renamed into place.
+marked temporary directory next to ``--out`` and moved into place
+(:mod:`onebit_dask.stores.atomic`).
 """
 
 from __future__ import annotations
 
 import datetime
-import glob
 import json
 import os
-import shutil
 import socket
 import subprocess
-import uuid
 import warnings
 
 import numpy as np
 import xarray as xr
 
 from .. import __version__
-from .errors import SweepRuntimeError
+from ..stores import atomic
+from ..stores.zarr_format import DamagedStoreError
 from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = "onebit-dask/sweep"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: the spec's ``method`` is the cube's ``estimator`` dimension
+RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
     "spectral_error": ("1", "||W* - W||_2 (the paper's Theorem 1), exact, from the factors"),
@@ -40,11 +40,11 @@ ITERATION_VARIABLES = {
     "hamming_loss": ("1", "fraction of test (instance, label) pairs whose predicted sign "
                           "differs from the noiseless label"),
     "auc": ("1", "macro ROC AUC over labels of the scores x^T w_j on the test set"),
-    "n_samples": ("observations", "observations used up to this iteration (initial batch "
-                                  "included); float so that a missing value is NaN"),
+    "n_samples": ("1", "observations used up to this iteration (initial batch "
+                       "included); float so that a missing value is NaN"),
     "fit_s": ("s", "training seconds up to this iteration (cumulative, evaluation excluded)"),
-    "n_active": ("observations", "observations of this iteration's batch with a non-zero "
-                                 "residual (onebit); NaN for the baselines"),
+    "n_active": ("1", "observations of this iteration's batch with a non-zero "
+                      "residual (onebit); NaN for the baselines"),
 }
 CELL_VARIABLES = {
     "wall_s": ("s", "training wall time of the cell (per-iteration evaluation excluded)"),
@@ -59,11 +59,28 @@ FLAGS = {
     "done": ("", "True once the cell's values are written"),
     "failed": ("", "True if the cell raised; its error is in STORE.failures.jsonl"),
 }
+LONG_NAMES = {
+    "spectral_error": "spectral error of the unit-column factor model",
+    "frobenius_error": "RMS error of a unit column",
+    "hamming_loss": "Hamming loss on the test set",
+    "auc": "macro ROC AUC on the test set",
+    "n_samples": "observations used",
+    "fit_s": "training time",
+    "n_active": "active observations of the batch",
+    "wall_s": "training wall time of the cell",
+    "worker": "Dask worker of the cell",
+    "host": "host of the cell",
+    "engine": "engine of the cell",
+    "done": "cell written",
+    "failed": "cell failed",
+}
+FIXED_ATTRS = ("n_test", "n_shards", "max_eval_labels")  # fixed settings, as attributes
+CONVENTIONS = "CF-1.10"
 STRINGS = ("worker", "host", "engine")
 STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
 COORDS = {
-    "method": "estimator", "d1": "feature dimension", "d2": "number of labels",
+    "estimator": "estimator (the spec's method)", "d1": "feature dimension", "d2": "number of labels",
     "rank": "rank k of the truth and the model", "noise": "noise setting",
     "noise_model": "none, flip (bit flipped with probability noise_level) or gaussian "
                    "(noise of std noise_level added to x^T w_j)",
@@ -76,10 +93,6 @@ COORDS = {
 
 class StoreError(ValueError):
     """An output path that cannot be used (bad input: nothing was touched)."""
-
-
-class DamagedStoreError(SweepRuntimeError):
-    """One of our stores that cannot be read or resumed."""
 
 
 def failures_path(path: str) -> str:
@@ -118,7 +131,7 @@ def cell_chunks(shape: tuple, n_iterations: int) -> tuple:
 
 def _coords(spec: SweepSpec) -> xr.Dataset:
     noise = [parse_noise(label) for label in spec.grid["noise"]]
-    coords = {dim: np.asarray(spec.grid[dim]) for dim in spec.dims}
+    coords = {RENAMED.get(dim, dim): np.asarray(spec.grid[dim]) for dim in spec.dims}
     if spec.datasets:
         names = spec.grid["dataset"]
         for key in next(iter(spec.datasets.values())):
@@ -129,8 +142,9 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
     ds = xr.Dataset(coords=coords)
     for name, text in COORDS.items():
         if name in ds:
-            ds[name].attrs["description"] = text
+            ds[name].attrs.update(long_name=text, description=text)
     ds.attrs.update(
+        Conventions=CONVENTIONS, **{key: spec.fixed[key] for key in FIXED_ATTRS},
         format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
         spec_description=spec.description, spec_text=spec.text,
         spec_fingerprint=spec.fingerprint(), sampler=spec.fixed["sampler"],
@@ -154,11 +168,11 @@ def _build(path: str, spec: SweepSpec) -> None:
     """Write the empty cube at ``path``: coordinates, attributes, arrays without chunks."""
     import zarr
 
-    _coords(spec).to_zarr(path, mode="w-", zarr_format=3, consolidated=False)
+    _coords(spec).to_zarr(path, mode="a", zarr_format=3, consolidated=False)  # a new store
     group = zarr.open_group(path, mode="r+")
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
-    for name, (units, text) in VARIABLES.items():
+    for name in VARIABLES:
         per_iteration = name in ITERATION_VARIABLES
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
         if name in STRINGS:
@@ -166,38 +180,44 @@ def _build(path: str, spec: SweepSpec) -> None:
         group.create_array(
             name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
-            dimension_names=(*spec.dims, "iteration") if per_iteration else spec.dims,
-            attributes={"units": units, "description": text})
+            dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
+            attributes=variable_attrs(name))
 
 
-def _leftovers(path: str) -> list:
-    head, tail = os.path.split(os.path.abspath(path))
-    return glob.glob(os.path.join(head, f".{tail}.creating-*"))
+def dims(spec: SweepSpec) -> tuple:
+    """The cube's grid dimensions: the spec's, with ``method`` named ``estimator``."""
+    return tuple(RENAMED.get(d, d) for d in spec.dims)
+
+
+def variable_attrs(name: str) -> dict:
+    """The attributes of the cube's variable ``name``: ``long_name``, ``description``,
+    ``units`` for numbers (``"1"`` for counts and ratios, none for strings and flags),
+    ``flag_values``/``flag_meanings`` for the flags."""
+    units, text = VARIABLES[name]
+    attrs = {"long_name": LONG_NAMES[name], "description": text}
+    if name in FLAGS:
+        attrs.update(flag_values=[0, 1], flag_meanings=f"not_{name} {name}")
+    elif name not in STRINGS:
+        attrs["units"] = units
+    return attrs
 
 
 def create(path: str, spec: SweepSpec) -> None:
     """Create (or replace) the store at ``path``, whole or not at all.
 
-    The cube is built in ``.NAME.creating-*`` next to it and renamed into place; a
-    build left by a killed run is removed here (the caller holds the store's lock).
+    The cube is built in a marked temporary next to it and moved into place
+    (:func:`onebit_dask.stores.atomic.replace`); a build left by a killed run is removed
+    here (the caller holds the store's lock).
     """
     path = os.fspath(path).rstrip("/")
-    for stale in _leftovers(path):
-        shutil.rmtree(stale, ignore_errors=True)
-    head, tail = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(head, f".{tail}.creating-{uuid.uuid4().hex[:12]}")
+    atomic.recover(path, temporaries=True)
+    tmp = atomic.new_temporary(path)
     ctx = _quiet_zarr()
     try:
         _build(tmp, spec)
-        if os.path.exists(path):
-            old = os.path.join(head, f".{tail}.creating-old-{uuid.uuid4().hex[:12]}")
-            os.rename(path, old)
-            os.rename(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
+        atomic.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        atomic.discard(tmp)
         raise
     finally:
         ctx.__exit__(None, None, None)
@@ -218,7 +238,7 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} does not exist")
-    if not _writable(parent):
+    if not atomic.writable(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} is not writable")
     if not os.path.exists(path):
         return True
@@ -291,20 +311,6 @@ def damage(path: str, spec: SweepSpec) -> str | None:
     finally:
         ctx.__exit__(None, None, None)
     return None
-
-
-def _writable(directory: str) -> bool:
-    """Whether a file can be created in ``directory`` (tried for real: ``os.access``
-    says yes to root even on a read-only file system)."""
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".onebit-write-probe-")
-    except OSError:
-        return False
-    os.close(fd)
-    os.remove(probe)
-    return True
 
 
 def read_attrs(path: str) -> dict | None:
@@ -447,13 +453,17 @@ def _consolidated(path: str) -> bool:
 
 
 def open_cube(path) -> xr.Dataset:
-    """The result cube as an xarray Dataset (lazy)."""
+    """The result cube as an xarray Dataset (lazy); a cube of format 2 or older has its
+    ``method`` dimension renamed ``estimator`` as it is opened."""
     path = os.fspath(path)
     ctx = _quiet_zarr()
     try:
-        return xr.open_zarr(path, consolidated=_consolidated(path))
+        ds = xr.open_zarr(path, consolidated=_consolidated(path))
     finally:
         ctx.__exit__(None, None, None)
+    if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
+        ds = ds.rename({old: new for old, new in RENAMED.items() if old in ds.dims})
+    return ds
 
 
 def this_host() -> str:

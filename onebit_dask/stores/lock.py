@@ -1,18 +1,25 @@
-"""One runner per store: a lock file next to the store, with a heartbeat.
+"""One writer per store: a lock file next to the store, with a heartbeat.
 
+Used by the sweep runner (its cube) and by fits and saves (a checkpoint, a model).
 ``STORE.lock`` is created with ``O_CREAT | O_EXCL`` (atomic on local file systems
-and on NFS v3+, Lustre, GPFS) and holds the runner's host, pid, start time and a
-random token. While the runner works a thread refreshes its mtime every
-:data:`HEARTBEAT_S` seconds and checks the token is still its own. A second runner
-refuses at once, naming the holder, unless the lock is stale:
+and on NFS v3+, Lustre, GPFS) and holds :data:`FORMAT`, the writer's host, pid,
+start time and a random token. While the writer works a thread refreshes its mtime
+every :data:`HEARTBEAT_S` seconds and checks the token is still its own. A second
+writer refuses at once, naming the holder, unless the lock is stale:
 
 - same host and the pid is gone (a SIGKILLed runner: taken over at once), or
 - the heartbeat is older than :data:`STALE_AFTER_S` (a runner on another host that
   died, or whose host died; the time allows for NFS attribute caching and clock skew).
 
-A stale lock is renamed away (only one of two racing runners can rename it), then
-the new lock is created with ``O_EXCL`` again. A runner whose lock was taken over
-(it froze for longer than the stale time) stops before its next write.
+A stale lock is renamed away (only one of two racing writers can rename it), then
+the new lock is created with ``O_EXCL`` again. A writer whose lock was taken over
+(it froze for longer than the stale time) stops before its next write. A file at
+``STORE.lock`` that is not such a lock (the user's) is never renamed or removed:
+:class:`~onebit_dask.stores.atomic.ForeignPathError`.
+
+Only local (and network) file systems have ``O_EXCL``: for a store on an object
+store (``s3://``, ``memory://``, ...) no lock is taken; one writer at a time is the
+user's duty there (``docs/STORES.md``).
 """
 
 from __future__ import annotations
@@ -25,14 +32,18 @@ import threading
 import time
 import uuid
 
-from .errors import SweepRuntimeError
+from ..failures import RunError
+from .atomic import ForeignPathError
 
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 120.0
 
 
-class StoreLockedError(SweepRuntimeError):
-    """The store is in use by another runner."""
+FORMAT = "onebit-dask/lock"
+
+
+class StoreLockedError(RunError):
+    """The store is in use by another writer."""
 
 
 def lock_path(store: str) -> str:
@@ -42,9 +53,29 @@ def lock_path(store: str) -> str:
 def _read(path: str) -> dict | None:
     try:
         with open(path) as fh:
-            return json.load(fh)
+            holder = json.load(fh)
     except (OSError, ValueError):
         return None
+    return holder if isinstance(holder, dict) else None
+
+
+def _ours(holder: dict | None) -> bool:
+    """Whether ``holder`` (a lock file's content) is one of this package's locks (those
+    written before :data:`FORMAT` was recorded have the same keys)."""
+    return holder is not None and (holder.get("format") == FORMAT or
+                                   {"host", "pid", "started", "token"} <= set(holder))
+
+
+def _foreign(path: str, holder: dict | None, age: float) -> bool:
+    """Whether the file at ``path`` is not one of this package's locks: a directory, or
+    content that is not a lock (an empty file younger than 2 s is a lock being written)."""
+    if os.path.isdir(path) or _ours(holder):
+        return os.path.isdir(path)
+    try:
+        empty = os.path.getsize(path) == 0
+    except OSError:
+        return False
+    return not empty or age >= 2.0
 
 
 def _pid_alive(pid: int) -> bool:
@@ -58,11 +89,22 @@ def _pid_alive(pid: int) -> bool:
 
 
 class StoreLock:
-    """Context manager holding ``STORE.lock`` for a sweep runner."""
+    """Context manager holding ``STORE.lock`` for one writer of ``store``.
 
-    def __init__(self, store: str, *, heartbeat: float = HEARTBEAT_S,
-                 stale_after: float = STALE_AFTER_S):
+    Parameters
+    ----------
+    store : str
+        Path of the store (the lock is ``STORE.lock``).
+    writer : str, default "sweep runner"
+        What the holder is, in the messages ("in use by another sweep runner").
+    heartbeat, stale_after : float
+        Seconds between heartbeats; seconds without one after which a lock is stale.
+    """
+
+    def __init__(self, store: str, *, writer: str = "sweep runner",
+                 heartbeat: float = HEARTBEAT_S, stale_after: float = STALE_AFTER_S):
         self.store = os.fspath(store)
+        self.writer = writer
         self.path = lock_path(self.store)
         self.heartbeat, self.stale_after = heartbeat, stale_after
         self.info = None
@@ -81,16 +123,23 @@ class StoreLock:
         return None
 
     def _refuse(self, holder: dict | None, age: float):
+        writer = (holder or {}).get("writer", self.writer)
         who = (f"host {holder.get('host')}, pid {holder.get('pid')}, since "
-               f"{holder.get('started')}" if holder else "a runner still writing the lock")
+               f"{holder.get('started')}" if holder else f"a {writer} still writing the lock")
         raise StoreLockedError(
-            f"the store {self.store!r} is in use by another sweep runner ({who}; last "
+            f"the store {self.store!r} is in use by another {writer} ({who}; last "
             f"heartbeat {age:.0f} s ago): wait for it to finish, or stop it; a lock whose "
-            f"runner died is taken over after {self.stale_after:.0f} s without heartbeat "
-            f"({self.path})")
+            f"{writer} died is taken over after {self.stale_after:.0f} s without "
+            f"heartbeat ({self.path})")
+
+    def _foreign(self):
+        raise ForeignPathError(
+            f"{self.path!r} is in the way of the lock of {self.store!r} and is not an "
+            f"onebit-dask lock: move or delete it (onebit-dask never removes what it did "
+            "not create)")
 
     def acquire(self) -> None:
-        info = {"host": socket.gethostname(), "pid": os.getpid(),
+        info = {"format": FORMAT, "writer": self.writer, "host": socket.gethostname(), "pid": os.getpid(),
                 "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                 "token": uuid.uuid4().hex}
         for _ in range(5):
@@ -105,7 +154,7 @@ class StoreLock:
             finally:
                 os.close(fd)
             self.info = info
-            self._thread = threading.Thread(target=self._beat, name="onebit-sweep-lock",
+            self._thread = threading.Thread(target=self._beat, name="onebit-store-lock",
                                             daemon=True)
             self._thread.start()
             return
@@ -118,9 +167,11 @@ class StoreLock:
             age = time.time() - os.stat(self.path).st_mtime
         except FileNotFoundError:
             return  # released meanwhile: try again
-        if holder is None and age < 2.0:
+        if holder is None and age < 2.0 and not os.path.isdir(self.path):
             time.sleep(0.2)  # being written: read it again
             holder = _read(self.path)
+        if _foreign(self.path, holder, age):
+            self._foreign()
         if self._stale(holder, age) is None:
             self._refuse(holder, age)
         grave = f"{self.path}.stale-{uuid.uuid4().hex[:12]}"
@@ -146,6 +197,8 @@ class StoreLock:
             age = time.time() - os.stat(self.path).st_mtime
         except FileNotFoundError:
             return
+        if _foreign(self.path, holder, age):
+            self._foreign()
         if self._stale(holder, age) is None:
             self._refuse(holder, age)
 
@@ -153,9 +206,11 @@ class StoreLock:
     def _beat(self) -> None:
         while not self._stop.wait(self.heartbeat):
             holder = _read(self.path)
-            if holder is None or holder.get("token") != self.info["token"]:
-                self.lost = (f"its lock {self.path} was taken over by "
-                             f"{(holder or {}).get('host')} pid {(holder or {}).get('pid')}")
+            if holder is None:
+                continue  # gone, or being written by a writer taking over: check() decides
+            if holder.get("token") != self.info["token"]:
+                self.lost = (f"its lock {self.path} was taken over by {holder.get('host')} "
+                             f"pid {holder.get('pid')}")
                 return
             try:
                 os.utime(self.path)
@@ -165,11 +220,14 @@ class StoreLock:
     def check(self) -> None:
         """Raise if the lock is no longer ours (checked before each write)."""
         holder = _read(self.path)
-        if self.lost is None and (holder is None or holder.get("token") != self.info["token"]):
-            self.lost = f"its lock {self.path} is gone or was taken over"
+        if self.lost is None and holder is None:
+            self.lost = f"its lock {self.path} is gone"
+        elif self.lost is None and holder.get("token") != self.info["token"]:
+            self.lost = (f"its lock {self.path} was taken over by {holder.get('host')} pid "
+                         f"{holder.get('pid')}")
         if self.lost:
-            raise StoreLockedError(f"the runner stopped writing {self.store!r}: {self.lost}; "
-                                   "the cells written so far are kept")
+            raise StoreLockedError(f"the {self.writer} stopped writing {self.store!r}: "
+                                   f"{self.lost}; what it wrote so far is kept")
 
     def release(self) -> None:
         self._stop.set()

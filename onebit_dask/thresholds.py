@@ -1,0 +1,194 @@
+r"""Per-label thresholds of the imbalanced model (``docs/ALGORITHM.md`` section 9).
+
+The thresholded model scores label ``j`` of an instance as ``x^T w_j + b_j`` (unit
+``w_j``). For ``x ~ N(0, I)``, ``E[sign(x^T w + b) x] = 2 phi(b) w``, so a label whose
+bits are positive with probability ``p`` has ``b = Phi^{-1}(p)``, and the step's
+per-label scale ``c_j = 1 / (2 n_j phi(b_j))`` (``n_j``: the label's bits in the batch)
+makes the mean of ``w_j + c_j sum_i r_i x_i`` proportional to ``w*_j`` whatever ``b_j``.
+
+Pure NumPy; every function works on the rows of one label block.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.special
+
+class LabelCounts(NamedTuple):
+    """The bits of one batch by label: ``labels`` sorted and unique, and for each, as
+    float64, ``n_bits``, ``n_pos`` (positive bits), ``r_sum`` (the sum of the step's
+    residuals ``r_i = y_i - sign(s_i)``) and ``n_active`` (bits with ``r_i != 0``); the
+    last two are zeros for the initial batch."""
+
+    labels: np.ndarray
+    n_bits: np.ndarray
+    n_pos: np.ndarray
+    r_sum: np.ndarray
+    n_active: np.ndarray
+
+
+def count_bits(labels: np.ndarray, y: np.ndarray, r: np.ndarray | None = None) -> LabelCounts:
+    """The :class:`LabelCounts` of observations ``(labels, y)`` (``y`` in ``{-1, +1}``) and
+    their residuals ``r`` (``None``: the initial batch)."""
+    uniq, inverse = np.unique(labels, return_inverse=True)
+    count = lambda w=None: np.bincount(inverse, weights=w, minlength=uniq.size).astype(  # noqa
+        np.float64)
+    zeros = np.zeros(uniq.size)
+    return LabelCounts(uniq, count(), count(np.asarray(y) > 0),
+                       zeros if r is None else count(r),
+                       zeros if r is None else count(np.asarray(r) != 0))
+
+
+def merge_counts(parts) -> LabelCounts:
+    """One :class:`LabelCounts` from several (summed label by label, in order)."""
+    parts = list(parts)
+    if len(parts) == 1:
+        return parts[0]
+    uniq = np.unique(np.concatenate([p.labels for p in parts]))
+    sums = [np.zeros(uniq.size) for _ in LabelCounts._fields[1:]]
+    for p in parts:
+        at = np.searchsorted(uniq, p.labels)
+        for total, part in zip(sums, p[1:]):
+            total[at] += part
+    return LabelCounts(uniq, *sums)
+
+
+def dense_counts(counts: LabelCounts, lo: int, hi: int) -> LabelCounts:
+    """The counts of the labels ``[lo, hi)`` as arrays of length ``hi - lo`` (zeros for
+    labels without bits)."""
+    sums = [np.zeros(hi - lo) for _ in LabelCounts._fields[1:]]
+    for total, part in zip(sums, counts[1:]):
+        total[counts.labels - lo] = part
+    return LabelCounts(np.arange(lo, hi), *sums)
+
+
+NOISE_LIMIT = 1.0
+"""Labels whose threshold's noise ``s_j^2`` exceeds this (in squared standard
+deviations of ``x^T w``) say nothing about the spread of the thresholds: they are left
+out of the prior's moments (and shrunk nearly all the way to its mean)."""
+
+
+def initial_share(counts: LabelCounts) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, v)``: each label's share of positive bits in the initial batch,
+    ``p = (n_pos + 1/2) / (n_bits + 1)``, and its variance ``p (1 - p) / (n_bits + 1)``;
+    ``v = inf`` for a label without bits (its threshold is then the prior mean)."""
+    p = (counts.n_pos + 0.5) / (counts.n_bits + 1.0)
+    v = np.where(counts.n_bits > 0, p * (1.0 - p) / (counts.n_bits + 1.0), np.inf)
+    return p, v
+
+
+def step_share(p, v, b, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""The step of each label's share ``p`` of positive bits (and of its variance ``v``),
+    for the labels with bits in the batch:
+
+    .. math:: \hat p_j = \Phi(b_j) + \frac{1}{2 n_j} \sum_i r_i, \qquad
+              p_j' = (1 - \eta) p_j + \eta \hat p_j, \qquad
+              v_j' = (1 - \eta)^2 v_j + \eta^2 \operatorname{var}(\hat p_j).
+
+    ``sum_i r_i / 2`` is the label's positive bits minus its predicted positives, so
+    ``hat p_j`` is the share of positive bits with the batch's predicted share replaced by
+    its mean ``Phi(b_j)`` (``b_j``: the thresholds the residuals used): a control variate.
+    For Gaussian ``x`` and unit ``w_j`` it is unbiased, and only the bits where model and
+    bit disagree add noise; on any data the fixed point predicts as many positives as
+    there are. ``hat p_j`` is kept in ``[1 / (2 (n_j + 1)), 1 - 1 / (2 (n_j + 1))]``
+    (far from the truth, the control variate can leave ``[0, 1]``), and ``var(hat p_j)``
+    is the variance of the mean of ``r_i / 2`` in ``{-1, 0, 1}``, at least
+    ``1 / (4 n_j^2)``. A label seen for the first time takes ``hat p_j``; labels without
+    bits keep theirs.
+    """
+    n = counts.n_bits
+    seen = n > 0
+    p, v = p.copy(), v.copy()
+    nj = n[seen]
+    half = counts.r_sum[seen] / (2.0 * nj)
+    floor = 0.5 / (nj + 1.0)  # the least share n_j bits express, as in initial_share
+    share = np.clip(scipy.special.ndtr(b[seen]) + half, floor, 1.0 - floor)
+    var = np.maximum((counts.n_active[seen] / nj - half * half) / nj, 0.25 / (nj * nj))
+    new = ~np.isfinite(v[seen])
+    keep = np.where(new, 0.0, 1.0 - eta)
+    p[seen] = keep * np.where(new, 0.0, p[seen]) + (1.0 - keep) * share
+    v[seen] = keep * keep * np.where(new, 0.0, v[seen]) + (1.0 - keep) ** 2 * var
+    return p, v
+
+
+class Prior(NamedTuple):
+    """The thresholds' common prior ``N(mean, var)`` over labels."""
+
+    mean: float
+    var: float
+
+
+def moments(p, v) -> tuple[float, float, float, float]:
+    """``(count, sum z, sum z^2, sum s^2)`` over the labels with bits so far and
+    ``s_j^2 <= NOISE_LIMIT``, ``z_j = Phi^{-1}(p_j)`` and ``s_j^2 = v_j / phi(z_j)^2``
+    (delta method): what :func:`prior` needs of one label block."""
+    seen = np.isfinite(v)
+    z = scipy.special.ndtri(p[seen])
+    s2 = v[seen] / _phi(z) ** 2
+    keep = s2 <= NOISE_LIMIT
+    z, s2 = z[keep], s2[keep]
+    return float(keep.sum()), float(z.sum()), float((z * z).sum()), float(s2.sum())
+
+
+def prior(parts) -> Prior:
+    r"""The empirical-Bayes prior of the thresholds from the blocks' :func:`moments`, by
+    the method of moments: ``mean = mean(z)``, ``var = max(0, var(z) - mean(s^2))``
+    (the spread of the labels' thresholds beyond their estimates' noise)."""
+    count, total, squares, noise = (sum(part[i] for part in parts) for i in range(4))
+    if count == 0:
+        return Prior(0.0, 0.0)
+    mean = total / count
+    return Prior(mean, max(0.0, squares / count - mean * mean - noise / count))
+
+
+def shrink(p, v, pri: Prior) -> np.ndarray:
+    r"""The thresholds ``b_j = m + tau^2 / (tau^2 + s_j^2) (z_j - m)``: each label's
+    estimate ``z_j = Phi^{-1}(p_j)`` shrunk towards the prior mean ``m`` by its noise
+    ``s_j^2`` against the prior's spread ``tau^2`` (James-Stein). Balanced labels
+    (``tau^2 = 0``) share one threshold; a label without bits has ``b_j = m``."""
+    seen = np.isfinite(v)
+    b = np.full(p.shape, pri.mean)
+    if pri.var > 0:
+        z = scipy.special.ndtri(p[seen])
+        s2 = v[seen] / _phi(z) ** 2
+        b[seen] = pri.mean + pri.var / (pri.var + s2) * (z - pri.mean)
+    return b
+
+
+def _phi(z):
+    return np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+
+
+def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float) -> np.ndarray:
+    r"""``c_j / c`` for the labels with bits in the batch: the per-label scale
+    ``c_j = 1 / (2 n_j phi(b_j))`` relative to the paper's ``c = 1 / (2 phi(0) m / d2)``,
+
+    .. math:: f_j = \frac{m / d_2}{n_j} \, e^{b_j^2 / 2},
+
+    with ``expected = m / d2``. Exactly 1 when ``n_j = m / d2`` and ``b_j = 0``.
+    """
+    return (expected / n_bits) * np.exp(0.5 * b * b)
+
+
+def init_weights(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The weights of a positive and of a negative bit in the initial batch: the bits
+    centred on the label's estimated mean ``2 p_j - 1`` (``p_j = Phi(b_j)``),
+    ``(2 (1 - p_j), -2 p_j)``.
+
+    For centred ``x``, ``E[(y - 2 p_j + 1) x] = E[y x]`` (the paper's ``H0``), and of all
+    weights ``(u, -v)`` with that mean this has the least variance (``u / v =
+    (1 - p) / p``): a rare label's sum is mostly its positive bits' rows, where the
+    paper's weights ``(1, -1)`` let its many negative bits add noise of the same size.
+    """
+    p = scipy.special.ndtr(b)
+    return 2.0 * (1.0 - p), -2.0 * p
+
+
+def column_weights(b: np.ndarray) -> np.ndarray:
+    r"""``d_j = phi(b_j) / phi(0) = e^{-b_j^2 / 2}``: the power iteration runs on ``M D``,
+    which has the column space of ``M`` but weighs each label by the information of its
+    bits (a rare label's residual has ``phi(b_j)`` times the signal of a balanced one);
+    ``W = colnorm(A B^T)`` does not depend on ``D``."""
+    return np.exp(-0.5 * b * b)

@@ -1,0 +1,167 @@
+"""The shared store plumbing (onebit_dask/stores/): marked temporaries, typed attributes,
+chunk checks through zarr's store API, and stores at URLs (memory://, and s3:// on a
+local S3-compatible server: moto's server mode with s3fs, from the test extra)."""
+
+import json
+import logging
+import os
+import socket
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.io import write_observations
+from onebit_dask.stores import atomic, paths
+from onebit_dask.stores.zarr_format import DamagedStoreError, attr, check_array, missing_chunk
+
+PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
+PARAMS = dict(batch_size=2000, n_iter=2, n_shards=4, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
+
+
+# -- marked temporaries ----------------------------------------------------------------------
+def test_replace_and_recover_touch_only_marked_directories(tmp_path):
+    path = str(tmp_path / "s.zarr")
+    os.mkdir(path)
+    (tmp_path / "s.zarr" / "v").write_text("1")
+    tmp = atomic.new_temporary(path)
+    (tmp_path / os.path.basename(tmp) / "v").write_text("2")
+    atomic.replace(tmp, path)
+    assert (tmp_path / "s.zarr" / "v").read_text() == "2"
+    assert sorted(os.listdir(tmp_path)) == ["s.zarr"]  # marker, temporary, old copy gone
+    # killed between the two renames: the marked old copy comes back
+    old = tmp_path / ".s.zarr.onebit-old-abcd"
+    os.rename(path, old)
+    (old / atomic.MARKER).write_text(json.dumps({"format": atomic.TEMPORARY,
+                                                 "token": "abcd"}))
+    unmarked = tmp_path / ".s.zarr.onebit-old-ef01"
+    unmarked.mkdir()
+    atomic.recover(path, temporaries=True)
+    assert (tmp_path / "s.zarr" / "v").read_text() == "2"
+    assert not (tmp_path / "s.zarr" / atomic.MARKER).exists()
+    assert unmarked.is_dir()  # no marker: not ours
+    assert atomic.leftovers(path, "old") == [] and atomic.leftovers(path, "tmp") == []
+
+
+# -- typed attributes and chunks ---------------------------------------------------------------
+def test_attr_checks_type_and_bound():
+    attrs = {"n": 3, "flag": True, "s": "four", "x": 1.5}
+    assert attr(attrs, "n", int, "store") == 3
+    for key, kind, message in [("flag", int, "flag=True is not an int"),
+                               ("s", int, "s='four' is not an int"),
+                               ("missing", int, "'missing' is missing"),
+                               ("x", int, "x=1.5 is not an int")]:
+        with pytest.raises(DamagedStoreError, match=message):
+            attr(attrs, key, kind, "store")
+    with pytest.raises(DamagedStoreError, match="n=3 is below 4"):
+        attr(attrs, "n", int, "store", low=4)
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_missing_chunks_found_through_the_store_api(tmp_path, where):
+    url = str(tmp_path / "a.zarr") if where == "local" else f"memory://chunks-{os.getpid()}.zarr"
+    array = zarr.create_array(url, shape=(10, 3), chunks=(4, 3), dtype="f8",
+                              config={"write_empty_chunks": True}, overwrite=True)
+    array[:] = 0.0  # all zeros: written anyway
+    assert missing_chunk(array) is None
+    from zarr.core.sync import sync
+
+    key = "/".join(p for p in (array.store_path.path, "c/1/0") if p)
+    sync(array.store_path.store.delete(key))
+    assert missing_chunk(array) == (4, 8, "c/1/0")
+    with pytest.raises(DamagedStoreError, match=r"the chunk X/c/1/0 \(rows 4\.\.7\) is missing"):
+        check_array(array, "store", "X")
+
+
+# -- URLs ------------------------------------------------------------------------------------
+def test_memory_url_round_trip_without_a_local_directory(fitted, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    url = f"memory://m-{os.getpid()}.zarr"
+    assert fitted.save(url) == url
+    fitted.save(url, overwrite=True)
+    model = OneBitMultiLabel.load(url)
+    np.testing.assert_array_equal(model.B_, fitted.B_)
+    assert os.listdir(tmp_path) == []  # no ./memory:
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        fitted.save(url)
+    ckpt = f"memory://ck-{os.getpid()}.zarr"
+    first = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM, checkpoint=ckpt)
+    again = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM, checkpoint=ckpt)  # resumed: done
+    np.testing.assert_array_equal(again.B_, first.B_)
+    assert again.history_ == first.history_
+    assert paths.normalise(f"file://{tmp_path}/x.zarr") == str(tmp_path / "x.zarr")
+
+
+def test_xarray_reads_a_model_store(fitted, tmp_path):
+    path = fitted.save(tmp_path / "m.zarr")
+    ds = xr.open_zarr(path, consolidated=False)
+    assert ds["Q_top"].dims == ("feature", "component")
+    np.testing.assert_array_equal(ds["Q_top"].values, fitted.A_)
+    block = xr.open_zarr(path, group="blocks/0", consolidated=False)
+    assert block["B"].dims == ("label", "component")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A bucket on moto's S3-compatible server on 127.0.0.1, reached through s3fs with
+    fsspec's configuration (as a user would set it)."""
+    pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[test]')")
+    server_module = pytest.importorskip(
+        "moto.server", reason="moto's server is not installed (pip install -e '.[test]')")
+    import fsspec
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+               AWS_DEFAULT_REGION="us-east-1")
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    conf = fsspec.config.conf.get("s3")
+    fsspec.config.conf["s3"] = {"endpoint_url": f"http://127.0.0.1:{port}"}
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    fs.mkdir("bucket")
+    try:
+        yield fs
+    finally:
+        server.stop()
+        fsspec.config.conf.pop("s3")
+        if conf is not None:
+            fsspec.config.conf["s3"] = conf
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_s3_model_and_observations(s3):
+    """Few objects (one label block): each request to the local server costs ~0.1 s on
+    a busy machine. Checkpoints at URLs take the same path (tested on memory://)."""
+    fitted = OneBitMultiLabel(2, **dict(PARAMS, n_shards=1)).fit(PROBLEM)
+    url = "s3://bucket/m.zarr"
+    fitted.save(url)
+    model = OneBitMultiLabel.load(url)
+    np.testing.assert_array_equal(model.B_, fitted.B_)
+    assert xr.open_zarr(url, consolidated=False)["Q_top"].dims == ("feature", "component")
+    X, labels, y = PROBLEM.draw(0, 200)
+    obs = write_observations("s3://bucket/o.zarr", X, labels, y, n_labels=30)
+    np.testing.assert_array_equal(xr.open_zarr(obs, consolidated=False)["labels"].values, labels)
+    # a lost object is a damaged store, named, not zeros
+    s3.rm("bucket/m.zarr/blocks/0/B/c/0/0")
+    with pytest.raises(DamagedStoreError, match=r"blocks/0/B/c/0/0 \(rows 0\.\.29\) is missing"):
+        OneBitMultiLabel.load(url)
+    # an overwrite removes the old store's root first: one interrupted there is no model
+    s3.rm("bucket/m.zarr/zarr.json")
+    with pytest.raises(ValueError, match="not an onebit-dask model store"):
+        OneBitMultiLabel.load(url)
