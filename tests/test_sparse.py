@@ -110,3 +110,19 @@ def test_memory_follows_the_non_zeros():
         tracemalloc.stop()
     assert est.A_.shape == (d1, 2)
     assert peak < 60e6  # a few d1 x 8 float64 arrays (1.6 MB each) and their products
+
+
+@pytest.mark.parametrize("init_svd", ["dense", "randomized"])
+def test_thresholded_fit_equals_dense(observations, init_svd):
+    """With thresholds the basis ``Q_`` of the randomised initialisation is not unique (a
+    repeated singular value: the two runs pick other bases of one subspace), so the
+    estimate ``W`` is compared."""
+    X, labels, y = observations
+    params = dict(batch_size=500, n_iter=3, n_shards=3, init_svd=init_svd, random_state=1,
+                  threshold="estimated")
+    dense = OneBitMultiLabel(2, **params).fit(X, labels, y)
+    sparse = OneBitMultiLabel(2, **params).fit(sp.csr_matrix(X), labels, y)
+    np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-12, atol=1e-13)
+    assert [h["n_active"] for h in sparse.history_] == [h["n_active"] for h in dense.history_]
+    np.testing.assert_allclose(sparse.decision_function(sp.csr_matrix(X[:20])),
+                               dense.decision_function(X[:20]), rtol=1e-12, atol=1e-13)
