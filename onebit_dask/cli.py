@@ -113,8 +113,11 @@ def _add_fit(sub):
     e.add_argument("--rank", type=int, default=3, help="rank k")
     e.add_argument("--batch-size", type=int, default=100_000, help="observations per batch m")
     e.add_argument("--n-iter", type=int, default=10, help="steps after the initial batch")
-    e.add_argument("--step", default="paper", metavar="{paper,averaged}",
+    e.add_argument("--step", default="paper", metavar="{paper,averaged,harmonic}",
                    help="step size rule")
+    e.add_argument("--threshold", default="none", metavar="{none,estimated}",
+                   help="per-label thresholds: none (the paper's model) or estimated from the "
+                        "bits (for labels that are rarely positive)")
     e.add_argument("--seed", type=int, default=0,
                    help="seed of the start (and of the synthetic data)")
     e.add_argument("--shards", type=int, default=4,
@@ -150,7 +153,7 @@ def _fit_inputs(args):
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
-                           progress=not args.quiet)
+                           progress=not args.quiet, threshold=args.threshold)
     if args.data is None:
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
                                    noise_std=args.noise_std,

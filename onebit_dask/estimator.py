@@ -55,10 +55,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations ``m`` per batch (the initialisation uses one batch too).
     n_iter : int, default 10
         Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
-    step : {"paper", "averaged"}, default "paper"
+    step : {"paper", "averaged", "harmonic"}, default "paper"
         ``"paper"``: ``eta_t = 1`` (Algorithm 1). ``"averaged"``: ``eta_t = 1`` for
         ``t < 3``, then ``1 / (t - 1)``; averages batches so the error keeps
-        falling under noise.
+        falling under noise. ``"harmonic"``: ``eta_t = 1 / (t + 2)``, averaging from the
+        first step (on real features, where a full step overshoots).
     n_shards : int, default 4
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
         It fixes the data, not where they are computed: results do not depend on
@@ -145,7 +146,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_rank(self.rank, d1, d2)
         check_int("batch_size", self.batch_size, low=1)
         check_int("n_iter", self.n_iter, low=0)
-        check_choice("step", self.step, ("paper", "averaged"))
+        check_choice("step", self.step, ("paper", "averaged", "harmonic"))
         check_int("n_shards", self.n_shards, low=1)
         check_choice("init_svd", self.init_svd, ("auto", "dense", "randomized"))
         check_int("init_power_iter", self.init_power_iter, low=0)

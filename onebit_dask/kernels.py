@@ -123,7 +123,11 @@ def cholqr2(Y: np.ndarray) -> np.ndarray:
 
 
 def step_size(step: str, t: int, t0: int = 3) -> float:
-    """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0)."""
+    """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0): ``"paper"`` 1,
+    ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``, ``"harmonic"``
+    ``1 / (t + 2)`` (averaging from the first step)."""
+    if step == "harmonic":
+        return 1.0 / (t + 2)
     if step == "paper" or t < t0:
         return 1.0
     return 1.0 / (t - t0 + 2)

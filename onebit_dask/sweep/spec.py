@@ -166,8 +166,9 @@ def _check_grid_values(key, values, where="<spec>"):
             elif key in ("noise", "positive_rate"):
                 (parse_noise if key == "noise" else parse_positive_rate)(v)
                 v = str(v)
-            elif key == "step" and v not in ("paper", "averaged"):
-                raise ValueError(f"step={v!r} is not allowed: choose 'paper' or 'averaged'")
+            elif key == "step" and v not in ("paper", "averaged", "harmonic"):
+                raise ValueError(f"step={v!r} is not allowed: choose 'paper', 'averaged' or "
+                                 "'harmonic'")
             elif key == "method" and v not in METHODS:
                 raise ValueError(f"method={v!r} is not allowed{_did_you_mean(v, METHODS)}: "
                                  f"choose from {', '.join(METHODS)}")
