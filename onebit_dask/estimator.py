@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import time
 from numbers import Integral
 
@@ -20,11 +19,13 @@ from .algorithm import init_dense, init_randomized, step
 from .engine import LocalEngine, make_engine
 from .engine.blocks import Evaluation, StepModel, best_k, evaluation_pieces, rows_of, top_k
 from .kernels import one_blas_thread, step_size
-from .io import ZarrSource
 from . import persist
-from .persist import Checkpoint, data_identity, fingerprint
+from .data.arrays import ArraySource
+from .data.heldout import HeldOut
+from .data.inputs import as_source
+from .data.source import warn_if_cycling
+from .persist import Checkpoint, fingerprint
 from .progress import StepProgress
-from .sources import ArraySource, source_warn_if_cycling
 from .synthetic import FullObservationProblem, SyntheticProblem
 
 DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
@@ -152,8 +153,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     init_power_iter : int, default 4
         Subspace iterations of the randomised initial SVD.
     random_state : int, RandomState, Generator or None
-        Seeds the start block of the randomised initial SVD (the only random
-        choice of the estimator; the data carry their own seeds).
+        Seeds the start block of the randomised initial SVD and, for a label matrix
+        (``fit(X, Y)``), its batches: an int is their seed itself, anything else
+        gives one int drawn from it (:func:`onebit_dask.data.inputs.batch_seed`).
+        Problems and stores carry their own seeds or order.
     engine : {"auto", "local", "dask"}, default "auto"
         Where the shards are computed and the label blocks live. ``"local"``: in this
         process. ``"dask"``: on the workers of the current default Dask client (the
@@ -204,7 +207,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``fit_s`` (cumulative training time), ``client_bytes`` (array bytes the
         client sent to and gathered from the label blocks in that iteration; 0
         in-process) and, when the data come with a test
-        set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``.
+        set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``; with
+        ``fit(..., eval_set=...)``, the held-out ranking metrics (``auc``,
+        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``).
     """
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
@@ -243,9 +248,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return make_engine(client)
 
     # -- fitting ----------------------------------------------------------------
-    def fit(self, X, labels=None, y=None, *, n_labels=None, checkpoint=None,
+    def fit(self, X, Y=None, bits=None, *, n_labels=None, eval_set=None, checkpoint=None,
             checkpoint_every=None):
-        """Learn from a problem's fresh batches or from given observations.
+        """Learn from a problem's fresh batches, a label matrix or given observations.
 
         Parameters
         ----------
@@ -256,12 +261,32 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             is an observations store (:mod:`onebit_dask.io`), read shard by shard
             where the shards run. Otherwise the features of single-label
             observations.
-        labels : array-like of int of shape (n,)
-            Observed label index of each row, in ``[0, d2)``.
-        y : array-like of shape (n,)
-            The observed bit: ``-1``/``+1``, ``0``/``1`` or booleans.
+            where the shards run, or an XC/svmlight multi-label text file (read as a
+            label matrix). Otherwise the features, ``(n, d1)``, dense or
+            ``scipy.sparse`` (kept sparse: the cost of a step follows the batch's
+            non-zeros).
+        Y : array-like or scipy.sparse matrix of shape (n, d2), or of int of shape (n,)
+            A 2-D 0/1 indicator (bool, int or float) is a label matrix: batch ``t``
+            draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid and
+            observes ``y = 2 Y_ij - 1`` (the paper's Sec. 5.2 on these data,
+            :mod:`onebit_dask.data.label_matrix`); the batches are seeded by
+            ``random_state`` (an int seeds them as a :class:`FullObservationProblem`
+            with that seed; ``None`` draws fresh ones). With ``bits``: the observed
+            label of each row, in ``[0, d2)``.
+        bits : array-like of shape (n,), optional
+            The observed bit of each row: ``-1``/``+1``, ``0``/``1`` or booleans
+            (single-label observations ``(X, Y, bits)``, used in order, ``batch_size``
+            rows a batch).
         n_labels : int, optional
-            ``d2``; defaults to ``labels.max() + 1``.
+            ``d2`` of single-label observations; defaults to ``Y.max() + 1``.
+        eval_set : tuple (X_test, Y_test), optional
+            Held-out features (dense or sparse, ``d1`` columns) and their 0/1 label
+            matrix (``d2`` columns): ``history_`` records, at each evaluated iteration,
+            ``auc`` (macro over the labels with both classes in the test set),
+            ``precision_at_k`` and ``ndcg_at_k`` for ``k = 1, 3, 5``, and, when a
+            label matrix was fitted, ``psp_at_k`` (propensities of the training
+            labels, Jain et al. 2016, ``A = 0.55``, ``B = 1.5``). Computed block by
+            block where the label blocks live. Not with a problem (it has a test set).
         checkpoint : str or os.PathLike, optional
             A model store (:meth:`save`'s format) that receives the state every
             ``checkpoint_every`` iterations (and after the last), each label block
@@ -282,39 +307,23 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
                              "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
         self._set_feature_names(X)
-        if isinstance(X, (SyntheticProblem, FullObservationProblem)):
-            if labels is not None or y is not None or n_labels is not None:
-                raise TypeError("fit(problem) takes no labels, y or n_labels: the problem "
-                                "draws them")
-            problem = X
-            self._check_params(problem.d1, problem.d2)
-            batches = lambda t: problem.batch(t, self.batch_size, self.n_shards)  # noqa: E731
-            data = data_identity(problem)
-            return self._fit_batches(batches, problem.d1, problem.d2, problem, data,
-                                     self._checkpoint(checkpoint, checkpoint_every, data))
-        if isinstance(X, (str, os.PathLike)):
-            if labels is not None or y is not None or n_labels is not None:
-                raise TypeError("fit(path) takes no labels, y or n_labels: the store holds them")
-            check_int("batch_size", self.batch_size, low=1)
-            source = ZarrSource(X, self.batch_size)
-            self._check_params(source.d1, source.d2)
-            source_warn_if_cycling(source, self.n_iter + 1)
-            data = data_identity(source)
-            return self._fit_batches(lambda t: source.batch(t, self.n_shards), source.d1,
-                                     source.d2, None, data,
-                                     self._checkpoint(checkpoint, checkpoint_every, data))
-        if labels is None or y is None:
-            raise TypeError("fit(X, labels, y): labels and y are required with an array X")
-        X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
-        self._check_params(X.shape[1], d2)
-        source = ArraySource(X, labels, y, d2, self.batch_size)
-        source_warn_if_cycling(source, self.n_iter + 1)
-        data = data_identity(X, labels, y, d2)
-        return self._fit_batches(lambda t: source.batch(t, self.n_shards), X.shape[1], d2, None,
-                                 data, self._checkpoint(checkpoint, checkpoint_every, data))
+        check_int("batch_size", self.batch_size, low=1)
+        source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
+        self._check_params(source.d1, source.d2)
+        heldout = None
+        if eval_set is not None:
+            if source.planted is not None:
+                raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
+                                "is evaluated")
+            heldout = HeldOut(eval_set, source.d1, source.d2)
+        warn_if_cycling(source, self.batch_size, self.n_iter + 1)
+        data = source.identity()
+        return self._fit_source(source, data, self._checkpoint(checkpoint, checkpoint_every,
+                                                               data), heldout)
 
     def partial_fit(self, X, labels, y, *, n_labels=None):
-        """One step on the batch ``(X, labels, y)`` (the first call initialises).
+        """One step on the batch ``(X, labels, y)`` (the first call initialises); ``X``
+        dense or ``scipy.sparse``.
 
         ``n_labels`` (``d2``) is required on the first call; later calls may repeat it.
 
@@ -335,14 +344,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         X = self._validate_X(X, reset=first)
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         self._check_params(X.shape[1], d2)
-        shards = ArraySource(X, labels, y, d2, X.shape[0]).batch(0, self.n_shards)
+        shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
         engine = self._make_engine()
         if first:
             self._start(X.shape[1], d2)
             engine.start(self._bounds)
         else:
             engine = self._blocks_on(engine)
-        self._advance(engine, *self._prepare(engine, shards), None, None)
+        self._advance(engine, *self._prepare(engine, shards), None, None, None)
         self._keep(engine)
         return self
 
@@ -368,14 +377,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """The per-block data of a batch and its number of observations."""
         return engine.prepare(shards, self._bounds), sum(sh.n_obs for sh in shards)
 
-    def _fit_batches(self, batches, d1, d2, problem=None, data=None, checkpoint=None):
+    def _fit_source(self, source, data=None, checkpoint=None, heldout=None):
         if checkpoint is None:
-            return self._run_batches(batches, d1, d2, problem, data, None)
+            return self._run_source(source, data, None, heldout)
         with checkpoint:  # its one writer, from resume to the last write
-            return self._run_batches(batches, d1, d2, problem, data, checkpoint)
+            return self._run_source(source, data, checkpoint, heldout)
 
-    def _run_batches(self, batches, d1, d2, problem, data, checkpoint):
-        self._start(d1, d2)
+    def _run_source(self, source, data, checkpoint, heldout):
+        self._start(source.d1, source.d2)
         self._data = data
         engine = self._make_engine()
         first = 0  # the first iteration to run
@@ -383,10 +392,16 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             first = self.n_steps_ + 1
         else:
             engine.start(self._bounds)
-        evaluation = None
+        source = source.place(engine, self._bounds)
+        batches = lambda t: source.batch(t, self.batch_size, self.n_shards)  # noqa: E731
+        problem, evaluation = source.planted, None
         if problem is not None:
             self._test_set = problem.test_set()
             evaluation = self._evaluations(problem, self._test_set.labels)
+        ranking = None
+        if heldout is not None:
+            heldout.place(engine, self._bounds)
+            ranking = (heldout, source.propensities())
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
             upcoming = self._prepare(engine, batches(first)) if first <= self.n_iter else None
             for t in range(first, self.n_iter + 1):
@@ -396,7 +411,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                     upcoming = self._prepare(engine, batches(t + 1))
                 last = t == self.n_iter
                 due = last or (self.eval_every and t % self.eval_every == 0)
-                self._advance(engine, *current, problem, evaluation if due else None)
+                self._advance(engine, *current, source, evaluation if due else None,
+                              ranking if due else None)
                 del current
                 if checkpoint is not None and checkpoint.due(t, last):
                     checkpoint.write(self, engine)
@@ -406,10 +422,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._keep(engine)
         return self
 
-    def _advance(self, engine, data, n_obs, problem, evaluation):
-        """Initialise (first batch) or take one step, then record the iteration."""
-        d1, d2 = self.n_features_in_, self.n_labels_
-        projection = getattr(problem, "projection", lambda A=None: None)
+    def _advance(self, engine, data, n_obs, source, evaluation, ranking):
+        """Initialise (first batch) or take one step, then record the iteration (with the
+        planted truth's ``evaluation`` and the held-out ``ranking = (heldout,
+        propensities)`` metrics when given)."""
+        projection = (lambda A=None: None) if source is None else source.projection
         start = time.perf_counter()
         traffic = engine.bytes_sent + engine.bytes_received
         with one_blas_thread():  # small products: no thread start-up
@@ -421,7 +438,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                   "n_active": n_active, "fit_s": self._fit_s,
                   "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
         if evaluation is not None:
-            record.update(self._metrics(problem, self._test_set, outs))
+            record.update(self._metrics(source.planted, self._test_set, outs))
+        if ranking is not None:
+            with one_blas_thread():
+                record.update(ranking[0].metrics(engine, self.A_, ranking[1]))
         self.history_.append(record)
 
     def _update(self, engine, data, n_obs, projection, evaluation):

@@ -1,16 +1,14 @@
 """What a saved model and a checkpoint hold, and when a checkpoint belongs to a fit.
 
 The storage itself (zarr, paths, the atomic swap) is :mod:`onebit_dask.model_io`; this
-module turns an estimator's fitted state into attrs and back, identifies the data a fit
+module turns an estimator's fitted state into attrs and back, rebuilds the problem a fit
 runs on, and compares a checkpoint's fingerprint with the fit that wants to resume it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
-import hashlib
 import json
 import os
 
@@ -39,29 +37,6 @@ def _jsonable(value):
 
 
 # -- what the fit runs on ---------------------------------------------------------------------
-def data_identity(X, labels=None, y=None, n_labels=None) -> dict:
-    """A JSON description of a fit's data: a problem's fields, an observations store's
-    path and shape, or arrays' shape and a SHA-256 of their labels, bits and a sample of
-    up to 1024 evenly spaced feature rows."""
-    from .io import ZarrSource
-    from .synthetic import FullObservationProblem, SyntheticProblem
-
-    if isinstance(X, SyntheticProblem):
-        return {"kind": "SyntheticProblem", **dataclasses.asdict(X)}
-    if isinstance(X, FullObservationProblem):
-        return {"kind": "FullObservationProblem", "problem": dataclasses.asdict(X.problem),
-                "n": X.n}
-    if isinstance(X, ZarrSource):
-        return {"kind": "observations", "path": model_io.store_path(X.path),
-                "shape": [X.n, X.d1], "n_labels": X.d2}
-    rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], 1024)).astype(np.int64))
-    digest = hashlib.sha256()
-    for part in (X[rows], labels, y):
-        digest.update(np.ascontiguousarray(part).tobytes())
-    return {"kind": "arrays", "shape": list(X.shape), "dtype": str(X.dtype),
-            "n_labels": int(n_labels), "sha256": digest.hexdigest()}
-
-
 def problem_from(data: dict | None):
     """The :class:`SyntheticProblem` a model was fitted on, or ``None``."""
     from .synthetic import FullObservationProblem, SyntheticProblem
