@@ -307,7 +307,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
                              "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
         self._set_feature_names(X)
-        check_int("batch_size", self.batch_size, low=1)
+        self._validate_params()  # the table, before the data are read
         source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
         self._check_params(source.d1, source.d2)
         heldout = None
