@@ -77,6 +77,10 @@ SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "positive_rate", "n_test", "m
                   "sampler")
 
 
+RANKING_KEYS = ("auc", "precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_1",
+                "ndcg_at_3", "ndcg_at_5", "psp_at_1", "psp_at_3", "psp_at_5")
+
+
 def _add_fit(sub):
     p = sub.add_parser("fit", formatter_class=_Help,
                        help="fit on a synthetic problem (or an observations store) and print "
@@ -85,8 +89,12 @@ def _add_fit(sub):
                                    "planted truth and print its test metrics, or on an "
                                    "observations store (--data) and print the training summary.")
     p.add_argument("--data", default=None, metavar="STORE",
-                   help="an observations store (onebit_dask.io.write_observations) to fit "
-                        "instead of a synthetic problem; d1 and d2 come from the store")
+                   help="an observations store (onebit_dask.io.write_observations) or an "
+                        "XC/svmlight multi-label file (a label matrix) to fit instead of a "
+                        "synthetic problem; d1 and d2 come from the data")
+    p.add_argument("--test-data", default=None, metavar="FILE",
+                   help="with --data: a held-out XC/svmlight file whose ranking metrics "
+                        "(auc, precision/ndcg/psp at 1, 3, 5) are reported per iteration")
     g = p.add_argument_group("the synthetic problem (not with --data)")
     g.add_argument("--d1", type=int, default=500, action=_Given, help="feature dimension")
     g.add_argument("--d2", type=int, default=200, action=_Given, help="number of labels")
@@ -145,9 +153,10 @@ def _add_model_options(p):
 
 
 def _fit_inputs(args):
-    """``(data, source, est, d1, d2)`` of ``fit``, checked: what ``est.fit`` is given (the
-    problem or the store's path) and what identifies it (the problem or the store)."""
+    """``fit``'s data arguments, their source and the estimator, checked."""
     from . import OneBitMultiLabel, SyntheticProblem
+    from .data.inputs import as_source
+    from .estimator import check_params
     from .limits import check_sizes
     from .synthetic import SAMPLERS, parse_positive_rate
 
@@ -163,21 +172,23 @@ def _fit_inputs(args):
                                    positive_rate=parse_positive_rate(args.positive_rate),
                                    seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
-        est._check_params(problem.d1, problem.d2)
-        return problem, problem, est, problem.d1, problem.d2
+        check_params(est.get_params(), problem.d1, problem.d2)
+        return (problem,), as_source(problem), est, problem.d1, problem.d2
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
         names = ", ".join("--" + g.replace("_", "-") for g in given)
         raise ValueError(f"{names} set the synthetic problem: they do not apply with --data "
                          f"{args.data!r} (the store gives d1, d2 and the bits)")
     from ._validation import check_int
-    from .io import ZarrSource
+    from .data.inputs import read_text
 
     check_int("batch_size", args.batch_size, low=1)
-    source = ZarrSource(args.data, args.batch_size)
+    path = os.fspath(args.data)
+    data = read_text(path) if os.path.isfile(path) else (path,)
+    source = as_source(*data, random_state=args.seed)
     check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
-    est._check_params(source.d1, source.d2)
-    return os.fspath(args.data), source, est, source.d1, source.d2
+    check_params(est.get_params(), source.d1, source.d2)
+    return data, source, est, source.d1, source.d2
 
 
 def _run_fit(args) -> int:
@@ -185,8 +196,18 @@ def _run_fit(args) -> int:
 
     try:
         target = check_target(**_target(args))
+        if args.test_data is not None and args.data is None:
+            raise ValueError("--test-data needs --data TRAIN: a synthetic problem has its own "
+                             "test set")
         data, source, est, d1, d2 = _fit_inputs(args)
         fit_options = _check_model_options(args, est, source)
+        if args.test_data is not None:
+            from .data.heldout import HeldOut
+            from .data.inputs import read_text
+
+            test = read_text(os.fspath(args.test_data))
+            HeldOut(test, d1, d2)  # checked before any work
+            fit_options["eval_set"] = test
     except (TypeError, ValueError, FileNotFoundError, FileExistsError) as exc:
         raise UsageError(str(exc)) from None  # (also ClusterConfigError, ModelStoreError)
     with _client(**target, timeout=args.connect_timeout,
@@ -194,13 +215,14 @@ def _run_fit(args) -> int:
                  debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
-        est.set_params(client=client).fit(data, **fit_options)
+        est.set_params(engine="local" if client is None else "dask")  # the session's client
+        est.fit(*data, **fit_options)
         wall = time.perf_counter() - start
         if args.save is not None:  # while the blocks' workers are still there
             _save(est, args)
     last = est.history_[-1]
     synthetic = args.data is None
-    metric_keys = METRICS if synthetic else ()
+    metric_keys = METRICS if synthetic else tuple(k for k in RANKING_KEYS if k in last)
     result = {key: last[key] for key in metric_keys}
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=d1, d2=d2,
@@ -209,9 +231,9 @@ def _run_fit(args) -> int:
     )
     if synthetic:
         result.update(flip=args.flip, noise_std=args.noise_std,
-                      positive_rate=data.positive_rate, sampler=args.sampler)
+                      positive_rate=source.planted.positive_rate, sampler=args.sampler)
     else:
-        result.update(data=args.data)
+        result.update(data=args.data, test_data=args.test_data)
     result["model"] = args.save
     result["history"] = est.history_
     if args.json:
@@ -248,10 +270,10 @@ def _save(est, args) -> None:
 
 
 def _check_model_options(args, est, source) -> dict:
-    """Check --save, --checkpoint and --checkpoint-every before anything runs (``source``:
-    the synthetic problem or the observations store); the keyword arguments of ``fit``."""
+    """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
+    arguments of ``fit``."""
     from .model_io import check_target, store_path
-    from .persist import Checkpoint, data_identity, fingerprint
+    from .persist import Checkpoint, fingerprint
 
     if args.save is not None:
         check_target(args.save, overwrite=False, kind="model", name="--save")
@@ -262,7 +284,7 @@ def _check_model_options(args, est, source) -> dict:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint PATH")
         return {}
-    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, data_identity(source)))
+    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, source.identity()))
     return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
 
 
@@ -318,7 +340,7 @@ def _read_model(path, client):
     from .model_io import ModelStoreError
 
     try:
-        return OneBitMultiLabel.load(path, client=client)
+        return OneBitMultiLabel.load(path, engine="local" if client is None else "dask")
     except ModelStoreError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return None
@@ -334,7 +356,7 @@ def _run_predict(args) -> int:
                              f"{attrs['n_labels']} (the model's labels)")
         if args.rows < 1:
             raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
-        source = ZarrSource(args.data, 1)
+        source = ZarrSource(args.data)
         if source.d1 != attrs["n_features_in"]:
             raise ValueError(f"--data={args.data!r} has {source.d1} features, but the model "
                              f"was fitted with {attrs['n_features_in']}")

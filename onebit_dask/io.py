@@ -36,7 +36,7 @@ import numpy as np
 import zarr
 
 from ._validation import check_features, check_int, check_observations
-from .sources import row_bounds
+from .data.shards import ShardKind, row_bounds
 from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
                                  missing_chunk)
@@ -151,6 +151,7 @@ class ZarrShard:
     lo: int
     hi: int
     label_range: tuple[int, int]
+    kind = ShardKind.ROW_RANGE
 
     @property
     def n_obs(self) -> int:
@@ -164,13 +165,16 @@ class ZarrShard:
 
 
 class ZarrSource:
-    """An observations store cut into mini-batches of ``batch_size`` rows.
+    """An observations store as a source: batch ``b`` of size ``m`` is rows
+    ``[b m, (b + 1) m)`` (``m`` at most ``n``), cut into row-range shards.
 
     Opening it checks the layout, the labels and the bits (they are small) but
     not the features, which each shard checks when it reads them.
     """
 
-    def __init__(self, path, batch_size: int):
+    planted = None
+
+    def __init__(self, path):
         self.path = os.fspath(path)
         if not os.path.isdir(self.path):
             raise FileNotFoundError(f"data={self.path!r} does not exist: write one with "
@@ -200,17 +204,45 @@ class ZarrSource:
         y = read_rows(self.path, "y", group["y"], 0, group["y"].shape[0])
         check_observations(np.zeros((n, 1)), self.labels, y, n_labels=self.d2)
         self.n = n
-        self.requested_batch_size = batch_size
-        self.batch_size = min(batch_size, n)
-        self.n_batches = -(-n // self.batch_size)
 
-    def batch(self, t: int, n_shards: int) -> list[ZarrShard]:
-        b = t % self.n_batches
-        lo = b * self.batch_size
-        hi = min(lo + self.batch_size, self.n)
+    def n_batches(self, batch_size: int) -> int:
+        return -(-self.n // min(batch_size, self.n))
+
+    def batch(self, t: int, batch_size: int, n_shards: int) -> list[ZarrShard]:
+        size = min(batch_size, self.n)
+        lo = (t % self.n_batches(batch_size)) * size
+        hi = min(lo + size, self.n)
         bounds = [lo + r for r in row_bounds(hi - lo, min(n_shards, hi - lo))]
         shards = []
         for a, z in zip(bounds[:-1], bounds[1:]):
             labels = self.labels[a:z]
             shards.append(ZarrShard(self.path, a, z, (int(labels.min()), int(labels.max()) + 1)))
         return shards
+
+    def identity(self) -> dict:
+        """The store's absolute path and shape, and a SHA-256 of every file's name, size
+        and modification time (a store rewritten in place is another store; a local
+        directory: for a URL, the path and shape only)."""
+        import hashlib
+
+        from .model_io import store_path
+
+        path = store_path(self.path)
+        files = hashlib.sha256()
+        for root, dirs, names in os.walk(path):
+            dirs.sort()
+            for name in sorted(names):
+                info = os.stat(os.path.join(root, name))
+                files.update(f"{os.path.relpath(os.path.join(root, name), path)} "
+                             f"{info.st_size} {info.st_mtime_ns}\n".encode())
+        return {"kind": "observations", "path": path, "shape": [self.n, self.d1],
+                "n_labels": self.d2, "files_sha256": files.hexdigest()}
+
+    def projection(self, A=None):
+        return None
+
+    def place(self, engine, bounds):
+        return self
+
+    def propensities(self):
+        return None

@@ -1,16 +1,14 @@
 """What a saved model and a checkpoint hold, and when a checkpoint belongs to a fit.
 
 The storage itself (zarr, paths, the atomic swap) is :mod:`onebit_dask.model_io`; this
-module turns an estimator's fitted state into attrs and back, identifies the data a fit
+module turns an estimator's fitted state into attrs and back, rebuilds the problem a fit
 runs on, and compares a checkpoint's fingerprint with the fit that wants to resume it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
-import hashlib
 import json
 import os
 
@@ -23,7 +21,7 @@ from .stores import atomic, paths
 from .stores.lock import StoreLock
 from .stores.zarr_format import DamagedStoreError
 
-FINGERPRINT_SKIP = ("client", "progress", "eval_every")  # do not change the numbers
+FINGERPRINT_SKIP = ("engine", "progress", "eval_every")  # do not change the numbers
 
 
 def _jsonable(value):
@@ -39,39 +37,6 @@ def _jsonable(value):
 
 
 # -- what the fit runs on ---------------------------------------------------------------------
-def data_identity(X, labels=None, y=None, n_labels=None) -> dict:
-    """A JSON description of a fit's data: a problem's fields, an observations store's
-    path, shape and a SHA-256 of every file's name, size and modification time (a store
-    rewritten in place differs), or arrays' shape and a SHA-256 of all their bytes (one
-    pass, 65536 rows at a time: about 1 s for 10^6 x 100 float32)."""
-    from .io import ZarrSource
-    from .synthetic import FullObservationProblem, SyntheticProblem
-
-    if isinstance(X, SyntheticProblem):
-        return {"kind": "SyntheticProblem", **dataclasses.asdict(X)}
-    if isinstance(X, FullObservationProblem):
-        return {"kind": "FullObservationProblem", "problem": dataclasses.asdict(X.problem),
-                "n": X.n}
-    if isinstance(X, ZarrSource):
-        path = model_io.store_path(X.path)
-        files = hashlib.sha256()
-        for root, dirs, names in os.walk(path):
-            dirs.sort()
-            for name in sorted(names):
-                info = os.stat(os.path.join(root, name))
-                files.update(f"{os.path.relpath(os.path.join(root, name), path)} "
-                             f"{info.st_size} {info.st_mtime_ns}\n".encode())
-        return {"kind": "observations", "path": path, "shape": [X.n, X.d1], "n_labels": X.d2,
-                "files_sha256": files.hexdigest()}
-    digest = hashlib.sha256()
-    for start in range(0, X.shape[0], 65536):
-        digest.update(np.ascontiguousarray(X[start:start + 65536]))
-    for part in (labels, y):
-        digest.update(np.ascontiguousarray(part))
-    return {"kind": "arrays", "shape": list(X.shape), "dtype": str(X.dtype),
-            "n_labels": int(n_labels), "sha256": digest.hexdigest()}
-
-
 def problem_from(data: dict | None):
     """The :class:`SyntheticProblem` a model was fitted on, or ``None``."""
     from .synthetic import FullObservationProblem, SyntheticProblem
@@ -95,9 +60,9 @@ def _random_state(value):
 
 
 def saved_params(est) -> dict:
-    """``get_params()`` without ``client``; a generator ``random_state`` is saved as None
+    """``get_params()`` without ``engine``; a generator ``random_state`` is saved as None
     (its state after the fit is not the seed of the fit)."""
-    params = {k: v for k, v in est.get_params(deep=False).items() if k != "client"}
+    params = {k: v for k, v in est.get_params(deep=False).items() if k != "engine"}
     if not (params["random_state"] is None or isinstance(params["random_state"],
                                                          (int, np.integer))):
         params["random_state"] = None
@@ -105,7 +70,7 @@ def saved_params(est) -> dict:
 
 
 def fingerprint(est, data: dict) -> dict:
-    """What decides a fit's numbers: the parameters (not ``client``, ``progress``,
+    """What decides a fit's numbers: the parameters (not ``engine``, ``progress``,
     ``eval_every``) and the data's identity."""
     params = {k: v for k, v in est.get_params(deep=False).items() if k not in FINGERPRINT_SKIP}
     params["random_state"] = _random_state(params["random_state"])
@@ -202,13 +167,12 @@ def save(est, path, overwrite: bool = False) -> str:
     return path
 
 
-def load(cls, path, client=None):
-    from .engine import make_engine
-
+def load(cls, path, engine="auto"):
     path = model_io.store_path(path)
     attrs = model_io.read_attrs(path)
-    est = cls(**attrs["params"], client=client)
-    engine = make_engine(client)
+    est = cls(**{**attrs["params"], "engine": engine})
+    est._validate_params()
+    engine = est._make_engine()
     restore(est, path, attrs, engine)
     est._keep(engine)
     return est

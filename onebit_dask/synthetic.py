@@ -33,6 +33,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ._validation import _show, check_choice, check_float, check_int, check_rank, check_seed
+from .data.shards import ShardKind, active_sums
 from .kernels import sign
 from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
                        draw_projected_step, noisy_bits, span_basis)
@@ -188,9 +189,16 @@ class _BlockShard:
     lo: int
     hi: int
 
+    kind = ShardKind.LABEL_BLOCK
+
     @property
     def label_range(self) -> tuple[int, int]:
         return self.lo, self.hi
+
+    def activate(self, model, B_rows, b_rows=None):
+        """``(ActiveRows, n_active)`` of the explicitly drawn observations (``load()``)."""
+        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows])[0]
 
 
 class SyntheticShard(_BlockShard):
@@ -218,6 +226,10 @@ class Projection(NamedTuple):
 class ProjectedShard(_BlockShard):
     """A shard of a :class:`SyntheticProblem`'s batch, drawn by projected sampling
     (:mod:`onebit_dask.sampling`): only what the step uses, exact in law."""
+
+    def activate(self, model, B_rows, b_rows=None):
+        """:meth:`draw_active` with the model's projection."""
+        return self.draw_active(model.projection, B_rows, b_rows, thresholded=model.thresholds)
 
     def draw_active(self, projection: Projection, B_rows=None, b_rows=None,
                     thresholded: bool = False):
@@ -461,16 +473,23 @@ def _full_data(problem: SyntheticProblem, n: int):
     return X, Y
 
 
+def uniform_pairs(seed: int, t: int, s: int, n: int, n_obs: int, lo: int, hi: int):
+    """``n_obs`` pairs ``(row, label)``, rows uniform on ``[0, n)`` and labels uniform on
+    ``[lo, hi)``, from ``SeedSequence([seed, t, s])`` (shard ``s`` of batch ``t``)."""
+    rng = _rng(seed, t, s)
+    rows = rng.integers(0, n, size=n_obs, dtype=np.int64)
+    labels = lo + rng.integers(0, hi - lo, size=n_obs, dtype=np.int64)
+    return rows, labels
+
+
 class FullObservationShard(_BlockShard):
     """A shard of a :class:`FullObservationProblem`'s batch: ``n_obs`` pairs ``(i, j)``,
     ``i`` uniform on the instances, ``j`` uniform on ``[lo, hi)``, drawn from
     ``SeedSequence([seed, t, s])``."""
 
     def pairs(self):
-        rng = _rng(self.source.problem.seed, self.t, self.s)
-        rows = rng.integers(0, self.source.n, size=self.n_obs, dtype=np.int64)
-        labels = self.lo + rng.integers(0, self.hi - self.lo, size=self.n_obs, dtype=np.int64)
-        return rows, labels
+        return uniform_pairs(self.source.problem.seed, self.t, self.s, self.source.n,
+                             self.n_obs, self.lo, self.hi)
 
     def load(self):
         X, Y = self.source.arrays()

@@ -25,7 +25,7 @@ def local_client(n_workers, **kwargs):
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address="127.0.0.1:0", **kwargs) as cluster, \
             Client(cluster, set_as_default=False) as client:
-        yield client
+        yield client  # engine="auto" stays in-process outside `with client.as_current():`
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +34,7 @@ def client2():
     not the point (a test that kills a worker or needs another size starts its own).
 
     Not the default client (``set_as_default=False``): a test uses it where it hands it
-    over (``client=client2``) or inside ``with client2.as_current():``, and every other
+    over or inside ``with client2.as_current():`` (``engine="auto"``), and every other
     test, before or after, stays in-process. Tests must leave it as they found it:
     2 live workers; plugins they register are replaced by name.
     """

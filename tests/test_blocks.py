@@ -10,7 +10,7 @@ from onebit_dask import algorithm
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
 from onebit_dask.kernels import LAMBDA, row_norms
-from onebit_dask.sources import ArraySource
+from onebit_dask.data.arrays import ArraySource
 from onebit_dask.synthetic import Projection
 
 D1, D2, L = 7, 11, 4
@@ -42,7 +42,7 @@ def engine_with(X, labels, y, A=None, Bm=None, n_blocks=3, n_shards=2, **slots):
     eng.handles = [B.Block(lo, hi, {**({} if Bm is None else {"B": Bm[lo:hi]}),
                                     **{k: v[lo:hi] for k, v in slots.items()}})
                    for lo, hi in zip(bounds[:-1], bounds[1:])]
-    data = eng.prepare(ArraySource(X, labels, y, D2, X.shape[0]).batch(0, n_shards), bounds)
+    data = eng.prepare(ArraySource(X, labels, y, D2).batch(0, X.shape[0], n_shards), bounds)
     eng.map(B.activate, B.StepModel(A), per_block=eng.by_block(data, B.StepModel(A)))
     return eng, data, bounds
 
@@ -129,7 +129,7 @@ def test_randomized_initialisation_finds_top_singular_subspace():
     bounds = bounds_of(3, d2)
     eng = LocalEngine()
     eng.start(bounds)
-    data = eng.prepare(ArraySource(X, labels, y, d2, m).batch(0, 2), bounds)
+    data = eng.prepare(ArraySource(X, labels, y, d2).batch(0, m, 2), bounds)
     top, _ = algorithm.init_randomized(eng, data, B.StepModel(None), m, d1, d2, k,
                                        np.random.default_rng(5), 6, None)
     Q0 = np.vstack([top.Q, gather(eng, "Q")])
@@ -150,7 +150,7 @@ def test_dense_initialisation_matches_svd():
     bounds = bounds_of(3, d2)
     eng = LocalEngine()
     eng.start(bounds)
-    data = eng.prepare(ArraySource(X, labels, y, d2, m).batch(0, 3), bounds)
+    data = eng.prepare(ArraySource(X, labels, y, d2).batch(0, m, 3), bounds)
     top, _ = algorithm.init_dense(eng, data, B.StepModel(None), m, d1, d2, k, bounds, None)
     Q0 = np.vstack([top.Q, gather(eng, "Q")])
     V0 = np.vstack([top.V, gather(eng, "V")])

@@ -29,7 +29,7 @@ def test_round_trip(store, observations):
         np.testing.assert_array_equal(group[name][:], arr)
     assert group["X"].chunks == (1000, 30) and group["X"].dtype == np.float32
     assert group.attrs["n_labels"] == 20
-    shards = ZarrSource(store, 3000).batch(1, 3)
+    shards = ZarrSource(store).batch(1, 3000, 3)
     X = np.concatenate([sh.load()[0] for sh in shards])
     np.testing.assert_array_equal(X, observations[0][3000:6000])
     assert all(sh.label_range[0] <= sh.load()[1].min() for sh in shards)
@@ -40,7 +40,8 @@ def test_fit_on_store_equals_fit_on_arrays(store, observations, client2):
     params = dict(batch_size=3000, n_iter=3, n_shards=3, random_state=0)
     arrays = OneBitMultiLabel(2, **params).fit(*observations, n_labels=20)
     local = OneBitMultiLabel(2, **params).fit(store)
-    on_dask = OneBitMultiLabel(2, client=client2, **params).fit(store)
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(store)
     np.testing.assert_allclose(local.coef_, arrays.coef_, rtol=1e-12, atol=1e-13)
     np.testing.assert_array_equal(local.Q_, on_dask.Q_)
     assert local.n_samples_seen_ == 12_000
@@ -54,7 +55,7 @@ def test_errors(tmp_path, store, observations):
     other = zarr.open_group(str(tmp_path / "other.zarr"), mode="w")
     other.attrs["format"] = "something-else"
     with pytest.raises(ValueError, match="is not an observations store"):
-        ZarrSource(str(tmp_path / "other.zarr"), 10)
+        ZarrSource(str(tmp_path / "other.zarr"))
     with pytest.raises(TypeError, match="takes no labels"):
         OneBitMultiLabel(2).fit(store, observations[1])
     with pytest.raises(ValueError, match=r"labels\[\d+\]=\d+ is not allowed"):
@@ -85,7 +86,7 @@ def test_every_chunk_is_written_even_all_zero(tmp_path):
                               n_labels=2, chunk_rows=100)
     for name in ("X/c/0/0", "X/c/1/0", "labels/c/0", "labels/c/1", "y/c/0"):
         assert (tmp_path / "z.zarr" / name).is_file(), name
-    ZarrSource(path, 100)  # a store whose first chunk is all zeros is whole
+    ZarrSource(path)  # a store whose first chunk is all zeros is whole
 
 
 def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
@@ -96,8 +97,8 @@ def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
     path = _copy(store, tmp_path)
     os.remove(os.path.join(path, "X", "c", "4", "0"))
     with pytest.raises(DamagedStoreError, match=r"X/c/4/0 holding rows 4000\.\.4999 is missing"):
-        ZarrSource(path, 3000)
-    shards = ZarrSource(_copy(store, tmp_path / "b"), 3000).batch(1, 2)  # opened whole,
+        ZarrSource(path)
+    shards = ZarrSource(_copy(store, tmp_path / "b")).batch(1, 3000, 2)  # opened whole,
     os.remove(os.path.join(shards[0].path, "labels", "c", "3"))           # damaged afterwards
     with pytest.raises(DamagedStoreError, match=r"labels/c/3 holding rows 3000\.\.3999"):
         shards[0].load()
@@ -113,8 +114,8 @@ def test_truncated_chunk_names_path_and_rows(store, tmp_path):
     data = open(chunk, "rb").read()
     with open(chunk, "wb") as fh:
         fh.write(data[: len(data) // 3])
-    source = ZarrSource(path, 3000)  # the layout is fine: the shard finds the damage
-    shard = next(sh for sh in source.batch(2, 2) if sh.lo <= 7000 < sh.hi)
+    source = ZarrSource(path)  # the layout is fine: the shard finds the damage
+    shard = next(sh for sh in source.batch(2, 3000, 2) if sh.lo <= 7000 < sh.hi)
     with pytest.raises(DamagedStoreError, match=rf"data='{path}': the chunk X/c/7/0 holding rows "
                                                 r"7000\.\.7999 cannot be read"):
         shard.load()
@@ -131,10 +132,10 @@ def test_one_dimensional_and_integer_features_are_refused(tmp_path):
         group.attrs.update({"format": "onebit-dask/observations", "version": 1, "n_labels": 1})
     with pytest.raises(ValueError, match=r"X has shape \(50,\): an observations store's X must "
                                          r"be 2-D"):
-        ZarrSource(str(tmp_path / "flat"), 10)
+        ZarrSource(str(tmp_path / "flat"))
     with pytest.raises(TypeError, match="X has dtype int32: an observations store holds float32 "
                                         "or float64"):
-        ZarrSource(str(tmp_path / "ints"), 10)
+        ZarrSource(str(tmp_path / "ints"))
 
 
 def test_overwrite_replaces_an_observations_store_only(tmp_path, observations):

@@ -390,7 +390,7 @@ def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler,
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_thresholded_draw_has_the_explicit_structure(sampler):
-    """The structure ``shard_activate`` gives explicit rows: the initial batch lists every
+    """The structure ``read_row_shard`` gives explicit rows: the initial batch lists every
     label with bits (sorted) with unit weights, ``r_sum = 0`` and ``S_pos - S_neg`` the
     sums of ``y_i x_i``; a step's sums are the numbers drawn without thresholds, its
     counts every bit's (``n_bits`` summing to the shard's observations)."""
@@ -422,7 +422,7 @@ def test_explicit_shard_activate_matches_the_dense_reference(initial):
     A, Bm, _ = model_state()
     A = None if initial else A
     (shard,) = dataclasses.replace(THRESHOLDED, sampler="explicit").batch(1, 200, 1)
-    (piece,) = B.shard_activate(shard.load(), B.StepModel(A, None, True),
+    (piece,) = B.read_row_shard(shard.load(), B.StepModel(A, None, True),
                                 None if initial else [Bm], [0, D2],
                                 None if initial else [MODEL_BIAS])
     active, _ = piece

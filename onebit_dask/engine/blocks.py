@@ -28,8 +28,9 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from .. import thresholds
-from ..kernels import (ActiveRows, aligned, residuals, row_norms, scatter_rows,
-                       weighted_label_sums)
+from ..data.shards import ShardKind, active_sums, row_scaled
+from ..kernels import ActiveRows, aligned, row_norms, scatter_rows
+from ..metrics import auc_rows
 
 THRESHOLD_SLOTS = ("b", "p", "v")
 """The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
@@ -102,13 +103,28 @@ def call(fn, block: Block, *args) -> Block:
 # -- data -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RowShards:
-    """The row-range shards of a batch (``label_range`` not a label block: arrays, stores),
-    each read once per step by :func:`shard_activate`: ``shards`` are loaded
-    ``(X, labels, y)`` (or the futures of the tasks that load them), ``bounds`` the label
-    blocks'."""
+    """The row-range shards of a batch (:attr:`~onebit_dask.data.shards.ShardKind.ROW_RANGE`),
+    each read once per step by :func:`~onebit_dask.data.shards.active_sums`: ``shards``
+    are loaded ``(X, labels, y)`` (or the futures of the tasks that load them), ``bounds``
+    the label blocks'."""
 
     shards: list
     bounds: list
+
+
+def label_aligned(shards, bounds) -> bool:
+    """Whether the batch is one :attr:`~onebit_dask.data.shards.ShardKind.LABEL_BLOCK`
+    shard per label block (``False``: row-range shards)."""
+    kinds = {sh.kind for sh in shards}
+    if kinds != {ShardKind.LABEL_BLOCK}:
+        if ShardKind.LABEL_BLOCK in kinds:
+            raise ValueError(f"a batch mixes shard kinds {sorted(k.value for k in kinds)}")
+        return False
+    ranges = [(sh.lo, sh.hi) for sh in shards]
+    if ranges != list(zip(bounds[:-1], bounds[1:])):
+        raise ValueError(f"the batch's label blocks {ranges} are not the model's "
+                         f"{list(zip(bounds[:-1], bounds[1:]))}: draw it with the same n_shards")
+    return True
 
 
 def load_shard(shard):
@@ -116,97 +132,16 @@ def load_shard(shard):
     return shard.load()
 
 
+def read_row_shard(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
+    """A loaded row-range shard ``(X, labels, y)`` read once: its pieces for every label
+    block (:func:`~onebit_dask.data.shards.active_sums`)."""
+    return active_sums(*data, model, B_rows, bounds, b_rows)
+
+
 def slot_of(block: Block, slot: str):
-    """A slot's array (the label blocks' ``B`` rows for :func:`shard_activate`)."""
+    """A slot's array (the label blocks' ``B`` rows and thresholds ``b`` for
+    :func:`read_row_shard`)."""
     return block.slots[slot]
-
-
-def shard_activate(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
-    """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
-    ``[(ActiveRows, n_active)]``, one per block.
-
-    ``data`` is ``(X, labels, y)`` or a shard descriptor with ``load``; ``B_rows`` the
-    blocks' rows of ``B`` (``None`` for the initial batch, ``model.A is None``) and
-    ``b_rows`` their thresholds (``None`` for the paper's model). With thresholds each
-    piece also carries the batch's :class:`~onebit_dask.thresholds.LabelCounts`, and the
-    initial batch's sums are kept apart for the positive and the negative bits (their
-    weights ``y - sign(b_j)`` need the thresholds of the whole batch). ``X`` is
-    read once: the scores ``X @ A`` of all its rows in one pass, in its own dtype
-    (:func:`onebit_dask.kernels.residuals`); then only the active rows (non-zero
-    residual; every row for the initial batch, weighted by its bit) are read again,
-    into per-label sums ``S_j = sum_i w_i x_i`` in float64 (``by_label``: the products
-    of a step depend on the rows only through these sums). No copy of ``X``, no float64
-    array of its size.
-    """
-    X, labels, y = (aligned(np.asarray(a)) for a in
-                    (data.load() if hasattr(data, "load") else data))
-    bounds = np.asarray(bounds)
-    S_neg = None
-    if model.A is None and model.thresholds:
-        uniq, S, S_neg = _signed_label_sums(X, labels, y)
-        rows = None
-    elif model.A is None:
-        weights, rows = np.asarray(y, dtype=np.float64), None
-        uniq, S = weighted_label_sums(X, labels, weights, rows)
-    else:
-        b = None if b_rows is None else np.concatenate(b_rows)
-        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0], b)
-        rows = np.flatnonzero(weights)
-        uniq, S = weighted_label_sums(X, labels, weights, rows)
-    n_blocks = bounds.size - 1
-    owner = np.searchsorted(bounds, labels, side="right") - 1
-    n_obs = np.bincount(owner, minlength=n_blocks)
-    n_active = n_obs if rows is None else np.bincount(owner[rows], minlength=n_blocks)
-    cut = np.searchsorted(uniq, bounds)
-    counts = None
-    if model.thresholds:
-        counts = thresholds.count_bits(labels, y, None if model.A is None else weights)
-    count_cut = None if counts is None else np.searchsorted(counts.labels, bounds)
-    pieces = []
-    for s, (a, z) in enumerate(zip(cut[:-1], cut[1:])):
-        part = None if counts is None else thresholds.LabelCounts(
-            *(v[count_cut[s]: count_cut[s + 1]] for v in counts))
-        pieces.append((ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]),
-                                  by_label=True, counts=part,
-                                  X_neg=None if S_neg is None else S_neg[a:z]),
-                       int(n_active[s])))
-    return pieces
-
-
-def _signed_label_sums(X, labels, y):
-    """``(uniq, S_pos, S_neg)``: per label, the sums of the rows of its positive and of its
-    negative bits, in one pass (one key per label and sign)."""
-    positive = np.asarray(y) > 0
-    keys, S2 = weighted_label_sums(X, 2 * np.asarray(labels, dtype=np.int64) + positive,
-                                   np.ones(labels.shape[0]))
-    uniq = np.unique(keys // 2)
-    at = np.searchsorted(uniq, keys // 2)
-    S_pos, S_neg = np.zeros((uniq.size, X.shape[1])), np.zeros((uniq.size, X.shape[1]))
-    sign = keys % 2 == 1
-    S_pos[at[sign]] = S2[sign]
-    S_neg[at[~sign]] = S2[~sign]
-    return uniq, S_pos, S_neg
-
-
-def _merge(pieces):
-    """One block's ``(ActiveRows, n_active)`` from its shards' pieces (per-label sums),
-    added in shard order."""
-    n_active = sum(n for _, n in pieces)
-    parts = [a for a, _ in pieces]
-    if len(parts) == 1:
-        return parts[0], n_active
-    uniq = np.unique(np.concatenate([a.labels for a in parts]))
-    S = np.zeros((uniq.size, parts[0].X.shape[1]))
-    S_neg = None if parts[0].X_neg is None else np.zeros_like(S)
-    for a in parts:
-        at = np.searchsorted(uniq, a.labels)
-        S[at] += a.weights[:, None] * a.X
-        if S_neg is not None:
-            S_neg[at] += a.X_neg
-    counts = None if parts[0].counts is None else thresholds.merge_counts(
-        a.counts for a in parts)
-    return ActiveRows(S, uniq, np.ones(uniq.size), sum(a.n_obs for a in parts),
-                      by_label=True, counts=counts, X_neg=S_neg), n_active
 
 
 def out_of(block: Block):
@@ -224,23 +159,17 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     thresholds ``(n_active, *moments)`` (:func:`~onebit_dask.thresholds.moments` of the
     labels' shares of positive bits, updated with the batch).
 
-    ``data`` is a shard descriptor of this block's labels with ``draw_active`` (projected
-    sampling) or ``load`` (explicit draws), or the list of this block's pieces of the
-    row-range shards (:func:`shard_activate`). With thresholds, in a step, each label's sum
+    ``data`` is this block's label-block shard, or its :class:`~onebit_dask.data.shards.Pieces`
+    of the row-range shards: either way ``data.activate(model, B_rows, b_rows)`` with the
+    block's rows of ``B`` and its thresholds (slot ``"b"``, ``None`` without them). With
+    thresholds, in a step, each label's sum
     is scaled by :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
     :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used,
     and the shares take their step of size ``eta``.
     """
     B_rows = block.slots.get("B")
     b_rows = block.slots.get("b")
-    if hasattr(data, "draw_active"):
-        active, n_active = data.draw_active(model.projection, B_rows, b_rows,
-                                            thresholded=model.thresholds)
-    else:
-        if not isinstance(data, list):  # a shard of this block's labels, read here
-            data = shard_activate(data, model, [B_rows], [block.lo, block.hi],
-                                  None if b_rows is None else [b_rows])
-        active, n_active = _merge(data)
+    active, n_active = data.activate(model, B_rows, b_rows)
     if not model.thresholds:
         return block.evolve(out=n_active, active=active)
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
@@ -249,8 +178,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     else:
         at = active.labels - block.lo
         f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected)
-        active = active._replace(X=(f * thresholds.column_weights(b_rows[at]))[:, None]
-                                 * active.X)
+        active = active._replace(X=row_scaled(f * thresholds.column_weights(b_rows[at]),
+                                              active.X))
         p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
     return block.evolve(out=(n_active, *thresholds.moments(p, v)),
                         active=active._replace(counts=counts), p=p, v=v)
@@ -269,7 +198,7 @@ def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Blo
     b = b_all[at]
     w_pos, w_neg = thresholds.init_weights(b)
     f = thresholds.step_factors(b, a.counts.n_bits[at], expected) * thresholds.column_weights(b)
-    S = (f * w_pos)[:, None] * a.X + (f * w_neg)[:, None] * a.X_neg
+    S = row_scaled(f * w_pos, a.X) + row_scaled(f * w_neg, a.X_neg)
     return block.evolve(active=a._replace(X=S, X_neg=None), b=b_all)
 
 
@@ -277,7 +206,7 @@ def label_sums(block: Block) -> Block:
     """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
     a = block.active
     if a.by_label:
-        return block.evolve(out=(a.labels, a.weights[:, None] * a.X))
+        return block.evolve(out=(a.labels, row_scaled(a.weights, a.X)))
     return block.evolve(out=scatter_rows(a.labels, a.X, a.weights))
 
 
@@ -286,7 +215,7 @@ def _product(block: Block, P_rows, P_top, AtP, scale):
     a = block.active
     top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
     if a.by_label:  # one row per label: nothing to add up
-        uniq, rows = a.labels, a.weights[:, None] * (a.X @ P_top)
+        uniq, rows = a.labels, a.weights[:, None] * np.asarray(a.X @ P_top)
     else:
         uniq, rows = scatter_rows(a.labels, a.X @ P_top, a.weights)
     Z = np.zeros((block.hi - block.lo, P_top.shape[1]))
@@ -427,3 +356,31 @@ def top_k(block: Block, XA, k: int, chunk: int = 65_536) -> Block:
 def evaluation_pieces(block: Block, evaluation: Evaluation) -> Block:
     """``out`` = the block's evaluation pieces (as :func:`commit` reports them)."""
     return block.evolve(out=_evaluation(block, evaluation))
+
+
+def ranking_pieces(block: Block, Y_test, XA, k: int, chunk: int = 1024) -> Block:
+    """``out = (auc, labels, scores)`` of the block's labels on a held-out set: the ROC AUC
+    of each label (NaN where the test set has one class) and, per test row, the block's
+    ``k`` best labels by score ``x^T A b_j + b_j0`` and their scores, best first.
+
+    ``Y_test`` is the ``(n_test, hi - lo)`` 0/1 CSR matrix of the block's labels, ``XA``
+    the ``(n_test, l)`` products ``X_test A``; ``b_j0`` the block's thresholds (slot
+    ``"b"``, 0 without it). ``n_test x chunk`` scores at a time.
+    """
+    Bm = block.slots["B"]
+    b = block.slots.get("b")
+    n = XA.shape[0]
+    labels, scores = np.empty((n, 0), dtype=np.int64), np.empty((n, 0))
+    aucs = []
+    for a in range(0, Bm.shape[0], chunk):
+        sc = XA @ Bm[a: a + chunk].T
+        if b is not None:
+            sc += b[a: a + chunk]
+        truth = np.ascontiguousarray(Y_test[:, a: a + chunk].T.toarray() > 0)
+        aucs.append(auc_rows(truth, np.ascontiguousarray(sc.T)))
+        kk = min(k, sc.shape[1])
+        idx = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
+            np.broadcast_to(np.arange(sc.shape[1]), sc.shape)
+        labels, scores = best_k(np.hstack([labels, idx + block.lo + a]),
+                                np.hstack([scores, np.take_along_axis(sc, idx, axis=1)]), k)
+    return block.evolve(out=(np.concatenate(aucs), labels, scores))

@@ -2,14 +2,17 @@
 
 A block function runs where its block is (the block is its only large dependency);
 the client sends the small arguments inside the task and gathers the small results
-(``O(d1 l + l^2)`` numbers per block and round). Batches are drawn on the workers
-inside the block's task (synthetic problems) or loaded by one task per row-range
-shard while the previous step still runs; at the step, a task where the shard was
-loaded reads it once (scores, active rows) and hands each block its per-label sums.
+(``O(d1 l + l^2)`` numbers per block and round). Label-block shards are drawn on the
+workers inside the block's task (synthetic problems; label matrices, from the copy of
+``X`` and the block's columns of ``Y`` sent to every worker once per fit, :meth:`share`);
+row-range shards are loaded by one task each while the previous step still runs; at
+the step, a task where the shard was loaded reads it once (scores, active rows) and
+hands each block its per-label sums.
 
-Tasks carry their arguments (nothing is scattered), so when a worker dies the
-scheduler recomputes its blocks from their lineage, each block from its own
-previous rounds and the batch's seed: the result is the same as an undisturbed run.
+Tasks carry their arguments (only the data a fit reads at every step are scattered, with
+a copy on every worker), so when a worker dies the scheduler recomputes its blocks from
+their lineage, each block from its own previous rounds and the batch's seed: the result
+is the same as an undisturbed run.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import uuid
 import warnings
 
 from dask.sizeof import sizeof
+from distributed import Future
 
+from ..data.shards import Pieces
 from . import blocks as B
-from .local import LocalEngine, _aligned
+from .local import LocalEngine
 
 
 @contextlib.contextmanager
@@ -63,18 +68,24 @@ class DaskEngine:
         with _large_arguments_expected():
             self.handles = [self.client.submit(_identity, b, pure=False) for b in blocks]
 
+    def share(self, value):
+        """``value`` sent once to every worker (a future the blocks' tasks take as an
+        argument: data a fit reads at every step, such as an in-memory label matrix)."""
+        return self.client.scatter(value, broadcast=True, hash=False)
+
     def prepare(self, shards, bounds):
         """Per-block data of a batch. Row-range shards start loading now, on the workers,
         below the running step's priority (:class:`~.blocks.RowShards` of futures)."""
-        if _aligned(shards, bounds):
+        if B.label_aligned(shards, bounds):
             return list(shards)
         return B.RowShards([self.client.submit(B.load_shard, sh, pure=False, priority=-1)
                             for sh in shards], list(bounds))
 
     def by_block(self, data, model):
         """The per-block data of a batch for ``model``: each row-range shard read once, by
-        a task where it was loaded (:func:`~.blocks.shard_activate`, given the blocks'
-        ``B`` rows worker to worker), its pieces handed to the blocks' tasks."""
+        a task where it was loaded (:func:`~.blocks.read_row_shard`, given the blocks'
+        ``B`` rows worker to worker), its pieces handed to the blocks' tasks as
+        :class:`~onebit_dask.data.shards.Pieces` of futures."""
         if not isinstance(data, B.RowShards):
             return data
         submit = self.client.submit
@@ -83,11 +94,11 @@ class DaskEngine:
         b_rows = None if model.A is None or not model.thresholds else [
             submit(B.slot_of, h, "b", pure=False, priority=1) for h in self.handles]
         with _large_arguments_expected():
-            parts = [submit(B.call, B.shard_activate, sh, model, B_rows, data.bounds, b_rows,
-                            key=f"shard_activate-{uuid.uuid4().hex}", priority=1)
+            parts = [submit(B.call, B.read_row_shard, sh, model, B_rows, data.bounds, b_rows,
+                            key=f"read_row_shard-{uuid.uuid4().hex}", priority=1)
                      for sh in data.shards]
         self.bytes_sent += sizeof(model) * len(parts)
-        return [[submit(operator.getitem, p, s, pure=False, priority=1) for p in parts]
+        return [Pieces([submit(operator.getitem, p, s, pure=False, priority=1) for p in parts])
                 for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
@@ -113,7 +124,10 @@ class DaskEngine:
 
 
 def _holds_futures(value) -> bool:
-    return isinstance(value, list) and any(hasattr(v, "key") for v in value)
+    """Whether ``value`` (a block's data) refers to data on the workers."""
+    if isinstance(value, Future):
+        return True
+    return isinstance(value, (list, tuple)) and any(_holds_futures(v) for v in value)
 
 
 def _identity(block):

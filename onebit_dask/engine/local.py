@@ -7,6 +7,7 @@ Every block function runs with one BLAS thread, as on a Dask worker started with
 from __future__ import annotations
 
 
+from ..data.shards import Pieces
 from ..kernels import one_blas_thread
 from . import blocks as B
 
@@ -24,26 +25,31 @@ class LocalEngine:
     def start(self, bounds) -> None:
         self.handles = [B.new_block(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
+    def share(self, value):
+        """``value`` as the blocks' tasks see it (here: itself)."""
+        return value
+
     def prepare(self, shards, bounds):
         """Per-block data of a batch: label-block shards as they are; row-range shards
-        (``label_range`` not a block) loaded, as :class:`~.blocks.RowShards`."""
-        if _aligned(shards, bounds):
+        loaded, as :class:`~.blocks.RowShards`."""
+        if B.label_aligned(shards, bounds):
             return list(shards)
         return B.RowShards([sh.load() for sh in shards], list(bounds))
 
     def by_block(self, data, model):
         """The per-block data of a batch for ``model``: :class:`~.blocks.RowShards` read
-        once each (:func:`~.blocks.shard_activate`, with the blocks' ``B`` rows) and
-        their pieces handed to the blocks; anything else as it is."""
+        once each (:func:`~.blocks.read_row_shard`, with the blocks' ``B`` rows) and
+        their :class:`~onebit_dask.data.shards.Pieces` handed to the blocks; label-block
+        shards as they are."""
         if not isinstance(data, B.RowShards):
             return data
         B_rows = None if model.A is None else [h.slots["B"] for h in self.handles]
         b_rows = None if model.A is None or not model.thresholds else [
             h.slots["b"] for h in self.handles]
         with one_blas_thread():
-            parts = [B.call(B.shard_activate, sh, model, B_rows, data.bounds, b_rows)
+            parts = [B.call(B.read_row_shard, sh, model, B_rows, data.bounds, b_rows)
                      for sh in data.shards]
-        return [[p[s] for p in parts] for s in range(len(data.bounds) - 1)]
+        return [Pieces([p[s] for p in parts]) for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
         """Run ``fn(block, [per_block[s],] *args)`` on every block; the small results in
@@ -59,9 +65,3 @@ class LocalEngine:
     def local(self) -> "LocalEngine":
         return self
 
-
-def _aligned(shards, bounds) -> bool:
-    """Whether shard ``s`` holds exactly the labels of block ``s`` (synthetic batches)."""
-    return len(shards) == len(bounds) - 1 and all(
-        getattr(sh, "label_range", None) == (lo, hi)
-        for sh, lo, hi in zip(shards, bounds[:-1], bounds[1:]))

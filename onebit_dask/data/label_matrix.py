@@ -1,0 +1,150 @@
+r"""A label matrix in memory: ``n`` fully labelled instances as a source.
+
+Batch ``t`` draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid and
+observes ``y = 2 Y_ij - 1`` (the paper's Sec. 5.2 on the user's data), exactly as
+:class:`~onebit_dask.synthetic.FullObservationProblem` does for a planted truth: the same
+label blocks with multinomial counts from ``SeedSequence([seed, t, 2**32-1])`` and, in
+block ``s``, the pairs from ``SeedSequence([seed, t, s])``
+(:func:`~onebit_dask.synthetic.uniform_pairs`). So ``fit(X, Y)`` with
+``random_state=seed`` on a problem's ``full_observation(n)`` draws the very batches of
+``fit(FullObservationProblem(problem, n))`` with that problem's seed.
+
+Each batch is one label-block shard per label block, activated in the block's task; the
+shard reads ``X`` and its block's columns of ``Y`` from the engine's copy, shared once
+per fit (:meth:`LabelMatrixSource.place`; on Dask one copy per worker).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse
+
+from ..synthetic import _label_blocks, uniform_pairs
+from .arrays import content_digest
+from .shards import ShardKind, active_sums
+
+
+def check_label_matrix(Y, n: int, name: str = "Y"):
+    """``Y`` as a CSR 0/1 matrix (int8) of ``n`` rows.
+
+    ``Y`` is a dense array or a ``scipy.sparse`` matrix of bools or numbers that are all
+    0 or 1; anything else raises an error that names ``name`` and the first bad value.
+    """
+    sparse = scipy.sparse.issparse(Y)
+    if not sparse:
+        Y = np.asarray(Y)
+    if Y.ndim != 2:
+        raise ValueError(f"{name} has shape {Y.shape}: {name} must be a 2-D (n_samples, "
+                         "n_labels) 0/1 indicator matrix")
+    if Y.shape[0] != n:
+        raise ValueError(f"{name} has {Y.shape[0]} rows, but X has {n}: pass one row of "
+                         f"{name} per row of X")
+    if Y.shape[1] < 1:
+        raise ValueError(f"{name} has shape {Y.shape}: at least one label is needed")
+    if Y.dtype.kind not in "biuf":
+        raise TypeError(f"{name} has dtype {Y.dtype}: {name} must hold 0 and 1 (bool, int or "
+                        "float)")
+    Y = scipy.sparse.csr_matrix(Y) if sparse else Y
+    values = Y.data if sparse else Y
+    bad = (values != 0) & (values != 1)
+    if bad.any():
+        if sparse:
+            k = int(np.argmax(bad))
+            i = int(np.searchsorted(Y.indptr, k, side="right") - 1)
+            where, value = (i, int(Y.indices[k])), Y.data[k]
+        else:
+            where = np.unravel_index(int(np.argmax(bad)), Y.shape)
+            value = Y[where]
+        raise ValueError(f"{name}[{where[0]}, {where[1]}]={value} is not allowed: {name} must "
+                         "be a 0/1 indicator matrix (1: the instance has the label)")
+    out = scipy.sparse.csr_matrix(Y != 0, dtype=np.int8)
+    out.sum_duplicates()
+    out.eliminate_zeros()
+    return out
+
+
+class LabelMatrixShard(NamedTuple):
+    """Block ``s`` of batch ``t``: ``n_obs`` pairs of the labels ``[lo, hi)``; ``X`` and
+    ``Y`` (the block's ``n x (hi - lo)`` columns, CSR) are arrays or, on Dask, futures of
+    the workers' copies (a task receives them as arrays)."""
+
+    seed: int
+    t: int
+    s: int
+    n_obs: int
+    lo: int
+    hi: int
+    X: object
+    Y: object
+
+    kind = ShardKind.LABEL_BLOCK
+
+    def load(self):
+        """``(X, labels, y)`` of the block's pairs: rows of ``X``, labels in ``[lo, hi)``,
+        ``y = 2 Y_ij - 1`` (float64)."""
+        rows, labels = uniform_pairs(self.seed, self.t, self.s, self.X.shape[0], self.n_obs,
+                                     self.lo, self.hi)
+        bits = np.asarray(self.Y[rows, labels - self.lo]).ravel()
+        return self.X[rows], labels, 2.0 * bits.astype(np.float64) - 1.0
+
+    def activate(self, model, B_rows, b_rows=None):
+        """``(ActiveRows, n_active)`` of the block's pairs."""
+        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows])[0]
+
+
+class LabelMatrixSource:
+    """A label matrix ``Y`` of ``n`` instances ``X`` (module docstring).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d1) or scipy.sparse CSR matrix
+        Checked features (float32 or float64).
+    Y : scipy.sparse CSR matrix of shape (n, d2)
+        0/1 labels (:func:`check_label_matrix`).
+    seed : int
+        Seed of the batches, in ``[0, 2**32 - 1]``.
+    """
+
+    planted = None
+
+    def __init__(self, X, Y, seed: int, shared=None):
+        self.X, self.Y, self.seed = X, Y, int(seed)
+        self.n, self.d1 = X.shape
+        self.d2 = Y.shape[1]
+        self._shared = shared  # (X, {(lo, hi): Y columns}) as the engine holds them
+
+    def n_batches(self, batch_size: int) -> None:
+        return None
+
+    def place(self, engine, bounds) -> "LabelMatrixSource":
+        """This source with ``X`` and each label block's columns of ``Y`` shared once
+        with ``engine``."""
+        blocks = {(lo, hi): engine.share(self.Y[:, lo:hi]) for lo, hi in zip(bounds[:-1],
+                                                                          bounds[1:])}
+        return LabelMatrixSource(self.X, self.Y, self.seed, (engine.share(self.X), blocks))
+
+    def batch(self, t: int, batch_size: int, n_shards: int) -> list[LabelMatrixShard]:
+        if self._shared is None:
+            X, columns = self.X, lambda lo, hi: self.Y[:, lo:hi]
+        else:
+            X, columns = self._shared[0], lambda lo, hi: self._shared[1][(lo, hi)]
+        return [LabelMatrixShard(self.seed, t, s, n_obs, lo, hi, X, columns(lo, hi))
+                for t, s, n_obs, lo, hi in _label_blocks(self, t, batch_size, n_shards)]
+
+    def identity(self) -> dict:
+        """Shape, dtype, ``d2``, the seed and a SHA-256 of ``Y`` and a sample of ``X``."""
+        return {"kind": "label_matrix", "shape": [self.n, self.d1], "dtype": str(self.X.dtype),
+                "n_labels": int(self.d2), "seed": self.seed,
+                "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
+
+    def projection(self, A=None):
+        return None
+
+    def propensities(self) -> np.ndarray:
+        """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""
+        from .. import ranking
+
+        return ranking.propensities(self.Y)

@@ -1,0 +1,179 @@
+r"""The shards of a batch: the two kinds the engines know, and what reads them.
+
+A source (:mod:`onebit_dask.data.source`) cuts batch ``t`` into shards, small picklable
+descriptors; each declares its :class:`ShardKind`, and the engines ask that, never what
+attributes a shard happens to have:
+
+* :attr:`ShardKind.LABEL_BLOCK`: the observations of one label block ``[lo, hi)``
+  (synthetic problems, label matrices). The engine hands shard ``s`` to label block
+  ``s``, whose task calls ``shard.activate(model, B_rows)`` where the block lives: the
+  data are drawn (or read from the workers' copy) next to the block's rows of ``B``.
+* :attr:`ShardKind.ROW_RANGE`: a range of rows whose labels fall anywhere (in-memory
+  observations, observations stores). ``shard.load()`` returns ``(X, labels, y)``; the
+  engine loads it once per step on a worker, :func:`active_sums` reads it once and
+  every label block gets its :class:`Pieces`.
+
+Both end in the same thing per label block: an ``ActiveRows`` of per-label sums
+``S_j = sum_i w_i x_i`` over the active rows (``w = y`` for the initial batch, the
+residual ``r = y - sign(x_i^T A b_{j_i})`` for a step), in float64, and the number of
+active rows. ``X`` may be a dense array (float32 or float64) or a ``scipy.sparse`` CSR
+matrix; for CSR the sums stay sparse and the cost follows the batch's non-zeros.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse
+
+from ..kernels import ActiveRows, aligned, residuals, weighted_label_sums
+
+
+class ShardKind(enum.Enum):
+    """How the engines treat a shard (module docstring)."""
+
+    LABEL_BLOCK = "label_block"
+    ROW_RANGE = "row_range"
+
+
+def row_bounds(n: int, parts: int) -> list[int]:
+    """Boundaries of ``parts`` contiguous, nearly equal pieces of ``range(n)``."""
+    return [p * n // parts for p in range(parts + 1)]
+
+
+def row_scaled(w, X):
+    """``w_i x_i`` for the rows of ``X`` (dense, or CSR for sparse features)."""
+    if scipy.sparse.issparse(X):
+        return scipy.sparse.csr_matrix(X.multiply(np.asarray(w)[:, None]))
+    return np.asarray(w)[:, None] * X
+
+
+def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
+    """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
+    ``[(ActiveRows, n_active)]``, one per block.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d1) or scipy.sparse CSR matrix
+    labels : ndarray of int of shape (n,)
+        Global label indices in ``[bounds[0], bounds[-1])``.
+    y : ndarray of shape (n,)
+        The bits, ``-1`` or ``+1``.
+    model : StepModel
+        ``model.A`` of shape ``(d1, l)``, or ``None`` for the initial batch (every row
+        weighted by its bit); ``model.thresholds``: the thresholded model.
+    B_rows : list of ndarray, or None
+        The blocks' rows of ``B`` (``None`` for the initial batch).
+    bounds : sequence of int
+    b_rows : list of ndarray, or None
+        The blocks' thresholds (``None`` for the paper's model): the scores are then
+        ``x_i^T A b_{j_i} + b_{j_i}``.
+
+    Notes
+    -----
+    ``X`` is read once for the scores ``X A`` of all its rows, in its own dtype
+    (:func:`onebit_dask.kernels.residuals`); then only the active rows are read again,
+    into per-label sums in float64 (the products of a step depend on the rows only
+    through these sums). No float64 copy of ``X``. With thresholds each piece also
+    carries the batch's :class:`~onebit_dask.thresholds.LabelCounts`, and the initial
+    batch's sums are kept apart for the positive and the negative bits (their weights
+    ``y - sign(b_j)`` need the thresholds of the whole batch).
+    """
+    from .. import thresholds
+
+    X, labels = aligned(X), aligned(np.asarray(labels))
+    y = aligned(np.asarray(y))
+    bounds = np.asarray(bounds)
+    S_neg = None
+    if model.A is None and model.thresholds:
+        uniq, S, S_neg = _signed_label_sums(X, labels, y)
+        rows = None
+    elif model.A is None:
+        weights, rows = np.asarray(y, dtype=np.float64), None
+        uniq, S = weighted_label_sums(X, labels, weights, rows)
+    else:
+        b = None if b_rows is None else np.concatenate(b_rows)
+        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0], b)
+        rows = np.flatnonzero(weights)
+        uniq, S = weighted_label_sums(X, labels, weights, rows)
+    n_blocks = bounds.size - 1
+    owner = np.searchsorted(bounds, labels, side="right") - 1
+    n_obs = np.bincount(owner, minlength=n_blocks)
+    n_active = n_obs if rows is None else np.bincount(owner[rows], minlength=n_blocks)
+    cut = np.searchsorted(uniq, bounds)
+    counts = None
+    if model.thresholds:
+        counts = thresholds.count_bits(labels, y, None if model.A is None else weights)
+    count_cut = None if counts is None else np.searchsorted(counts.labels, bounds)
+    pieces = []
+    for s, (a, z) in enumerate(zip(cut[:-1], cut[1:])):
+        part = None if counts is None else thresholds.LabelCounts(
+            *(v[count_cut[s]: count_cut[s + 1]] for v in counts))
+        pieces.append((ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]),
+                                  by_label=True, counts=part,
+                                  X_neg=None if S_neg is None else S_neg[a:z]),
+                       int(n_active[s])))
+    return pieces
+
+
+def _signed_label_sums(X, labels, y):
+    """``(uniq, S_pos, S_neg)``: per label, the sums of the rows of its positive and of its
+    negative bits, in one pass (one key per label and sign); CSR sums for a CSR ``X``."""
+    positive = np.asarray(y) > 0
+    keys, S2 = weighted_label_sums(X, 2 * np.asarray(labels, dtype=np.int64) + positive,
+                                   np.ones(labels.shape[0]))
+    uniq = np.unique(keys // 2)
+    at = np.searchsorted(uniq, keys // 2)
+    sign = keys % 2 == 1
+    if scipy.sparse.issparse(S2):
+        def pick(chosen):
+            where = np.flatnonzero(chosen)
+            E = scipy.sparse.csr_matrix((np.ones(where.size), (at[where], where)),
+                                        shape=(uniq.size, keys.size))
+            return scipy.sparse.csr_matrix(E @ S2)
+        return uniq, pick(sign), pick(~sign)
+    S_pos, S_neg = np.zeros((uniq.size, X.shape[1])), np.zeros((uniq.size, X.shape[1]))
+    S_pos[at[sign]] = S2[sign]
+    S_neg[at[~sign]] = S2[~sign]
+    return uniq, S_pos, S_neg
+
+
+class Pieces(NamedTuple):
+    """One label block's pieces of the row-range shards of a batch (what
+    :func:`active_sums` gave it from each shard, in shard order)."""
+
+    parts: list
+
+    def activate(self, model, B_rows, b_rows=None):
+        """``(ActiveRows, n_active)``: the pieces' per-label sums added in shard order
+        (``model``, ``B_rows`` and ``b_rows`` were used when the shards were read)."""
+        from .. import thresholds
+
+        n_active = sum(n for _, n in self.parts)
+        parts = [a for a, _ in self.parts]
+        if len(parts) == 1:
+            return parts[0], n_active
+        uniq = np.unique(np.concatenate([a.labels for a in parts]))
+        counts = None if parts[0].counts is None else thresholds.merge_counts(
+            a.counts for a in parts)
+        n_obs = sum(a.n_obs for a in parts)
+        if scipy.sparse.issparse(parts[0].X):
+            where = np.concatenate([np.searchsorted(uniq, a.labels) for a in parts])
+            E = scipy.sparse.csr_matrix((np.ones(where.size), (where, np.arange(where.size))),
+                                        shape=(uniq.size, where.size))
+            S = scipy.sparse.csr_matrix(E @ scipy.sparse.vstack(
+                [row_scaled(a.weights, a.X) for a in parts], format="csr"))
+            S_neg = None if parts[0].X_neg is None else scipy.sparse.csr_matrix(
+                E @ scipy.sparse.vstack([a.X_neg for a in parts], format="csr"))
+        else:
+            S = np.zeros((uniq.size, parts[0].X.shape[1]))
+            S_neg = None if parts[0].X_neg is None else np.zeros_like(S)
+            for a in parts:
+                at = np.searchsorted(uniq, a.labels)
+                S[at] += a.weights[:, None] * a.X
+                if S_neg is not None:
+                    S_neg[at] += a.X_neg
+        return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, by_label=True, counts=counts,
+                          X_neg=S_neg), n_active

@@ -1,0 +1,70 @@
+"""The :class:`Source` protocol: what the fit loop and the engines ask of data.
+
+A fit builds one source from what it was given (:func:`onebit_dask.data.inputs.as_source`)
+and from then on only calls the methods below; the engines only look at the shards'
+:class:`~onebit_dask.data.shards.ShardKind`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Batches of one-bit single-label observations ``(x_i, j_i, y_i)``.
+
+    Attributes
+    ----------
+    d1, d2 : int
+        Features and labels.
+    planted : SyntheticProblem, FullObservationProblem or None
+        The planted truth and its test set when the data have one (the fit then records
+        the recovery metrics), else ``None``.
+    """
+
+    d1: int
+    d2: int
+    planted: Any
+
+    def n_batches(self, batch_size: int) -> int | None:
+        """Distinct batches of ``batch_size`` the data hold (``None``: fresh forever)."""
+
+    def batch(self, t: int, batch_size: int, n_shards: int) -> list:
+        """The shards of batch ``t`` (:mod:`onebit_dask.data.shards`); label-block
+        shards come as ``min(n_shards, d2)`` blocks ``[s d2 // S, (s + 1) d2 // S)``."""
+
+    def identity(self) -> dict:
+        """A JSON description of the data for checkpoint fingerprints."""
+
+    def projection(self, A=None):
+        """What a projected sampler needs of the model ``A`` (``None``: nothing)."""
+
+    def place(self, engine, bounds) -> "Source":
+        """This source with the data its shards read shared once with ``engine``
+        (``engine.share``), for label blocks ``bounds``; sources whose shards carry or
+        read their own data return themselves."""
+
+    def propensities(self) -> np.ndarray | None:
+        """The training labels' propensities (propensity-scored metrics), or ``None``
+        when the data are not a label matrix."""
+
+
+def warn_if_cycling(source: Source, batch_size: int, n_batches: int) -> None:
+    """Warn when ``n_batches`` batches of ``batch_size`` are asked of a source that holds
+    fewer (its ``n`` rows are then reused)."""
+    held = source.n_batches(batch_size)
+    if held is None or n_batches <= held:
+        return
+    size = min(batch_size, source.n)
+    what = (f"{held} batches of it" if size == batch_size else
+            f"{source.n} rows, one batch of {size}")
+    warnings.warn(
+        f"{n_batches} batches of batch_size={batch_size} were asked for, but the data hold "
+        f"{what}: batches are reused. Pass more observations, a smaller batch_size or "
+        f"a smaller n_iter for fresh batches.",
+        UserWarning, stacklevel=3,
+    )
