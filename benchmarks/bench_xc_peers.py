@@ -1,0 +1,232 @@
+"""The extreme classification libraries a user would pick instead, on generated XC files.
+
+    python benchmarks/bench_xc_peers.py --python PEERS_VENV/bin/python --n 20000 --d2 10000
+    python benchmarks/bench_xc_peers.py --python PEERS_VENV/bin/python --smoke
+
+Writes a training and a test file with ``benchmarks/make_xc.py`` (seeds 0 and 1: the
+same label and feature law), then trains and predicts the top 5 labels with each of
+omikuji (Parabel/Bonsai trees), napkinXC (PLT) and PECOS (XR-Linear), each in a fresh
+process of ``--python`` (an interpreter with ``omikuji napkinxc libpecos`` installed,
+for example a separate virtualenv: ``pip install omikuji napkinxc libpecos``), with
+one thread, given the full label sets, and (``--bits M ...``) given the one-bit
+observations a uniform draw of ``M`` (instance, label) pairs would yield: the
+positive bits, each as an instance with that single label (the negative bits are
+dropped: these libraries take positive labels only). With ``p`` positives among
+``d2`` labels per instance, one uniform bit is positive with probability ``p / d2``.
+Reports per library and input the training and prediction time, the peak RSS of its
+process, and P@1/3/5, nDCG@5 and PSP@5 computed here by :mod:`onebit_dask.ranking`
+(propensities from the full training labels; a library that returns fewer than 5
+labels for a row is scored as missing there, and the "missing" column says how
+often). The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from onebit_dask.data.xc import read_xc
+from onebit_dask.ranking import propensities, top_k_metrics
+
+HERE = pathlib.Path(__file__).parent
+K = 5
+
+LOAD = """
+import json, sys, time
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+train, test, out, workdir = sys.argv[1:5]
+def load(path):
+    with open(path) as f:
+        n, d1, d2 = map(int, f.readline().split())
+    X, labels = load_svmlight_file(path, multilabel=True, zero_based=True, offset=1,
+                                   n_features=d1, dtype=np.float32)
+    return X, [[int(l) for l in row] for row in labels], d2
+def csr(labels, d2):
+    indptr = np.cumsum([0] + [len(r) for r in labels])
+    return sp.csr_matrix((np.ones(indptr[-1], np.float32),
+                          np.array([l for r in labels for l in r], dtype=np.int64), indptr),
+                         shape=(len(labels), d2))
+"""
+
+PEERS = {
+    "omikuji (Parabel-like trees)": LOAD + """
+import omikuji
+start = time.perf_counter()
+hp = omikuji.Model.default_hyper_param()
+model = omikuji.Model.train_on_data(train, hp, n_threads=1)
+train_s = time.perf_counter() - start
+X, _, _ = load(test)
+start = time.perf_counter()
+top = np.full((X.shape[0], %(k)d), -1, dtype=np.int64)
+for i in range(X.shape[0]):
+    row = X[i]
+    pred = model.predict(list(zip(row.indices.tolist(), row.data.tolist())), top_k=%(k)d)
+    top[i, :len(pred)] = [label for label, _ in pred]
+predict_s = time.perf_counter() - start
+np.save(out, top)
+print(json.dumps({"train_s": train_s, "predict_s": predict_s}))
+""",
+    "napkinXC (PLT)": LOAD + """
+from napkinxc.models import PLT
+X, labels, d2 = load(train)
+start = time.perf_counter()
+model = PLT(workdir + "/plt", threads=1, seed=0)
+model.fit(X, labels)
+train_s = time.perf_counter() - start
+X, _, _ = load(test)
+start = time.perf_counter()
+pred = model.predict(X, top_k=%(k)d)
+top = np.full((X.shape[0], %(k)d), -1, dtype=np.int64)
+for i, row in enumerate(pred):
+    top[i, :len(row)] = row
+predict_s = time.perf_counter() - start
+np.save(out, top)
+print(json.dumps({"train_s": train_s, "predict_s": predict_s}))
+""",
+    "PECOS (XR-Linear)": LOAD + """
+from pecos.xmc import Indexer, LabelEmbeddingFactory
+from pecos.xmc.xlinear.model import XLinearModel
+X, labels, d2 = load(train)
+start = time.perf_counter()
+Y = csr(labels, d2)
+chain = Indexer.gen(LabelEmbeddingFactory.create(Y, X, method="pifa"), threads=1)
+model = XLinearModel.train(X, Y, C=chain, threads=1)
+train_s = time.perf_counter() - start
+X, _, _ = load(test)
+start = time.perf_counter()
+scores = model.predict(X, only_topk=%(k)d, threads=1).tocsr()
+top = np.full((X.shape[0], %(k)d), -1, dtype=np.int64)
+for i in range(X.shape[0]):
+    lo, hi = scores.indptr[i], scores.indptr[i + 1]
+    order = np.argsort(-scores.data[lo:hi], kind="stable")[:%(k)d]
+    top[i, :order.size] = scores.indices[lo:hi][order]
+predict_s = time.perf_counter() - start
+np.save(out, top)
+print(json.dumps({"train_s": train_s, "predict_s": predict_s}))
+""",
+}
+
+
+def run(python: str, code: str, *args: str):
+    """``(stdout, peak RSS in MiB)`` of a fresh process of ``python`` running ``code``."""
+    with tempfile.TemporaryFile("w+") as err:  # progress bars; shown if the process fails
+        proc = subprocess.Popen([python, "-c", code, *args], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            sys.stderr.write(err.read()[-3000:])
+            out = None
+    return out, usage.ru_maxrss / 1024
+
+
+def positive_bits(X, Y, bits: int, seed: int, path: str) -> int:
+    """Write the positive bits of ``bits`` uniform (instance, label) draws as an XC file
+    of single-label instances; return their number."""
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, Y.shape[0], size=bits)
+    j = rng.integers(0, Y.shape[1], size=bits)
+    hit = np.asarray(Y[i, j]).ravel() > 0
+    with open(path, "wb") as f:
+        f.write(f"{int(hit.sum())} {X.shape[1]} {Y.shape[1]}\n".encode())
+        if hit.any():
+            dump_svmlight_file(X[i[hit]], [(int(label),) for label in j[hit]], f,
+                               zero_based=True, multilabel=True)
+    return int(hit.sum())
+
+
+def _fill(top: np.ndarray, Y_test) -> np.ndarray:
+    """Rows with fewer than ``K`` predictions (``-1``) completed by labels that are not
+    among the row's positives, so every row lists ``K`` distinct labels and a missing
+    prediction counts as a miss."""
+    for i in np.flatnonzero((top < 0).any(axis=1)):
+        taken = set(top[i][top[i] >= 0].tolist()) | set(Y_test[i].indices.tolist())
+        spare = (label for label in range(Y_test.shape[1]) if label not in taken)
+        top[i] = [t if t >= 0 else next(spare) for t in top[i]]
+    return top
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--python", default=sys.executable,
+                   help="an interpreter with omikuji, napkinxc and libpecos installed")
+    p.add_argument("--n", type=int, default=20_000, help="training rows")
+    p.add_argument("--n-test", type=int, default=5_000)
+    p.add_argument("--d1", type=int, default=20_000)
+    p.add_argument("--d2", type=int, default=10_000)
+    p.add_argument("--bits", type=int, nargs="*", default=[],
+                   help="also train on the positive bits of this many uniform draws")
+    p.add_argument("--smoke", action="store_true")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.n, args.n_test, args.d1, args.d2, args.bits = 2000, 500, 2000, 500, [100_000]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench_xc_peers_") as tmp:
+        paths = {}
+        for name, n, seed in (("train", args.n, 0), ("test", args.n_test, 1)):
+            paths[name] = os.path.join(tmp, f"{name}.txt")
+            subprocess.run([sys.executable, str(HERE / "make_xc.py"), "--n", str(n), "--d1",
+                            str(args.d1), "--d2", str(args.d2), "--seed", str(seed), "--out",
+                            paths[name]], check=True, stdout=subprocess.DEVNULL)
+        X_train, Y_train = read_xc(paths["train"])
+        _, Y_test = read_xc(paths["test"])
+        p_l = propensities(Y_train)
+        inputs = [("full label sets", paths["train"])]
+        for bits in args.bits:
+            path = os.path.join(tmp, f"bits_{bits}.txt")
+            positives = positive_bits(X_train, Y_train, bits, 0, path)
+            if positives:
+                inputs.append((f"{bits} bits ({positives} positive)", path))
+            else:
+                print(f"# {bits} bits: no positive bit, nothing to train on")
+        for (given, train), (name, code) in itertools.product(inputs, PEERS.items()):
+            out = os.path.join(tmp, "top.npy")
+            work = tempfile.mkdtemp(dir=tmp)
+            stdout, peak = run(args.python, code % {"k": K}, train, paths["test"], out, work)
+            if stdout is None:
+                results.append({"library": name, "given": given, "failed": True,
+                                "peak_mib": round(peak, 1)})
+                continue
+            times = json.loads(stdout.strip().splitlines()[-1])
+            top = np.load(out)
+            missing = float((top < 0).mean())
+            metrics = top_k_metrics(Y_test, _fill(top, Y_test), p_l, ks=(1, 3, 5))
+            results.append({"library": name, "given": given, "missing": round(missing, 3),
+                            "train_s": round(times["train_s"], 2),
+                            "predict_s": round(times["predict_s"], 2), "peak_mib": round(peak, 1),
+                            **{key: round(metrics[key], 4) for key in (
+                                "precision_at_1", "precision_at_3", "precision_at_5",
+                                "ndcg_at_5", "psp_at_5")}})
+    print(f"# n={args.n} train / {args.n_test} test rows, d1={args.d1}, d2={args.d2}, "
+          f"{Y_train.nnz / Y_train.shape[0]:.2f} labels per row; one thread each")
+    print("| library | given | train s | predict s | peak MiB | P@1 | P@3 | P@5 | nDCG@5 | "
+          "PSP@5 | missing |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        if r.get("failed"):
+            print(f"| {r['library']} | {r['given']} | failed | | {r['peak_mib']} | | | | | | |")
+            continue
+        print(f"| {r['library']} | {r['given']} | {r['train_s']} | {r['predict_s']} | "
+              f"{r['peak_mib']} | "
+              f"{r['precision_at_1']} | {r['precision_at_3']} | {r['precision_at_5']} | "
+              f"{r['ndcg_at_5']} | {r['psp_at_5']} | {r['missing']} |")
+    print(json.dumps({"n": args.n, "n_test": args.n_test, "d1": args.d1, "d2": args.d2,
+                      "results": results}))
+    return 0 if not any(r.get("failed") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
