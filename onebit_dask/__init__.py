@@ -5,7 +5,12 @@ The public names are imported on first use (PEP 562), so that the command line a
 2 s).
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("onebit-dask")  # the one version source: pyproject.toml
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 __all__ = ["OneBitMultiLabel", "SyntheticProblem", "FullObservationProblem", "__version__"]
 
 _LAZY = {"OneBitMultiLabel": ".estimator", "SyntheticProblem": ".synthetic",

@@ -13,13 +13,18 @@ listing it in :data:`COMMANDS`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
 import sys
 import time
 
-from .failures import RunError, describe_failure
+from . import shipped
+from .errors import EXIT_RUNTIME, EXIT_USAGE, RunError
+from .failures import describe_failure
+from .metric_names import METRICS
 
 
 class UsageError(Exception):
@@ -125,6 +130,8 @@ def _add_fit(sub):
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     o.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
+    o.add_argument("--allow-large", action="store_true",
+                   help="allow arrays of more than 2^30 numbers (see onebit_dask.limits)")
     _add_model_options(p)
     _add_target(p)
     _common(p)
@@ -146,15 +153,20 @@ def _add_model_options(p):
 
 
 def _fit_inputs(args):
-    """``fit``'s data arguments, their source and the estimator, checked."""
+    """``(data, source, est, d1, d2)`` of ``fit``, checked: the arguments ``est.fit`` is
+    given and their source (what identifies them)."""
     from . import OneBitMultiLabel, SyntheticProblem
     from .data.inputs import as_source
-    from .synthetic import parse_positive_rate
+    from .limits import check_sizes
+    from .synthetic import SAMPLERS, parse_positive_rate
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
                            progress=not args.quiet, threshold=args.threshold)
+    sizes = {"rank": args.rank, "batch_size": args.batch_size, "n_iter": args.n_iter}
     if args.data is None:
+        check_sizes({"d1": args.d1, "d2": args.d2, **sizes, "n_test": args.n_test},
+                    args.sampler if args.sampler in SAMPLERS else "explicit", args.allow_large)
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
                                    noise_std=args.noise_std,
                                    positive_rate=parse_positive_rate(args.positive_rate),
@@ -174,15 +186,16 @@ def _fit_inputs(args):
     path = os.fspath(args.data)
     data = read_xc(path) if os.path.isfile(path) else (path,)
     source = as_source(*data, random_state=args.seed)
+    check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
     est._check_params(source.d1, source.d2)
     return data, source, est, source.d1, source.d2
 
 
 def _run_fit(args) -> int:
-    from .session import check_target, open_client
+    from .session import check_target
 
     try:
-        check_target(**_target(args))
+        target = check_target(**_target(args))
         if args.test_data is not None and args.data is None:
             raise ValueError("--test-data needs --data TRAIN: a synthetic problem has its own "
                              "test set")
@@ -197,9 +210,9 @@ def _run_fit(args) -> int:
             fit_options["eval_set"] = test
     except (TypeError, ValueError, FileNotFoundError, FileExistsError) as exc:
         raise UsageError(str(exc)) from None  # (also ClusterConfigError, ModelStoreError)
-    with open_client(**_target(args), timeout=args.connect_timeout,
-                     worker_timeout=args.worker_timeout, quiet=args.quiet,
-                     debug=args.debug) as client:
+    with _client(**target, timeout=args.connect_timeout,
+                 worker_timeout=args.worker_timeout, quiet=args.quiet,
+                 debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
         est.set_params(client=client).fit(*data, **fit_options)
@@ -312,9 +325,8 @@ def _load_model(args):
     from . import model_io
     from .session import check_target
 
-    target = _in_process_by_default(args)
     try:
-        check_target(**target)
+        target = check_target(**_in_process_by_default(args))
         attrs = model_io.read_attrs(model_io.store_path(args.model))
     except (TypeError, ValueError, FileNotFoundError) as exc:  # includes ModelStoreError
         raise UsageError(str(exc)) from None
@@ -336,7 +348,6 @@ def _read_model(path, client):
 
 def _run_predict(args) -> int:
     from .io import ZarrShard, ZarrSource
-    from .session import open_client
 
     target, attrs = _load_model(args)
     try:
@@ -353,11 +364,11 @@ def _run_predict(args) -> int:
         X = ZarrShard(source.path, 0, n, (0, source.d2)).load()[0]
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    with open_client(**target, timeout=args.connect_timeout, quiet=True,
-                     worker_timeout=args.worker_timeout, debug=args.debug) as client:
+    with _client(**target, timeout=args.connect_timeout, quiet=True,
+                 worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
-            return 1
+            return EXIT_RUNTIME
         labels, scores = est.predict_top_k(X, args.top_k)
     if args.json:
         print(json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
@@ -371,7 +382,6 @@ def _run_predict(args) -> int:
 
 def _run_evaluate(args) -> int:
     from .persist import problem_from
-    from .session import open_client
 
     target, attrs = _load_model(args)
     try:
@@ -382,11 +392,11 @@ def _run_evaluate(args) -> int:
         raise UsageError(f"model={args.model!r} was not fitted on a synthetic problem (data: "
                          f"{(attrs.get('data') or {}).get('kind')}): evaluate needs its test "
                          "set; use predict")
-    with open_client(**target, timeout=args.connect_timeout, quiet=True,
-                     worker_timeout=args.worker_timeout, debug=args.debug) as client:
+    with _client(**target, timeout=args.connect_timeout, quiet=True,
+                 worker_timeout=args.worker_timeout, debug=args.debug) as client:
         est = _read_model(args.model, client)
         if est is None:
-            return 1
+            return EXIT_RUNTIME
         result = est.evaluate(problem)
     result.update(model=args.model, n_steps=est.n_steps_, n_samples=est.n_samples_seen_,
                   d1=est.n_features_in_, d2=est.n_labels_, rank=est.rank)
@@ -395,13 +405,38 @@ def _run_evaluate(args) -> int:
     else:
         print(f"onebit evaluate {args.model} d1={est.n_features_in_} d2={est.n_labels_} "
               f"rank={est.rank} steps={est.n_steps_}")
-        for key in ("auc", "hamming_loss", "frobenius_error", "spectral_error"):
+        for key in reversed(METRICS):  # auc first
             print(f"  {key:16s} {result[key]:.4f}")
     return 0
 
 
 
 # --- where it runs -------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _client(*, debug: bool, **options):
+    """:func:`onebit_dask.session.open_client` with Dask's log lines silenced (unless
+    ``--debug``) while it is open: a failure is then one line."""
+    from .session import open_client
+
+    saved = {}
+    if not debug:
+        import distributed
+
+        names = {"distributed", "tornado", "bokeh"} | {
+            n for n in logging.root.manager.loggerDict
+            if n.split(".")[0] in ("distributed", "tornado", "bokeh")}
+        for name in names:
+            logger = logging.getLogger(name)
+            saved[logger] = logger.level
+            logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with open_client(debug=debug, **options) as client:
+            yield client
+    finally:
+        for logger, level in saved.items():
+            logger.setLevel(level)
+
 
 def _add_target(p, default="an embedded LocalCluster, one worker a core"):
     g = p.add_argument_group(f"where it runs (default: {default})")
@@ -410,7 +445,8 @@ def _add_target(p, default="an embedded LocalCluster, one worker a core"):
                         "in-process")
     g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
                    "tcp://HOST:PORT or tls://HOST:PORT")
-    g.add_argument("--cluster", default=None, help="a cluster config file (see cluster/)")
+    g.add_argument("--cluster", default=None, help="a cluster config file, or the name of a "
+                   "shipped one (onebit-dask list), e.g. local")
     g.add_argument("--tls-ca-file", default=None, help="CA certificate for a tls:// scheduler")
     g.add_argument("--tls-cert", default=None, help="client certificate for a tls:// scheduler")
     g.add_argument("--tls-key", default=None, help="client key for a tls:// scheduler")
@@ -425,7 +461,8 @@ def _target(args) -> dict:
     tls = None
     if any((args.tls_ca_file, args.tls_cert, args.tls_key)):
         tls = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
-    return dict(workers=args.workers, scheduler=args.scheduler, cluster=args.cluster, tls=tls)
+    cluster = None if args.cluster is None else shipped.resolve("cluster", args.cluster)
+    return dict(workers=args.workers, scheduler=args.scheduler, cluster=cluster, tls=tls)
 
 
 # --- sweep ---------------------------------------------------------------------------------
@@ -435,7 +472,8 @@ def _add_sweep(sub):
                        help="run (or resume) a sweep spec into a zarr result cube",
                        description="Run the cells of a sweep spec into a zarr result cube; "
                                    "the same command again resumes, skipping the cells done.")
-    p.add_argument("spec", help="a sweep spec, e.g. pipelines/quickstart.yaml")
+    p.add_argument("spec", help="a sweep spec file, or the name of a shipped one "
+                                "(onebit-dask list), e.g. quickstart")
     p.add_argument("--out", required=True, help="the result cube's zarr store")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a store made from another spec")
@@ -473,7 +511,7 @@ def _parse_adapt(text):
 
 
 def _run_sweep(args) -> int:
-    from .session import check_target, open_client
+    from .session import check_target
     from .sweep import load_spec, run_sweep
     from .sweep.store import check_output
 
@@ -484,8 +522,8 @@ def _run_sweep(args) -> int:
         raise UsageError("--adapt needs a cluster this command starts (--cluster or the "
                          "embedded one): not with --scheduler or --workers")
     try:
-        spec = load_spec(args.spec, allow_large=args.allow_large)
-        check_target(**_target(args))
+        spec = load_spec(shipped.resolve("pipelines", args.spec), allow_large=args.allow_large)
+        target = check_target(**_target(args))
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
         raise UsageError(str(exc)) from None  # (a damaged store: SweepRuntimeError, exit 1)
@@ -493,9 +531,9 @@ def _run_sweep(args) -> int:
     from .stores.lock import StoreLock
 
     StoreLock(args.out).probe()  # in use: refuse before starting a cluster
-    with open_client(**_target(args), timeout=args.connect_timeout,
-                     worker_timeout=args.worker_timeout, quiet=args.quiet,
-                     debug=args.debug, adapt=adapt) as client:
+    with _client(**target, timeout=args.connect_timeout,
+                 worker_timeout=args.worker_timeout, quiet=args.quiet,
+                 debug=args.debug, adapt=adapt) as client:
         summary = run_sweep(spec, args.out, client, overwrite=args.overwrite,
                             progress=not args.quiet, retries=args.retries,
                             retry_failed=args.retry_failed)
@@ -505,7 +543,7 @@ def _run_sweep(args) -> int:
 
         print(f"onebit-dask: {summary.failed + summary.skipped_failed} cell(s) failed: see "
               f"{failures_path(args.out)}; --retry-failed runs them again", file=sys.stderr)
-        return 1
+        return EXIT_RUNTIME
     return 0
 
 
@@ -548,9 +586,27 @@ def _run_report(args) -> int:
     return 0
 
 
+# --- list ----------------------------------------------------------------------------------
+
+def _add_list(sub):
+    p = sub.add_parser("list", formatter_class=_Help,
+                       help="the sweep specs and cluster configs that ship with the package",
+                       description="List the shipped sweep specs (onebit-dask sweep NAME) and "
+                                   "cluster configs (--cluster NAME).")
+    _common(p)
+    p.set_defaults(run=_run_list)
+
+
+def _run_list(args) -> int:
+    for kind, title in shipped.KINDS.items():
+        print(f"{title} ({shipped.directory(kind)}):")
+        print(shipped.describe(kind))
+    return 0
+
+
 # --- main ----------------------------------------------------------------------------------
 
-COMMANDS = (_add_fit, _add_sweep, _add_report, _add_predict, _add_evaluate)
+COMMANDS = (_add_fit, _add_sweep, _add_report, _add_predict, _add_evaluate, _add_list)
 
 
 def _version() -> str:
@@ -569,7 +625,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Stderr(logging.StreamHandler):
+    """The package's log records as plain lines on the current ``sys.stderr``."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler sets it; the current sys.stderr is used
+        pass
+
+
+@contextlib.contextmanager
+def _package_log():
+    """INFO records of the ``onebit_dask`` loggers (progress lines, the dashboard address)
+    on stderr while a command runs."""
+    logger = logging.getLogger("onebit_dask")
+    handler, level, propagate = _Stderr(), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def main(argv=None) -> int:
+    with _package_log():
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
@@ -579,7 +673,7 @@ def main(argv=None) -> int:
         return args.run(args)
     except UsageError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("onebit-dask: interrupted", file=sys.stderr)
         return 130
@@ -588,7 +682,7 @@ def main(argv=None) -> int:
             raise
         writes = getattr(args, "writes", None)
         print(f"onebit-dask: error: {describe_failure(exc, writes)}", file=sys.stderr)
-        return 1
+        return EXIT_RUNTIME
 
 
 __all__ = ["main", "build_parser", "UsageError", "RunError"]

@@ -29,11 +29,13 @@ import difflib
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-import yaml
+from ._yaml import YamlError, load_yaml
+from .errors import ClusterConfigError, ClusterStartError
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
                   "require_encryption": bool}
@@ -65,16 +67,10 @@ _KINDS = {
 # asyncssh connection options (SSHCluster's connect_options) whose types are checked here;
 # the other asyncssh options are allowed unchecked
 _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (str, list),
-                      "username": str, "connect_timeout": (int, float, str)}
-_TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict}
-
-
-class ClusterConfigError(ValueError):
-    """A cluster config that cannot be used; the message names the key."""
-
-
-class ClusterStartError(RuntimeError):
-    """A checked config whose cluster did not start; the message says what to do."""
+                      "username": str, "connect_timeout": (int, float, str),
+                      "config": (str, list)}
+_TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
+        "allow_insecure": bool}
 
 
 @dataclass(frozen=True)
@@ -158,11 +154,79 @@ def _ssh_connect_keys(where: str) -> set:
                     "options", "kwargs", "sock"}
 
 
-def _check_ssh_connect(where: str, connect: dict) -> None:
+_NAME_KNOWN_HOSTS = ("give options.connect_options.known_hosts: a file listing each host's "
+                     "key (ssh to each host once and compare the fingerprint, or "
+                     "ssh-keyscan HOST >> FILE), or leave it out to use ~/.ssh/known_hosts")
+# OpenSSH client options that turn host-key checking off, with the values that do
+_UNCHECKED = {"userknownhostsfile": ("none", "/dev/null"), "globalknownhostsfile": ("none",),
+              "stricthostkeychecking": ("no", "off")}
+
+
+def _ssh_config_lines(path: str, depth: int = 0):
+    """``(file, line number, keyword in lower case, first value)`` of an OpenSSH client
+    config file and the files it includes (``Include``, relative to ``~/.ssh``)."""
+    import glob
+
+    if depth > 16:
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        words = re.split(r"[\s=]+", line.strip(), maxsplit=1)
+        if not words[0] or words[0].startswith("#") or len(words) < 2:
+            continue
+        keyword, value = words[0].lower(), words[1].strip()
+        if keyword == "include":
+            for pattern in value.split():
+                pattern = os.path.expanduser(pattern)
+                if not os.path.isabs(pattern):
+                    pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
+                for included in sorted(glob.glob(pattern)):
+                    yield from _ssh_config_lines(included, depth + 1)
+            continue
+        yield path, number, keyword, value.split()[0].strip("\"'") if value else ""
+
+
+def _check_ssh_host_keys(where: str, connect: dict, hosts: list) -> None:
+    """Refuse every way a config turns SSH host-key checking off (after
+    ``known_hosts: null``, refused by :func:`_check_ssh_connect`):
+    OpenSSH config files (``connect_options.config``, else ``~/.ssh/config``) that say
+    ``UserKnownHostsFile none`` or ``StrictHostKeyChecking no``; then ask asyncssh what
+    it would check for each host (``known_hosts`` None means nothing)."""
+    files = connect.get("config", ())
+    files = [files] if isinstance(files, str) else list(files)
+    if "config" not in connect and os.access(os.path.expanduser("~/.ssh/config"), os.R_OK):
+        files = [os.path.expanduser("~/.ssh/config")]
+    for file in files:
+        path = os.path.expanduser(file) if isinstance(file, str) else file
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise ClusterConfigError(f"{where}: options.connect_options.config={file!r} is "
+                                     "not a file: give OpenSSH client config files")
+        for name, number, keyword, value in _ssh_config_lines(path):
+            if value.lower() in _UNCHECKED.get(keyword, ()):
+                raise ClusterConfigError(
+                    f"{where}: the SSH config {name} (line {number}) turns host-key checking "
+                    f"off ({keyword}={value}): remove that line, and {_NAME_KNOWN_HOSTS}")
+    import asyncssh
+
+    asked = {k: connect[k] for k in ("config", "known_hosts", "port", "username")
+             if k in connect}
+    for host in hosts:
+        try:
+            options = asyncssh.SSHClientConnectionOptions(host=host, **asked)
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            raise ClusterConfigError(f"{where}: options.connect_options for host {host!r} "
+                                     f"cannot be used ({exc})") from None
+        if options.known_hosts is None:
+            raise ClusterConfigError(f"{where}: the SSH configs turn host-key checking off "
+                                     f"for host {host!r}: {_NAME_KNOWN_HOSTS}")
+
+
+def _check_ssh_connect(where: str, connect: dict, hosts: list) -> None:
     if "known_hosts" in connect and connect["known_hosts"] is None:
         raise ClusterConfigError(
             f"{where}: options.connect_options.known_hosts=None turns SSH host-key checking "
-            "off: give a known-hosts file (or leave the key out to use ~/.ssh/known_hosts)")
+            f"off: {_NAME_KNOWN_HOSTS}")
     allowed = _ssh_connect_keys(where)
     _check_keys(where, connect, {k: _SSH_CONNECT_TYPES.get(k, object) for k in allowed},
                 prefix="options.connect_options.",
@@ -175,6 +239,7 @@ def _check_ssh_connect(where: str, connect: dict) -> None:
                 f"{where}: options.connect_options.known_hosts={file!r} is not a file: give a "
                 "known-hosts file listing every host's key (leave the key out to use "
                 "~/.ssh/known_hosts)")
+    _check_ssh_host_keys(where, connect, hosts)
 
 
 def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
@@ -201,35 +266,119 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
                                  "at least one worker host")
     if kind in ("slurm", "pbs"):
         _check_jobqueue(where, kind, options)
-    if kind == "ssh" and "connect_options" in options:
-        _check_ssh_connect(where, options["connect_options"])
-    if "scale" in data and data["scale"] < 0:
-        raise ClusterConfigError(f"{where}: scale={data['scale']} must be >= 0")
+    if kind == "ssh":
+        _check_ssh_connect(where, options.get("connect_options", {}), options["hosts"])
+    for key in ("n_workers", "processes", "cores"):
+        value = options.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ClusterConfigError(f"{where}: options.{key}={value} is not allowed: it must "
+                                     "be >= 1 (a cluster without workers would wait forever)")
+    if "scale" in data and data["scale"] < 1:
+        raise ClusterConfigError(f"{where}: scale={data['scale']} is not allowed: it must be "
+                                 ">= 1 (a cluster without workers would wait forever)")
     adapt = data.get("adapt")
     if adapt is not None:
         _check_keys(where, adapt, {"minimum": int, "maximum": int}, prefix="adapt.")
         if "scale" in data:
             raise ClusterConfigError(f"{where}: give either 'scale' or 'adapt', not both")
+        low, high = adapt.get("minimum", 0), adapt.get("maximum", 1)
+        if high < 1 or low < 0 or low > high:
+            raise ClusterConfigError(f"{where}: adapt={adapt} is not allowed: it needs "
+                                     "0 <= minimum <= maximum and maximum >= 1")
     security = data.get("security")
     if security is not None:
         _check_keys(where, security, _SECURITY_KEYS, prefix="security.")
         if not security.get("temporary") and not {"ca_file", "cert", "key"} <= set(security):
             raise ClusterConfigError(f"{where}: security needs 'temporary: true' or all of "
                                      "'ca_file', 'cert' and 'key'")
+    _check_exposure(where, kind, options, security, data.get("allow_insecure", False))
     return ClusterConfig(kind, dict(options), data.get("scale"), adapt, security, where)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: reachable from elsewhere
+
+
+def _check_exposure(where, kind, options, security, allow_insecure) -> None:
+    """A local cluster whose scheduler listens beyond this machine needs TLS (anyone who
+    reaches an unauthenticated scheduler runs code in its workers), or
+    ``allow_insecure: true``, which applies to that case only."""
+    host = options.get("host", "127.0.0.1") if kind == "local" else None
+    exposed = host is not None and not _is_loopback(host) and not security
+    if exposed and not allow_insecure:
+        raise ClusterConfigError(
+            f"{where}: options.host={host!r} without TLS opens an unauthenticated scheduler "
+            "(anyone who reaches it runs code in the workers) beyond this machine: use host "
+            "127.0.0.1, or add a 'security' section (see cluster/local-tls.yaml), or set "
+            "'allow_insecure: true' on a network you trust")
+    if allow_insecure and not exposed:
+        raise ClusterConfigError(f"{where}: allow_insecure applies only to a local cluster on "
+                                 "a non-loopback host without TLS: remove it")
 
 
 def load_cluster_config(path) -> ClusterConfig:
     """Read and check a cluster config file."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise ClusterConfigError(f"cluster config {path!r} does not exist (see cluster/README.md)")
-    with open(path) as fh:
-        try:
-            data = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            raise ClusterConfigError(f"{path}: not valid YAML: {exc}".splitlines()[0]) from None
+        raise ClusterConfigError(f"cluster config {path!r} does not exist: give a config "
+                                 "file or the name of a shipped one (onebit-dask list shows "
+                                 "them)")
+    try:
+        data = load_yaml(path, nulls=True)  # known_hosts: null gets its own message below
+    except YamlError as exc:
+        raise ClusterConfigError(str(exc)) from None
     return parse_cluster_config(data, path)
+
+
+def check_pem(ca_file: str, cert: str, key: str, names=("ca_file", "cert", "key")) -> None:
+    """Load the CA and the certificate/key pair as the TLS connection will (``ValueError``
+    naming the file that does not load)."""
+    files = dict(zip(names, (ca_file, cert, key)))
+    for name, file in files.items():
+        if not file or not os.path.isfile(file):
+            raise ValueError(f"{name}={file!r} does not exist: TLS needs a CA file, a "
+                             "certificate and its key (PEM)")
+    try:
+        ssl.create_default_context(cafile=ca_file)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{names[0]}={ca_file!r} is not a PEM CA certificate "
+                         f"({getattr(exc, 'reason', None) or exc})") from None
+    try:
+        ssl.create_default_context().load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{names[1]}={cert!r} and {names[2]}={key!r} are not a PEM certificate "
+                         f"and its private key ({getattr(exc, 'reason', None) or exc})") from None
+
+
+def check_runnable(config: ClusterConfig) -> None:
+    """What a config needs of this machine, checked before anything starts (after
+    :func:`load_cluster_config`, which checks the file as written): the network
+    ``interface`` a SLURM/PBS scheduler listens on, and the TLS files, loaded as the
+    connection will load them. Raises :class:`ClusterConfigError` naming the key."""
+    where, opts = config.path, config.options
+    interface = opts.get("interface")
+    if config.kind in ("slurm", "pbs") and interface is not None:
+        import psutil
+
+        here = sorted(psutil.net_if_addrs())
+        if interface not in here:
+            raise ClusterConfigError(f"{where}: options.interface={interface!r} is not a network "
+                                     f"interface of this machine (it has {', '.join(here)}): "
+                                     "the scheduler listens on it here")
+    security = config.security
+    if security and not security.get("temporary"):
+        files = [os.path.expanduser(security[k]) for k in ("ca_file", "cert", "key")]
+        try:
+            check_pem(*files, names=("security.ca_file", "security.cert", "security.key"))
+        except ValueError as exc:
+            raise ClusterConfigError(f"{where}: {exc}") from None
 
 
 def make_security(security: dict | None):
@@ -241,9 +390,6 @@ def make_security(security: dict | None):
     if security.get("temporary"):
         return Security.temporary()
     files = {key: os.path.expanduser(security[key]) for key in ("ca_file", "cert", "key")}
-    for key, file in files.items():
-        if not os.path.isfile(file):
-            raise ClusterConfigError(f"security.{key}={file!r} does not exist")
     return Security(tls_ca_file=files["ca_file"],
                     tls_client_cert=files["cert"], tls_client_key=files["key"],
                     tls_scheduler_cert=files["cert"], tls_scheduler_key=files["key"],
@@ -354,6 +500,9 @@ def make_cluster(config: ClusterConfig, adapt_range=None):
     instead of the config's ``scale``/``adapt``: no job is submitted for the
     config's ``scale`` first.
 
+    The config comes from :func:`load_cluster_config` (or :func:`parse_cluster_config`);
+    what it needs of this machine is checked first (:func:`check_runnable`).
+
     Raises :class:`ClusterConfigError` for a missing TLS file and
     :class:`ClusterStartError` (one line: what failed, what to do) when the
     cluster does not start: SLURM refuses the job, an SSH host key is not known,
@@ -361,6 +510,7 @@ def make_cluster(config: ClusterConfig, adapt_range=None):
     """
     import logging
 
+    check_runnable(config)
     spec_log = logging.getLogger("distributed.deploy.spec")
     level = spec_log.level
     spec_log.setLevel(logging.ERROR)  # "Cluster closed without starting up": said below

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import errno
 
-
-class RunError(RuntimeError):
-    """A failure at run time whose message names what failed and what to do."""
+from .errors import RunError
 
 
 def _first_line(exc: BaseException) -> str:

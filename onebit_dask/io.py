@@ -220,11 +220,22 @@ class ZarrSource:
         return shards
 
     def identity(self) -> dict:
-        """The store's absolute path and shape."""
+        """The store's absolute path, shape and a SHA-256 of every file's name, size and
+        modification time (a store rewritten in place differs)."""
+        import hashlib
+
         from .model_io import store_path
 
-        return {"kind": "observations", "path": store_path(self.path),
-                "shape": [self.n, self.d1], "n_labels": self.d2}
+        path = store_path(self.path)
+        files = hashlib.sha256()
+        for root, dirs, names in os.walk(path):
+            dirs.sort()
+            for name in sorted(names):
+                info = os.stat(os.path.join(root, name))
+                files.update(f"{os.path.relpath(os.path.join(root, name), path)} "
+                             f"{info.st_size} {info.st_mtime_ns}\n".encode())
+        return {"kind": "observations", "path": path, "shape": [self.n, self.d1],
+                "n_labels": self.d2, "files_sha256": files.hexdigest()}
 
     def projection(self, A=None):
         return None

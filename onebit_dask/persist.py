@@ -16,7 +16,7 @@ import numpy as np
 
 from . import model_io
 from ._validation import check_int
-from .failures import RunError
+from .errors import RunError
 from .stores import atomic, paths
 from .stores.lock import StoreLock
 from .stores.zarr_format import DamagedStoreError

@@ -14,11 +14,12 @@ import logging
 import os
 import re
 import ssl
-import sys
 
 from ._validation import check_int
-from .failures import RunError
+from .cluster import check_pem, check_runnable, load_cluster_config
+from .errors import RunError
 
+log = logging.getLogger(__name__)
 ADDRESS = re.compile(r"^(tcp|tls)://[^\s:/]+:\d+$")
 
 
@@ -26,65 +27,10 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def check_pem(ca_file: str, cert: str, key: str, names=("ca_file", "cert", "key")) -> None:
-    """Load the CA and the certificate/key pair as the TLS connection will (``ValueError``
-    naming the file that does not load)."""
-    files = dict(zip(names, (ca_file, cert, key)))
-    for name, file in files.items():
-        if not file or not os.path.isfile(file):
-            raise ValueError(f"{name}={file!r} does not exist: TLS needs a CA file, a "
-                             "certificate and its key (PEM)")
-    try:
-        ssl.create_default_context(cafile=ca_file)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ValueError(f"{names[0]}={ca_file!r} is not a PEM CA certificate "
-                         f"({getattr(exc, 'reason', None) or exc})") from None
-    try:
-        ssl.create_default_context().load_cert_chain(cert, key)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ValueError(f"{names[1]}={cert!r} and {names[2]}={key!r} are not a PEM certificate "
-                         f"and its private key ({getattr(exc, 'reason', None) or exc})") from None
-
-
-def _check_cluster_config(path: str) -> None:
-    from .cluster import ClusterConfigError, load_cluster_config
-
-    config = load_cluster_config(path)
-    where = config.path
-    opts = config.options
-    for key in ("n_workers", "processes", "cores"):
-        value = opts.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            raise ClusterConfigError(f"{where}: options.{key}={value} is not allowed: it must "
-                                     "be >= 1 (a cluster without workers would wait forever)")
-    if config.scale is not None and config.scale < 1:
-        raise ClusterConfigError(f"{where}: scale={config.scale} is not allowed: it must be >= 1 "
-                                 "(a cluster without workers would wait forever)")
-    if config.adapt is not None:
-        low, high = config.adapt.get("minimum", 0), config.adapt.get("maximum", 1)
-        if high < 1 or low < 0 or low > high:
-            raise ClusterConfigError(f"{where}: adapt={config.adapt} is not allowed: it needs "
-                                     "0 <= minimum <= maximum and maximum >= 1")
-    interface = opts.get("interface")
-    if config.kind in ("slurm", "pbs") and interface is not None:
-        import psutil
-
-        here = sorted(psutil.net_if_addrs())
-        if interface not in here:
-            raise ClusterConfigError(f"{where}: options.interface={interface!r} is not a network "
-                                     f"interface of this machine (it has {', '.join(here)}): "
-                                     "the scheduler listens on it here")
-    security = config.security
-    if security and not security.get("temporary"):
-        files = [os.path.expanduser(security[k]) for k in ("ca_file", "cert", "key")]
-        try:
-            check_pem(*files, names=("security.ca_file", "security.cert", "security.key"))
-        except ValueError as exc:
-            raise ClusterConfigError(f"{where}: {exc}") from None
-
-
-def check_target(workers=None, scheduler=None, cluster=None, tls=None) -> None:
-    """Check the choice of cluster before anything starts."""
+def check_target(workers=None, scheduler=None, cluster=None, tls=None) -> dict:
+    """Check the choice of cluster before anything starts; the keyword arguments of
+    :func:`open_client`, with ``cluster`` (a config file) loaded and checked once
+    (:func:`onebit_dask.cluster.load_cluster_config`, :func:`~onebit_dask.cluster.check_runnable`)."""
     if sum(x is not None for x in (workers, scheduler, cluster)) > 1:
         raise ValueError("give at most one of --workers, --scheduler and --cluster")
     if workers is not None:
@@ -101,18 +47,11 @@ def check_target(workers=None, scheduler=None, cluster=None, tls=None) -> None:
     elif scheduler is not None and scheduler.startswith("tls://"):
         raise ValueError(f"scheduler={scheduler!r} uses TLS: pass --tls-ca-file, --tls-cert "
                          "and --tls-key")
+    config = None
     if cluster is not None:
-        _check_cluster_config(cluster)
-
-
-def quiet_dask_logs() -> None:
-    """Silence Dask's log lines in this process (a failure is then one line)."""
-    import distributed  # noqa: F401  (its import configures the loggers we override)
-
-    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in
-             ("distributed", "tornado", "bokeh")]
-    for name in {"distributed", "tornado", *names}:
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        config = load_cluster_config(cluster)
+        check_runnable(config)
+    return dict(workers=workers, scheduler=scheduler, cluster=config, tls=tls)
 
 
 def _connect(scheduler, tls, timeout):
@@ -141,9 +80,9 @@ def _start_cluster(cluster, workers, debug, adapt=None):
     """The cluster of a config or the embedded LocalCluster; with ``adapt=(min, max)``
     adaptive from the start (no workers or jobs started for a fixed size first)."""
     if cluster is not None:  # a failure to start is a one-line ClusterStartError
-        from .cluster import load_cluster_config, make_cluster
+        from .cluster import make_cluster
 
-        return make_cluster(load_cluster_config(cluster), adapt)
+        return make_cluster(cluster, adapt)
     from distributed import LocalCluster
 
     from .cluster import adapt as make_adaptive
@@ -171,7 +110,8 @@ def wait_for_a_worker(client, timeout: float, where: str) -> None:
 def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: float = 10.0,
                 worker_timeout: float = 120.0, quiet: bool = False, debug: bool = False, adapt=None):
     """Yield a ``distributed.Client`` with at least one worker, or ``None`` for
-    ``workers=0`` (in-process).
+    ``workers=0`` (in-process); the target comes from :func:`check_target` (``cluster``
+    a checked :class:`~onebit_dask.cluster.ClusterConfig`).
 
     ``workers=None`` with no scheduler or cluster starts the embedded default: a
     LocalCluster of ``default_workers()`` single-threaded processes on 127.0.0.1.
@@ -181,15 +121,10 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
     ``adapt=(minimum, maximum)`` makes the started cluster adaptive
     (:func:`onebit_dask.cluster.adapt`).
     """
-    check_target(workers, scheduler, cluster, tls)
     if workers == 0:
         yield None
         return
-    if not debug:
-        quiet_dask_logs()
     from distributed import Client
-
-    from .cluster import load_cluster_config
 
     with contextlib.ExitStack() as stack:
         if scheduler is not None:
@@ -198,9 +133,8 @@ def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: f
             dask_cluster = stack.enter_context(_start_cluster(cluster, workers, debug, adapt))
             client = stack.enter_context(Client(dask_cluster, timeout=timeout))
             if not quiet:
-                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        adaptive = adapt is not None or (cluster is not None and
-                                         load_cluster_config(cluster).adapt is not None)
+                log.info("dask dashboard: %s", client.dashboard_link)
+        adaptive = adapt is not None or (cluster is not None and cluster.adapt is not None)
         if not adaptive:  # an adaptive cluster starts its workers when the work comes
             wait_for_a_worker(client, worker_timeout, scheduler or client.scheduler.address)
         yield client

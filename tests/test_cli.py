@@ -95,6 +95,20 @@ def test_fit_sampler_option(tmp_path, capsys):
     assert np.isclose(got["auc"], est.history_[-1]["auc"], rtol=0, atol=0)
 
 
+def test_the_cli_logs_the_dashboard_and_leaves_dask_loggers_as_they_were(capsys):
+    import logging
+
+    import distributed  # noqa: F401  (its import sets its loggers' levels)
+
+    dask_log = logging.getLogger("distributed")
+    before = dask_log.level
+    assert main([*SMALL[:1], "--workers", "1", *SMALL[3:]]) == 0
+    err = capsys.readouterr().err
+    assert "dask dashboard: http://127.0.0.1:" in err  # the onebit_dask.session logger
+    assert dask_log.level == before  # quieted only while the command ran
+    assert not logging.getLogger("onebit_dask").handlers  # the CLI's handler is gone
+
+
 def test_fit_positive_rate(capsys):
     assert main([*SMALL, "--json", "--quiet", "--positive-rate", "0.05:0.3"]) == 0
     result = json.loads(capsys.readouterr().out)

@@ -372,7 +372,7 @@ def test_version_and_help():
         if command != "report":  # report's options have no default to show
             assert "(default: " in text
     fit = helps["fit"].stdout
-    assert "(default: 500)" in fit and "{paper,averaged}" in fit and "(default: 10.0)" in fit
+    assert "(default: 500)" in fit and "{paper,averaged,harmonic}" in fit and "(default: 10.0)" in fit
 
 
 def test_batch_reuse_warning_reports_the_requested_size():
@@ -383,3 +383,49 @@ def test_batch_reuse_warning_reports_the_requested_size():
                                          r"2000 rows"):
         OneBitMultiLabel(2, batch_size=5000, n_iter=1).fit(X, labels, y, n_labels=10)
     assert np.all(np.isfinite(X))
+
+
+def test_fit_data_with_a_checkpoint_runs_and_resumes(obs_store, tmp_path):
+    import json
+
+    args = ["fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000", "--n-iter", "2",
+            "--workers", "0", "--json", "--checkpoint", tmp_path / "ck.zarr"]
+    first = run_main(*args)
+    assert first.returncode == 0, first.stderr
+    again = run_main(*args)  # resumes the finished fit: the same numbers
+    assert again.returncode == 0, again.stderr
+    assert json.loads(first.stdout)["history"][-1]["n_samples"] == json.loads(
+        again.stdout)["history"][-1]["n_samples"] == 6000
+    import zarr
+
+    X = zarr.open_group(obs_store, mode="r+")["X"]
+    X[1:3] = -50 * X[1:3]  # the store rewritten in place: not the data of the checkpoint
+    line = one_line(run_main(*args), 2)
+    assert "data.files_sha256=" in line
+
+
+def test_sizes_beyond_the_fixed_limits_exit_2_before_any_work(obs_store, tmp_path):
+    import zarr
+
+    line = one_line(run_main(*FIT, "--workers", "0", "--n-iter", str(10**12)), 2)
+    assert "n_iter=1000000000000 is not allowed: n_iter must be <= 1,000,000" in line
+    line = one_line(run_main(*FIT, "--workers", "0", "--n-test", str(10**23)), 2)
+    assert f"n_test={10**23} is not allowed" in line
+    line = one_line(run_main(*FIT, "--workers", "0", "--d1", str(10**6), "--n-test",
+                             str(10**4)), 2)
+    assert "would hold 10,000,000,000 numbers" in line and "--allow-large" in line
+    zarr.open_group(obs_store, mode="r+").attrs["n_labels"] = 10**15
+    line = one_line(run_main("fit", "--data", obs_store, "--rank", "2", "--batch-size",
+                             "2000", "--n-iter", "2", "--workers", "0", "--save",
+                             tmp_path / "m.zarr"), 2)
+    assert f"d2={10**15} is not allowed: d2 must be <= 2,147,483,647" in line
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_a_spec_with_a_duplicate_key_exits_2_naming_file_and_line(tmp_path):
+    spec = tmp_path / "dup.yaml"
+    spec.write_text("grid:\n  d1: [20]\n  d2: [10]\n  rank: [2]\n  batch_size: [100]\n"
+                    "  d1: [30]\n")
+    line = one_line(run_main("sweep", spec, "--out", tmp_path / "c.zarr", "--workers", "0"), 2)
+    assert f"{spec}: line 6: key 'd1' is given twice (first on line 2)" in line
+    assert not (tmp_path / "c.zarr").exists()

@@ -73,7 +73,7 @@ def test_local_configs_start_and_fit(name):
      r"options.cores='four' has type str, expected int"),
     ("kind: local\noptions: {n_worker: 2}\n",
      r"unknown key 'options.n_worker' \(did you mean 'n_workers'\?\)"),
-    ("kind: local\nscale: -1\n", r"scale=-1 must be >= 0"),
+    ("kind: local\nscale: -1\n", r"scale=-1 is not allowed: it must be >= 1"),
     ("kind: local\nscale: 2\nadapt: {maximum: 3}\n", "either 'scale' or 'adapt'"),
     ("kind: local\nsecurity: {cert: a.pem}\n", "'ca_file', 'cert' and 'key'"),
     ("kind: ssh\noptions: {hosts: [one]}\n", "at least one worker host"),
@@ -144,3 +144,76 @@ def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "sbatch is not on PATH" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("line", ["UserKnownHostsFile none", "UserKnownHostsFile=/dev/null",
+                                  "  StrictHostKeyChecking no", "GlobalKnownHostsFile none"])
+def test_ssh_config_files_that_turn_host_key_checking_off_are_refused(tmp_path, line):
+    pytest.importorskip("asyncssh")
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(f"Host *\n  User someone\n{line}\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], connect_options: "
+                    f"{{config: [{ssh_config}]}}}}\n")
+    with pytest.raises(ClusterConfigError) as info:
+        load_cluster_config(path)
+    text = str(info.value)
+    assert f"the SSH config {ssh_config} (line 3) turns host-key checking off" in text
+    assert "connect_options.known_hosts" in text  # how to name a known-hosts file
+
+
+def test_ssh_config_included_files_are_followed(tmp_path):
+    pytest.importorskip("asyncssh")
+    inner = tmp_path / "inner"
+    inner.write_text("Host b\n  UserKnownHostsFile none\n")
+    outer = tmp_path / "outer"
+    outer.write_text(f"Include {inner}\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], connect_options: {{config: {outer}}}}}\n")
+    with pytest.raises(ClusterConfigError, match=f"the SSH config {inner} \\(line 2\\)"):
+        load_cluster_config(path)
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    outer.write_text("Host *\n  Port 2222\n")  # a config that keeps the check is fine
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], connect_options: {{config: {outer}, "
+                    f"known_hosts: {known}}}}}\n")
+    assert load_cluster_config(path).options["connect_options"]["config"] == str(outer)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "scheduler.example.org"])
+def test_local_cluster_beyond_loopback_without_tls_is_refused(tmp_path, host):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: local\noptions: {{host: '{host}'}}\n")
+    with pytest.raises(ClusterConfigError, match=r"without TLS opens an unauthenticated "
+                                                 r"scheduler.*allow_insecure: true"):
+        load_cluster_config(path)
+    path.write_text(f"kind: local\nallow_insecure: true\noptions: {{host: '{host}'}}\n")
+    assert load_cluster_config(path).options["host"] == host
+    path.write_text(f"kind: local\noptions: {{host: '{host}'}}\nsecurity: {{temporary: true}}\n")
+    assert load_cluster_config(path).security == {"temporary": True}
+    for loopback in ("127.0.0.1", "::1", "localhost"):
+        path.write_text(f"kind: local\noptions: {{host: '{loopback}'}}\n")
+        assert load_cluster_config(path).options["host"] == loopback
+    path.write_text("kind: local\nallow_insecure: true\noptions: {host: 127.0.0.1}\n")
+    with pytest.raises(ClusterConfigError, match="allow_insecure applies only"):
+        load_cluster_config(path)
+
+
+def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
+    """Checked and loaded once (session.check_target), then handed on as a ClusterConfig:
+    here to the point where SLURM's sbatch is missing (a one-line failure, exit 1)."""
+    from onebit_dask import cluster, session
+    from onebit_dask.cli import main
+
+    loads = []
+
+    def counted(path):
+        loads.append(path)
+        return cluster.load_cluster_config(path)
+
+    monkeypatch.setattr(session, "load_cluster_config", counted)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    status = main(["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1",
+                   "--quiet", "--cluster", "slurm"])
+    assert status == 1 and "sbatch is not on PATH" in capsys.readouterr().err
+    assert len(loads) == 1 and loads[0].endswith("slurm.yaml")

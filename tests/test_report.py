@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 
@@ -140,3 +141,47 @@ def test_half_finished_cube_says_how_many_seeds(tmp_path):
     assert "0.1000 [1/3]" in text          # d1=40: one seed, no std
     assert "nan" not in text and "3 of 6 cells done" in text
     assert len(paths) == 6
+
+
+DATASETS = parse_spec("""
+datasets:
+  "a/b": {d1: 20, d2: 10, rank: 2, batch_size: 2000}
+  "a_b": {d1: 20, d2: 10, rank: 2, batch_size: 4000}
+  "../up": {d1: 30, d2: 10, rank: 2, batch_size: 2000}
+grid:
+  dataset: ["a/b", "a_b", "../up"]
+  n_iter: [2]
+  seed: [0, 1]
+fixed: {n_test: 200, n_shards: 2}
+""")
+
+
+def test_datasets_that_set_batch_size_and_names_with_slashes_plot(tmp_path):
+    """The shape of pipelines/paper_table2.yaml: ``batch_size`` is a coordinate along
+    ``dataset``, not a dimension; dataset names are not file names (a ``/`` neither
+    makes a directory nor lets two facets write one file)."""
+    from onebit_dask.sweep import store
+    from onebit_dask.sweep.report import collect
+    from onebit_dask.sweep.store import open_cube
+
+    path = str(tmp_path / "ds.zarr")
+    store.create(path, DATASETS)
+    writer = store.CubeWriter(path, DATASETS)
+    for index, params in DATASETS.cells():
+        result = {m: [0.5, 0.25, 0.1 * (1 + index[0])] for m in (
+            "spectral_error", "frobenius_error", "hamming_loss", "auc")}
+        result.update(n_samples=[1.0 * params["batch_size"] * (i + 1) for i in range(3)],
+                      fit_s=[0.1, 0.2, 0.3], n_active=[10.0, 5.0, 5.0], wall_s=1.0)
+        writer.add(index, False, params, result, {"worker": "", "host": "h", "engine": "local"})
+    writer.flush()
+    cells = collect(open_cube(path))
+    assert sorted(zip(cells.params["dataset"], cells.params["batch_size"])) == sorted(
+        [("a/b", 2000), ("a_b", 4000), ("../up", 2000)] * 2)
+    plots = tmp_path / "plots"
+    _, paths = report(path, plots)
+    assert len(paths) == len(set(paths)) == 9  # three figures for each of three datasets
+    for p in paths:  # every figure directly in the plot directory
+        assert os.path.dirname(os.path.abspath(p)) == str(plots)
+        assert os.path.isfile(p)
+    assert sorted(os.listdir(plots)) == sorted(os.path.basename(p) for p in paths)
+    assert not (tmp_path / "up").exists()

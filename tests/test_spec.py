@@ -1,4 +1,5 @@
 import pathlib
+import re
 
 import pytest
 
@@ -141,6 +142,62 @@ def test_runs_distributed_rule():
     assert not runs_distributed({**small, "d2": 2 ** 17, "method": "leml"}, fixed)
     assert runs_distributed(small, {**fixed, "distributed": "always"})
     assert not runs_distributed({**small, "d2": 2 ** 20}, {**fixed, "distributed": "never"})
+
+
+# --- bounds and strict YAML ----------------------------------------------------------------
+
+BOUNDED = """
+grid:
+  d1: [{d1}]
+  d2: [10]
+  rank: [2]
+  batch_size: [1000]
+  n_iter: [{n_iter}]
+fixed: {{n_test: {n_test}}}
+"""
+
+
+@pytest.mark.parametrize("d1, n_iter, n_test, fragment", [
+    (20, 10**12, 100, "n_iter=1000000000000 is not allowed: n_iter must be <= 1,000,000"),
+    (10**29, 2, 100, f"d1={10**29} is not allowed: d1 must be <= 2,147,483,647"),
+    (20, 2, 10**23, f"n_test={10**23} is not allowed: n_test must be <= 2,147,483,647"),
+])
+def test_sizes_beyond_the_fixed_limits_are_refused(d1, n_iter, n_test, fragment):
+    with pytest.raises(SpecError, match=re.escape(fragment)):
+        parse_spec(BOUNDED.format(d1=d1, n_iter=n_iter, n_test=n_test), "s.yaml",
+                   allow_large=True)  # hard limits: even with allow_large
+
+
+def test_arrays_beyond_the_soft_limit_need_allow_large():
+    text = BOUNDED.format(d1=2 * 10**6, n_iter=2, n_test=10**4)  # 2e10 test features
+    with pytest.raises(SpecError, match=r"the test features n_test x d1 would hold "
+                                        r"20,000,000,000 numbers.*--allow-large"):
+        parse_spec(text, "s.yaml")
+    assert parse_spec(text, "s.yaml", allow_large=True).grid["d1"] == [2 * 10**6]
+    many = BOUNDED.format(d1=20, n_iter=200_000, n_test=100).replace(
+        "n_iter: [200000]", f"n_iter: [200000]\n  seed: {list(range(1000))}")
+    with pytest.raises(SpecError, match=r"1,000 cells x 200,001 iterations"):
+        parse_spec(many, "s.yaml")
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("grid:\n  d1: [20]\n  d1: [30]\n",
+     "s.yaml: line 3: key 'd1' is given twice (first on line 2)"),
+    ("grid:\n  d1:\n  d2: [10]\n", "s.yaml: grid.d1 has no value (null)"),
+    ("grid:\n  d1: [20, null]\n", "s.yaml: grid.d1[1] has no value (null)"),
+    ("grid:\n\td1: [20]\n", "s.yaml: line 2, column 1: not valid YAML: found character '\\t'"),
+])
+def test_duplicate_keys_nulls_and_tabs_name_the_file_line_and_key(text, fragment):
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "s.yaml")
+    assert str(info.value).startswith(fragment), str(info.value)
+
+
+def test_a_spec_that_is_not_utf8_names_its_line(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: x\ndescription: caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(SpecError, match=re.escape(f"{path}: line 2: byte 0xe9 is not UTF-8")):
+        load_spec(path)
 
 
 def test_positive_rate_is_a_grid_dimension_only_where_given():

@@ -64,11 +64,9 @@ class ArraySource:
                            self.y[lo + a: lo + z]) for a, z in zip(bounds[:-1], bounds[1:])]
 
     def identity(self) -> dict:
-        """Shape, dtype, ``d2`` and a SHA-256 of the labels, bits and up to 1024 evenly
-        spaced feature rows."""
+        """Shape, dtype, ``d2`` and a SHA-256 of all the features, labels and bits."""
         return {"kind": "arrays", "shape": list(self.X.shape), "dtype": str(self.X.dtype),
-                "n_labels": int(self.d2),
-                "sha256": sample_digest(self.X, (self.labels, self.y))}
+                "n_labels": int(self.d2), "sha256": data_digest(self.X, (self.labels, self.y))}
 
     def projection(self, A=None):
         return None
@@ -80,13 +78,16 @@ class ArraySource:
         return None
 
 
-def sample_digest(X, arrays=()) -> str:
-    """SHA-256 of up to 1024 evenly spaced rows of ``X`` (dense or CSR) and ``arrays``."""
-    rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], 1024)).astype(np.int64))
-    sample = X[rows]
-    parts = ((sample.data, sample.indices, sample.indptr) if scipy.sparse.issparse(sample)
-             else (sample,))
+def data_digest(X, arrays=()) -> str:
+    """SHA-256 of all of ``X`` (dense: 65536 rows at a time; CSR: its three arrays) and of
+    ``arrays`` (about 1 s for 10^6 x 100 float32)."""
     digest = hashlib.sha256()
-    for part in (*parts, *arrays):
-        digest.update(np.ascontiguousarray(part).tobytes())
+    if scipy.sparse.issparse(X):
+        for part in (X.data, X.indices, X.indptr):
+            digest.update(np.ascontiguousarray(part))
+    else:
+        for start in range(0, X.shape[0], 65536):
+            digest.update(np.ascontiguousarray(X[start:start + 65536]))
+    for part in arrays:
+        digest.update(np.ascontiguousarray(part))
     return digest.hexdigest()

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse
 
 from ..synthetic import _label_blocks, uniform_pairs
-from .arrays import sample_digest
+from .arrays import data_digest
 from .shards import ShardKind, active_sums
 
 
@@ -135,10 +135,10 @@ class LabelMatrixSource:
                 for t, s, n_obs, lo, hi in _label_blocks(self, t, batch_size, n_shards)]
 
     def identity(self) -> dict:
-        """Shape, dtype, ``d2``, the seed and a SHA-256 of ``Y`` and a sample of ``X``."""
+        """Shape, dtype, ``d2``, the seed and a SHA-256 of all of ``X`` and ``Y``."""
         return {"kind": "label_matrix", "shape": [self.n, self.d1], "dtype": str(self.X.dtype),
                 "n_labels": int(self.d2), "seed": self.seed,
-                "sha256": sample_digest(self.X, (self.Y.indptr, self.Y.indices))}
+                "sha256": data_digest(self.X, (self.Y.indptr, self.Y.indices))}
 
     def projection(self, A=None):
         return None

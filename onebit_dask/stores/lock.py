@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 
-from ..failures import RunError
+from ..errors import RunError
 from .atomic import ForeignPathError
 
 HEARTBEAT_S = 10.0

@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from ..failures import RunError
+from ..errors import RunError
 
 ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
 

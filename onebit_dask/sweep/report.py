@@ -15,9 +15,11 @@ gives one figure per value (``NAME_d1=20.png``, ...), never an average over it.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import logging
 import os
-import sys
+import re
 import time
 from dataclasses import dataclass
 
@@ -25,12 +27,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..failures import RunError
+from ..errors import RunError
+from ..metric_names import METRICS
 from .methods import METHODS
 from .store import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
-SERIES = ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples")
+SERIES = (*METRICS, "n_samples")
 SHOWN = ("estimator", "step", "noise", "seed")  # dimensions every figure shows or aggregates
 MAX_FACETS = 16
 BLOCK = 20_000  # cells of the grid per block read
@@ -65,9 +68,12 @@ class Cells:
         return out
 
 
+log = logging.getLogger(__name__)
+
+
 def _progress(enabled: bool, text: str) -> None:
     if enabled:
-        print(f"report: {text}", file=sys.stderr, flush=True)
+        log.info("report: %s", text)
 
 
 def collect(ds, progress: bool = False, path: str = "the cube",
@@ -94,6 +100,11 @@ def collect(ds, progress: bool = False, path: str = "the cube",
                         f"({time.perf_counter() - start:.1f} s to read the done flags)")
     coords = {d: ds[d].values for d in dims}
     params = pd.DataFrame({d: coords[d][i] for d, i in zip(dims, index)})
+    if "dataset" in dims:  # keys a dataset sets are coordinates along it (batch_size, d1 ...)
+        at = index[dims.index("dataset")]
+        for name, coord in ds.coords.items():
+            if name not in dims and coord.dims == ("dataset",):
+                params[name] = coord.values[at]
     n_it = ds.sizes["iteration"]
     series = {name: np.empty((n_done, n_it)) for name in SERIES}
     wall = np.empty(n_done)
@@ -256,8 +267,19 @@ def _facets(cells: Cells, shown) -> list[tuple[str, dict]]:
             f"the figures would need {len(combos)} facets (one per value of "
             f"{' x '.join(dims)}), more than {MAX_FACETS}: plot a subset with xarray "
             "(see the README), or report without --plots")
-    return [("_" + "_".join(f"{d}={v}" for d, v in zip(dims, row)), dict(zip(dims, row)))
+    return [(_file_suffix(dict(zip(dims, row))), dict(zip(dims, row)))
             for row in combos.itertuples(index=False)]
+
+
+def _file_suffix(where: dict) -> str:
+    """``_d1=20_dataset=NAME`` as a file name part: characters other than letters, digits,
+    ``.=+-`` become ``_``, and a name that had to change gets 8 hex digits of its hash, so
+    that names never leave the plot directory and two facets never share a file."""
+    text = "_".join(f"{d}={v}" for d, v in where.items())
+    safe = re.sub(r"[^A-Za-z0-9.=+-]", "_", text)
+    if safe != text:
+        safe += "_" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return "_" + safe
 
 
 def _select(cells: Cells, where: dict) -> np.ndarray:

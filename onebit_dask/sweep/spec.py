@@ -1,5 +1,6 @@
-"""Sweep specs (``pipelines/*.yaml``): parsed with ``yaml.safe_load`` and checked whole
-before any work.
+"""Sweep specs (``pipelines/*.yaml``): parsed strictly (:mod:`onebit_dask._yaml`: no key
+twice, no null values, UTF-8) and checked whole before any work, sizes included
+(:mod:`onebit_dask.limits`).
 
 A spec::
 
@@ -54,13 +55,13 @@ import json
 import os
 from dataclasses import dataclass
 
-import yaml
-
+from .. import limits
 from .._validation import check_int, check_rank, check_seed
+from .._yaml import YamlError, parse_yaml, read_text
+from ..errors import SpecError
 from ..synthetic import SAMPLERS, parse_positive_rate
-from .errors import SpecError
 from .methods import METHODS
-from .noise import NOISE, parse_noise  # noqa: F401 (re-exported)
+from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
               "step", "batch_size", "n_iter", "seed")
@@ -75,7 +76,6 @@ PLACEMENT_DEFAULTS = {"distributed": "auto", "distributed_batch": 2 ** 25,
                       "distributed_labels": 2 ** 17}
 DISTRIBUTED = ("auto", "always", "never")
 TOP_KEYS = ("name", "description", "datasets", "grid", "fixed")
-MAX_CELLS = 10**6  # a larger grid needs allow_large=True (the CLI's --allow-large)
 
 
 def _did_you_mean(key, allowed) -> str:
@@ -163,6 +163,7 @@ def _check_grid_values(key, values, where="<spec>"):
         try:
             if key in checks:
                 v = checks[key](v)
+                limits.check_hard(key, v)
             elif key in ("noise", "positive_rate"):
                 (parse_noise if key == "noise" else parse_positive_rate)(v)
                 v = str(v)
@@ -184,12 +185,15 @@ def _check_grid_values(key, values, where="<spec>"):
 def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -> SweepSpec:
     """Parse and check a spec given as YAML text.
 
-    A grid of more than :data:`MAX_CELLS` cells is refused unless ``allow_large``.
+    Sizes beyond the hard limits of :mod:`onebit_dask.limits` are refused; a grid of more
+    than ``limits.MAX_CELLS`` cells, a cube of more than ``limits.MAX_CUBE_VALUES`` values
+    per metric, or a cell holding more than ``limits.MAX_ENTRIES`` numbers in one array
+    are refused unless ``allow_large``.
     """
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{where}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        data = parse_yaml(text, where)
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{where}: a spec is a mapping with keys {', '.join(TOP_KEYS)}")
     for key in data:
@@ -223,10 +227,13 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
     n_cells = 1
     for values in grid.values():
         n_cells *= len(values)
-    if n_cells > MAX_CELLS and not allow_large:
-        raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than {MAX_CELLS:,}: "
-                        "pass --allow-large (allow_large=True) if you mean it")
+    if n_cells > limits.MAX_CELLS and not allow_large:
+        raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than "
+                        f"{limits.MAX_CELLS:,}: pass --allow-large (allow_large=True) if you "
+                        "mean it")
+    fixed = _parse_fixed(data.get("fixed") or {}, where)
     spec_cells = SweepSpec("", grid, {}, "", datasets=datasets).cells()
+    n_iterations = 0
     for _, params in spec_cells:
         try:
             check_rank(params["rank"], params["d1"], params["d2"])
@@ -236,7 +243,25 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
         if mode not in METHODS[params["method"]].modes:
             raise SpecError(f"{where}: method={params['method']!r} does not run on "
                             f"{mode}-observation data (n_train={params['n_train']})")
-    fixed_in = data.get("fixed") or {}
+        sizes = {k: params[k] for k in ("d1", "d2", "rank", "batch_size", "n_train")}
+        sampler = fixed["sampler"] if params["method"] == "onebit" else "explicit"
+        try:
+            limits.check_sizes({**sizes, "n_test": fixed["n_test"]}, sampler, allow_large)
+        except ValueError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+        n_iterations = max(n_iterations, params["n_iter"] + 1)
+    if n_cells * n_iterations > limits.MAX_CUBE_VALUES and not allow_large:
+        raise SpecError(f"{where}: the cube would hold {n_cells:,} cells x {n_iterations:,} "
+                        f"iterations = {n_cells * n_iterations:,} values per metric, more than "
+                        f"{limits.MAX_CUBE_VALUES:,}: pass --allow-large (allow_large=True) if "
+                        "you mean it")
+    name = data.get("name", os.path.splitext(os.path.basename(where))[0])
+    if not isinstance(name, str):
+        raise SpecError(f"{where}: name={name!r} must be a string")
+    return SweepSpec(name, grid, fixed, text, str(data.get("description", "")), datasets)
+
+
+def _parse_fixed(fixed_in, where) -> dict:
     if not isinstance(fixed_in, dict):
         raise SpecError(f"{where}: 'fixed' must be a mapping")
     fixed = {**FIXED_DEFAULTS, **PLACEMENT_DEFAULTS}
@@ -253,12 +278,10 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
             continue
         try:
             fixed[key] = check_int(key, value, low=1)
+            limits.check_hard(key, fixed[key])
         except (TypeError, ValueError) as exc:
             raise SpecError(f"{where}: fixed.{key}: {exc}") from None
-    name = data.get("name", os.path.splitext(os.path.basename(where))[0])
-    if not isinstance(name, str):
-        raise SpecError(f"{where}: name={name!r} must be a string")
-    return SweepSpec(name, grid, fixed, text, str(data.get("description", "")), datasets)
+    return fixed
 
 
 def _parse_datasets(raw, grid_in, where):
@@ -291,6 +314,10 @@ def _parse_datasets(raw, grid_in, where):
 def load_spec(path, *, allow_large: bool = False) -> SweepSpec:
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise SpecError(f"spec {path!r} does not exist (see pipelines/)")
-    with open(path) as fh:
-        return parse_spec(fh.read(), path, allow_large=allow_large)
+        raise SpecError(f"spec {path!r} does not exist: give a spec file or the name of "
+                        "a shipped one (onebit-dask list shows them)")
+    try:
+        text = read_text(path)
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
+    return parse_spec(text, path, allow_large=allow_large)

@@ -18,13 +18,12 @@ import datetime
 import json
 import os
 import socket
-import subprocess
 import warnings
 
 import numpy as np
 import xarray as xr
 
-from .. import __version__
+from ..provenance import provenance
 from ..stores import atomic
 from ..stores.zarr_format import DamagedStoreError
 from .noise import parse_noise
@@ -99,24 +98,6 @@ def failures_path(path: str) -> str:
     return os.fspath(path).rstrip("/") + ".failures.jsonl"
 
 
-def _git_revision() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                              text=True, timeout=5).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _versions() -> dict:
-    import dask
-    import numpy
-    import zarr
-
-    return {"numpy_version": numpy.__version__, "dask_version": dask.__version__,
-            "xarray_version": xr.__version__, "zarr_version": zarr.__version__}
-
-
 def cell_chunks(shape: tuple, n_iterations: int) -> tuple:
     """Chunk shape over the grid dimensions: the trailing dimensions whole (C order, the
     order cells are submitted in), about ``CHUNK_CELLS`` cells, fewer for long cells."""
@@ -148,10 +129,8 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
         format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
         spec_description=spec.description, spec_text=spec.text,
         spec_fingerprint=spec.fingerprint(), sampler=spec.fixed["sampler"],
-        onebit_dask_version=__version__,
-        git_revision=_git_revision(),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        **_versions())
+        **provenance())
     return ds
 
 

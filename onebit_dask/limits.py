@@ -1,0 +1,80 @@
+"""Fixed limits of what one run can hold: sizes beyond them are refused before any work.
+
+The limits are constants, not this machine's free memory, so that a spec or a command
+is accepted or refused the same way everywhere.
+
+Hard limits (never allowed):
+
+- ``d1``, ``d2`` (an observations store's ``n_labels`` too), ``batch_size``, ``n_test``
+  and ``n_train`` at most :data:`MAX_SIZE` (``2**31 - 1``, the largest index NumPy's
+  and Dask's int32 paths take);
+- ``n_iter`` at most :data:`MAX_N_ITER` (``10**6`` steps; each step is at least one
+  batch, and a cube holds every step's metrics).
+
+Soft limits (allowed with ``--allow-large``, ``allow_large=True``, when a user means it):
+
+- the largest array one fit holds at most :data:`MAX_ENTRIES` numbers (``2**30``,
+  8 GiB of float64): the test features ``n_test x d1``, the factors
+  ``(d1 + d2) x rank``, a full-observation training set ``n_train x (d1 + d2)``, and a
+  batch's draws (``batch_size x d1`` explicit, ``batch_size x 3 rank`` projected,
+  ``min(batch_size, d2) x d1`` conditional);
+- a sweep grid at most :data:`MAX_CELLS` cells, and a cube at most
+  :data:`MAX_CUBE_VALUES` values per metric (cells x iterations).
+"""
+
+from __future__ import annotations
+
+MAX_SIZE = 2**31 - 1
+MAX_N_ITER = 10**6
+MAX_ENTRIES = 2**30
+MAX_CELLS = 10**6
+MAX_CUBE_VALUES = 10**8
+
+HARD = {"d1": MAX_SIZE, "d2": MAX_SIZE, "batch_size": MAX_SIZE, "n_test": MAX_SIZE,
+        "n_train": MAX_SIZE, "n_iter": MAX_N_ITER}
+
+
+def check_hard(name: str, value: int) -> None:
+    """``ValueError`` when ``value`` exceeds the hard limit of ``name`` (if it has one)."""
+    high = HARD.get(name)
+    if high is not None and value > high:
+        raise ValueError(f"{name}={value} is not allowed: {name} must be <= {high:,} "
+                         "(a fixed limit of onebit-dask, see onebit_dask.limits)")
+
+
+def largest_array(sizes: dict, sampler: str = "explicit") -> tuple[str, int]:
+    """``(description, numbers)`` of the largest array a fit with ``sizes`` holds.
+
+    Parameters
+    ----------
+    sizes : dict
+        ``d1``, ``d2``, ``rank`` and optionally ``batch_size``, ``n_test``, ``n_train``.
+    sampler : {"explicit", "projected", "conditional", "store"}
+        How batches are drawn; ``"store"``: read from an observations store
+        (``batch_size x d1`` features a batch).
+    """
+    d1, d2, rank = sizes["d1"], sizes["d2"], sizes["rank"]
+    m = sizes.get("batch_size", 0)
+    per_batch = {"explicit": m * d1, "store": m * d1, "projected": m * min(3 * rank, d1),
+                 "conditional": min(m, d2) * d1}[sampler]
+    arrays = {"the factors (d1 + d2) x rank": (d1 + d2) * rank,
+              f"a batch ({sampler})": per_batch,
+              "the test features n_test x d1": sizes.get("n_test", 0) * d1,
+              "the training set n_train x (d1 + d2)": sizes.get("n_train", 0) * (d1 + d2)}
+    name = max(arrays, key=arrays.get)
+    return name, arrays[name]
+
+
+def check_sizes(sizes: dict, sampler: str = "explicit", allow_large: bool = False) -> None:
+    """Check every size of a fit against the hard limits, and (unless ``allow_large``)
+    its largest array against :data:`MAX_ENTRIES`; ``ValueError`` naming the size."""
+    for name, value in sizes.items():
+        check_hard(name, value)
+    if allow_large:
+        return
+    what, n = largest_array(sizes, sampler)
+    if n > MAX_ENTRIES:
+        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        raise ValueError(f"{shown}: {what} would hold {n:,} numbers, more than {MAX_ENTRIES:,} "
+                         "(8 GiB of float64): pass --allow-large (allow_large=True) if you "
+                         "mean it")
