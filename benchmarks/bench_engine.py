@@ -11,6 +11,7 @@ same workers and discard them: the work no implementation can avoid.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -56,9 +57,11 @@ def data_floor(client, problem, batch_size, n_iter, n_shards) -> float:
 
 
 def timed_fit(problem, client=None, **params):
-    est = OneBitMultiLabel(problem.rank, client=client, random_state=0, eval_every=0, **params)
+    est = OneBitMultiLabel(problem.rank, engine="local" if client is None else "dask",
+                           random_state=0, eval_every=0, **params)
     start = time.perf_counter()
-    est.fit(problem)
+    with contextlib.nullcontext() if client is None else client.as_current():
+        est.fit(problem)
     return est, time.perf_counter() - start
 
 

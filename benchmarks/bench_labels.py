@@ -56,7 +56,7 @@ def main(argv=None):
         client.wait_for_workers(args.workers, timeout=120)
         est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                                step=args.step, n_shards=args.shards, random_state=0,
-                               eval_every=args.eval_every, client=client)
+                               eval_every=args.eval_every, engine="dask")  # the default client
         start = time.perf_counter()
         est.fit(problem)
         wall = time.perf_counter() - start

@@ -2,7 +2,8 @@
 
 Each check raises :class:`ValueError` (or :class:`TypeError`) whose message names
 the parameter, shows the offending value and says what is allowed, before any
-work starts.
+work starts. Arrays go through scikit-learn's ``check_array``; estimator
+parameters through their ``_parameter_constraints`` table (:func:`validate_params`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,18 @@ import numbers
 
 import numpy as np
 import scipy.sparse
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    validate_parameter_constraints,
+)
+from sklearn.utils.multiclass import type_of_target
 
 MAX_SEED = 2**32 - 1
+RANDOM_STATE = [None, Interval(numbers.Integral, 0, MAX_SEED, closed="both"),
+                np.random.RandomState, np.random.Generator]  # what as_generator takes
+FLOAT_DTYPES = (np.float64, np.float32)  # float32 stays float32, anything else becomes float64
 
 
 def _show(value) -> str:
@@ -69,6 +80,23 @@ def check_rank(rank, d1: int, d2: int) -> int:
     return rank
 
 
+def validate_params(constraints: dict, params: dict, owner: str) -> None:
+    """Check ``params`` against a scikit-learn ``_parameter_constraints`` table.
+
+    Raises :class:`~sklearn.utils._param_validation.InvalidParameterError` (a
+    ``ValueError`` and a ``TypeError``) with scikit-learn's message, prefixed by
+    ``name=value is not allowed``.
+    """
+    for name, value in params.items():
+        if name not in constraints:
+            continue
+        try:
+            validate_parameter_constraints({name: constraints[name]}, {name: value},
+                                           caller_name=owner)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"{name}={_show(value)} is not allowed: {exc}") from None
+
+
 def _first_non_finite(X: np.ndarray):
     """``(row, column)`` of the first NaN or infinite entry of a float array, or ``None``.
 
@@ -87,28 +115,39 @@ def _first_non_finite(X: np.ndarray):
     return None
 
 
-def check_features(X, *, n_features: int | None = None, name: str = "X",
-                   row_offset: int = 0) -> np.ndarray:
-    """A finite 2-D float array; float32 stays float32, anything else becomes float64.
-
-    A ``scipy.sparse`` matrix stays sparse, as CSR (never densified).
-    ``row_offset`` is added to the row named in an error (for a slice of a store).
-    """
+def check_finite(X, *, name: str = "X", row_offset: int = 0) -> None:
+    """Refuse NaN and infinite entries, naming the first one (dense or CSR ``X``)."""
     if scipy.sparse.issparse(X):
-        return _check_sparse_features(X, n_features, name, row_offset)
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"{name} has shape {X.shape}: {name} must be 2-D (n_samples, n_features)")
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
-        raise TypeError(f"{name} has dtype {X.dtype}: {name} must hold real numbers")
-    if X.dtype != np.float32:
-        X = X.astype(np.float64, copy=False)
-    bad = _first_non_finite(X)
-    if bad is not None:
+        bad = np.flatnonzero(~np.isfinite(X.data))
+        if bad.size:
+            row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
+            where, value = (row, int(X.indices[bad[0]])), X.data[bad[0]]
+        else:
+            where = None
+    else:
+        where = _first_non_finite(X)
+        value = None if where is None else X[where]
+    if where is not None:
         raise ValueError(
-            f"{name}[{bad[0] + row_offset}, {bad[1]}]={X[bad[0], bad[1]]} is not allowed: "
+            f"{name}[{where[0] + row_offset}, {where[1]}]={value} is not allowed: "
             f"{name} must be finite (no NaN or inf); drop or impute those rows first"
         )
+
+
+def check_features(X, *, n_features: int | None = None, name: str = "X",
+                   row_offset: int = 0, accept_sparse: bool = True, training: bool = False):
+    """A finite 2-D float array (scikit-learn's ``check_array``: lists, object and
+    integer arrays are converted, complex ones refused); float32 stays float32,
+    anything else becomes float64. A SciPy sparse matrix is returned as CSR, never
+    densified (refused when ``accept_sparse`` is false).
+
+    ``row_offset`` is added to the row named in an error (for a slice of a store).
+    ``training`` refuses 0 rows or 0 features (nothing to learn from).
+    """
+    X = check_array(X, accept_sparse="csr" if accept_sparse else False, dtype=FLOAT_DTYPES,
+                    ensure_all_finite=False, ensure_min_samples=int(training),
+                    ensure_min_features=int(training), input_name=name)
+    check_finite(X, name=name, row_offset=row_offset)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
             f"{name} has {X.shape[1]} features, but the estimator was fitted with "
@@ -117,45 +156,99 @@ def check_features(X, *, n_features: int | None = None, name: str = "X",
     return X
 
 
-def _check_sparse_features(X, n_features, name, row_offset):
-    """:func:`check_features` for a ``scipy.sparse`` ``X``: checks its stored values."""
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X.data):
-        raise TypeError(f"{name} has dtype {X.dtype}: {name} must hold real numbers")
-    X = X.tocsr()
-    if X.dtype != np.float32:
-        X = X.astype(np.float64, copy=False)
-    bad = np.flatnonzero(~np.isfinite(X.data))
-    if bad.size:
-        row = int(np.searchsorted(X.indptr, bad[0], side="right")) - 1
-        raise ValueError(
-            f"{name}[{row + row_offset}, {X.indices[bad[0]]}]={X.data[bad[0]]} is not allowed: "
-            f"{name} must be finite (no NaN or inf); drop or impute those rows first")
-    if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(
-            f"{name} has {X.shape[1]} features, but the estimator was fitted with "
-            f"{n_features}: pass an array of shape (n_samples, {n_features})"
-        )
-    return X
+def check_bits(y, *, name: str = "y", n: int | None = None) -> np.ndarray:
+    """One-bit observations (any shape) as ``float64`` in ``{-1, +1}``, from ``-1``/``+1``,
+    ``0``/``1`` or booleans (``0`` and ``False`` mean ``-1``)."""
+    y = np.asarray(y)
+    if n is not None and (y.ndim != 1 or y.shape[0] != n):
+        raise ValueError(f"{name} has shape {y.shape}, but X has {n} rows: {name} must have "
+                         f"shape ({n},)")
+    if y.dtype == object:  # numbers held as objects are converted, as check_array does
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"Unknown label type: {name} holds objects that are not numbers: "
+                             f"{name} must hold -1 and +1, 0 and 1, or booleans") from None
+    if y.dtype == bool:
+        return np.where(y, 1.0, -1.0)
+    if not np.issubdtype(y.dtype, np.number) or np.iscomplexobj(y):
+        raise TypeError(f"{name} has dtype {y.dtype}: {name} must hold -1 and +1, 0 and 1, "
+                        "or booleans")
+    bad = (y != 1) & (y != -1) & (y != 0)
+    if bad.any():
+        i = _first(bad)
+        kind = ("continuous values" if np.any(y[bad] != np.round(y[bad]))
+                else "more than two classes: only binary classification is supported")
+        raise ValueError(f"{name}[{_index(i)}]={y[i]} is not allowed: {name} must be -1 or +1 "
+                         f"(or 0 and 1, or booleans), not {kind}")
+    if (y == 0).any() and (y == -1).any():
+        raise ValueError(f"{name}[{_index(_first(y == 0))}]=0 is not allowed with -1 elsewhere "
+                         f"in {name}: code it as -1 and +1, or as 0 and 1, not both")
+    return np.where(y > 0, 1.0, -1.0)
+
+
+def _first(mask: np.ndarray) -> tuple:
+    """The index of the first true entry of ``mask``, in C order."""
+    return np.unravel_index(int(np.argmax(mask)), mask.shape)
+
+
+def _index(i: tuple) -> str:
+    return ", ".join(str(int(k)) for k in i)
+
+
+def check_label_matrix(X, Y, *, accept_sparse: bool = True):
+    """Features and a full label matrix ``Y`` of shape ``(n, d2)``: a 0/1 indicator (as
+    scikit-learn's multi-label classifiers take), ``-1``/``+1`` or booleans.
+
+    Returns ``(X, Y)`` with ``Y`` as ``float64`` in ``{-1, +1}``.
+    """
+    if Y is None:
+        raise ValueError("fit requires y to be passed, but the target y is None: pass a label "
+                         "matrix Y (n_samples, n_labels), or labels and bits")
+    X = check_features(X, accept_sparse=accept_sparse, training=True)
+    Y = np.asarray(Y)
+    if Y.ndim == 1:
+        kind = f"{type_of_target(Y, input_name='Y')} target"
+        if kind in ("binary target", "multiclass target"):
+            kind += f" of {np.unique(Y).size} class(es)"
+        raise ValueError(f"Y has shape {Y.shape}, a 1-D {kind}: a label matrix Y must be 2-D "
+                         "(n_samples, n_labels); for single-label one-bit observations pass "
+                         "fit(X, labels, bits)")
+    if Y.ndim != 2 or Y.shape[0] != X.shape[0] or Y.shape[1] == 0:
+        raise ValueError(f"Y has shape {Y.shape}: Y must be (n_samples, n_labels) with "
+                         f"n_samples={X.shape[0]} and n_labels >= 1")
+    return X, check_bits(Y, name="Y")
+
+
+def check_fit_data(X, Y, bits, n_labels, *, accept_sparse: bool = True):
+    """The two forms of ``fit``: a label matrix ``fit(X, Y)`` gives
+    ``(X, None, Y, d2)`` (:func:`check_label_matrix`); single-label observations
+    ``fit(X, labels, bits)`` give ``(X, labels, y, d2)`` (:func:`check_observations`)."""
+    if bits is None:
+        if n_labels is not None:
+            raise ValueError(f"n_labels={n_labels!r} is not allowed with a label matrix: Y's "
+                             "columns are the labels; n_labels goes with fit(X, labels, bits)")
+        X, Y = check_label_matrix(X, Y, accept_sparse=accept_sparse)
+        return X, None, Y, Y.shape[1]
+    return check_observations(X, Y, bits, n_labels=n_labels, accept_sparse=accept_sparse)
 
 
 def check_observations(X, labels, y, *, n_labels: int | None = None,
-                       n_features: int | None = None):
+                       n_features: int | None = None, accept_sparse: bool = True):
     """Validate one set of single-label observations ``(X, labels, y)``.
 
-    Returns ``(X, labels, y, n_labels)`` with ``labels`` as ``int64`` and ``y`` as
-    ``float64`` in ``{-1, +1}``.
+    ``y`` may be ``-1``/``+1``, ``0``/``1`` or booleans. Returns
+    ``(X, labels, y, n_labels)`` with ``labels`` as ``int64`` and ``y`` as ``float64``
+    in ``{-1, +1}``.
     """
-    X = check_features(X, n_features=n_features)
+    X = check_features(X, n_features=n_features, accept_sparse=accept_sparse, training=True)
     labels = np.asarray(labels)
-    y = np.asarray(y)
     n = X.shape[0]
-    if n == 0:
-        raise ValueError("X has 0 rows: at least one observation is needed")
-    for name, arr in (("labels", labels), ("y", y)):
-        if arr.ndim != 1 or arr.shape[0] != n:
-            raise ValueError(
-                f"{name} has shape {arr.shape}, but X has {n} rows: {name} must have shape ({n},)"
-            )
+    if labels.ndim != 1 or labels.shape[0] != n:
+        raise ValueError(
+            f"labels has shape {labels.shape}, but X has {n} rows: labels must have shape ({n},)"
+        )
+    y = check_bits(y, n=n)
     if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
         labels = labels.astype(np.int64)
     if labels.dtype.kind not in "iu":
@@ -171,13 +264,7 @@ def check_observations(X, labels, y, *, n_labels: int | None = None,
             f"labels[{i}]={labels[i]} is not allowed: labels must be integers in "
             f"[0, {n_labels}) (n_labels={n_labels})"
         )
-    if not np.issubdtype(y.dtype, np.number):
-        raise TypeError(f"y has dtype {y.dtype}: y must hold -1 and +1")
-    bad = (y != 1) & (y != -1)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"y[{i}]={y[i]} is not allowed: y must be -1 or +1")
-    return X, labels, y.astype(np.float64), n_labels
+    return X, labels, y, n_labels
 
 
 def as_generator(random_state) -> np.random.Generator:

@@ -153,10 +153,10 @@ def _add_model_options(p):
 
 
 def _fit_inputs(args):
-    """``(data, source, est, d1, d2)`` of ``fit``, checked: the arguments ``est.fit`` is
-    given and their source (what identifies them)."""
+    """``fit``'s data arguments, their source and the estimator, checked."""
     from . import OneBitMultiLabel, SyntheticProblem
     from .data.inputs import as_source
+    from .estimator import check_params
     from .limits import check_sizes
     from .synthetic import SAMPLERS, parse_positive_rate
 
@@ -172,7 +172,7 @@ def _fit_inputs(args):
                                    positive_rate=parse_positive_rate(args.positive_rate),
                                    seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
-        est._check_params(problem.d1, problem.d2)
+        check_params(est.get_params(), problem.d1, problem.d2)
         return (problem,), as_source(problem), est, problem.d1, problem.d2
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
@@ -187,7 +187,7 @@ def _fit_inputs(args):
     data = read_xc(path) if os.path.isfile(path) else (path,)
     source = as_source(*data, random_state=args.seed)
     check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
-    est._check_params(source.d1, source.d2)
+    check_params(est.get_params(), source.d1, source.d2)
     return data, source, est, source.d1, source.d2
 
 
@@ -215,14 +215,14 @@ def _run_fit(args) -> int:
                  debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
-        est.set_params(client=client).fit(*data, **fit_options)
+        est.set_params(engine="local" if client is None else "dask")  # the session's client
+        est.fit(*data, **fit_options)
         wall = time.perf_counter() - start
         if args.save is not None:  # while the blocks' workers are still there
             _save(est, args)
     last = est.history_[-1]
     synthetic = args.data is None
-    metric_keys = ("spectral_error", "frobenius_error", "hamming_loss", "auc") if synthetic else \
-        tuple(k for k in RANKING_KEYS if k in last)
+    metric_keys = METRICS if synthetic else tuple(k for k in RANKING_KEYS if k in last)
     result = {key: last[key] for key in metric_keys}
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=d1, d2=d2,
@@ -340,7 +340,7 @@ def _read_model(path, client):
     from .model_io import ModelStoreError
 
     try:
-        return OneBitMultiLabel.load(path, client=client)
+        return OneBitMultiLabel.load(path, engine="local" if client is None else "dask")
     except ModelStoreError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return None

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
+from numbers import Integral
 
+import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import metrics
 from ._base import FactorPredictor
-import numpy as np
-
-from ._validation import (as_generator, check_choice, check_features, check_int,
-                          check_observations, check_rank)
+from ._validation import (RANDOM_STATE, as_generator, check_int, check_observations, check_rank,
+                          validate_params)
 from .algorithm import init_dense, init_randomized, step
-from .engine import make_engine
+from .engine import LocalEngine, make_engine
 from .engine.blocks import Evaluation, StepModel, best_k, evaluation_pieces, rows_of, top_k
 from .kernels import one_blas_thread, step_size
 from . import persist
@@ -28,6 +31,83 @@ from .synthetic import FullObservationProblem, SyntheticProblem
 DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
 KEEP_LOCAL_LIMIT = 3_000_000  # label-side numbers (Q, V, B; 24 MB) gathered here after a fit
 GATHER_LIMIT = 50_000_000  # label-side numbers Q_, V_ or B_ may gather
+PICKLE_LIMIT = KEEP_LOCAL_LIMIT * 10  # label-side numbers (Q, V, B) pickling may gather (240 MB)
+
+PARAMETER_CONSTRAINTS = {
+    "rank": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
+    "n_iter": [Interval(Integral, 0, None, closed="left")],
+    "step": [StrOptions({"paper", "averaged", "harmonic"})],
+    "n_shards": [Interval(Integral, 1, None, closed="left")],
+    "init_svd": [StrOptions({"auto", "dense", "randomized"})],
+    "init_power_iter": [Interval(Integral, 0, None, closed="left")],
+    "random_state": RANDOM_STATE,
+    "engine": [StrOptions({"auto", "local", "dask"})],
+    "eval_every": [Interval(Integral, 0, None, closed="left")],
+    "progress": ["boolean"],
+    "threshold": [StrOptions({"none", "estimated"})],
+}
+
+
+def check_params(params: dict, d1: int, d2: int) -> None:
+    """Check :class:`OneBitMultiLabel` parameters for data with ``d1`` features and ``d2``
+    labels, before any work: the declared table (``_parameter_constraints``) and
+    ``rank <= min(d1, d2)``.
+
+    Parameters
+    ----------
+    params : dict
+        Parameter names and values (those not given take their defaults), as
+        ``get_params()`` returns them.
+    d1, d2 : int
+
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the parameter, its value and what is allowed.
+    """
+    unknown = sorted(set(params) - set(PARAMETER_CONSTRAINTS))
+    if unknown:
+        raise ValueError(f"{unknown[0]}={params[unknown[0]]!r} is not allowed: not a parameter "
+                         f"of OneBitMultiLabel (choose from {', '.join(PARAMETER_CONSTRAINTS)})")
+    validate_params(PARAMETER_CONSTRAINTS, params, "OneBitMultiLabel")
+    if "rank" in params:
+        check_rank(params["rank"], d1, d2)
+
+
+_CLIENT = contextvars.ContextVar("onebit_dask_client", default=None)
+
+
+@contextlib.contextmanager
+def use_client(client):
+    """Run the fits inside on ``client`` (``engine="auto"`` or ``"dask"``), in this thread
+    or task only.
+
+    Like ``client.as_current()``, without its change of dask's global scheduler setting,
+    which threads entering and leaving it at once can leave behind (here, several threads
+    each fit on the cluster).
+    """
+    token = _CLIENT.set(client)
+    try:
+        yield client
+    finally:
+        _CLIENT.reset(token)
+
+
+def current_client():
+    """The client of :func:`use_client`, else the current default ``distributed.Client``
+    (``distributed.default_client()``), else ``None``. distributed is imported only here,
+    and only if installed."""
+    if _CLIENT.get() is not None:
+        return _CLIENT.get()
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:  # no client
+        return None
 
 
 class OneBitMultiLabel(FactorPredictor, BaseEstimator):
@@ -77,9 +157,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         (``fit(X, Y)``), its batches: an int is their seed itself, anything else
         gives one int drawn from it (:func:`onebit_dask.data.inputs.batch_seed`).
         Problems and stores carry their own seeds or order.
-    client : distributed.Client or None
-        ``None`` computes in this process; a client computes each shard on the
-        Dask workers.
+    engine : {"auto", "local", "dask"}, default "auto"
+        Where the shards are computed and the label blocks live. ``"local"``: in this
+        process. ``"dask"``: on the workers of the current default Dask client (the
+        last ``distributed.Client`` created, or the one of ``with client.as_current():``);
+        an error without one. ``"auto"``: ``"dask"`` when there is a default client at
+        ``fit``, else ``"local"``. The numbers are bit-identical either way. A fitted
+        model pickles (its label blocks are gathered into the pickle), so it survives
+        ``clone``, ``joblib`` and being sent to workers.
     eval_every : int, default 1
         With a problem's test set, record the metrics every ``eval_every``
         iterations and always at the last one; ``0``: only at the last one. The
@@ -97,6 +182,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     Attributes
     ----------
+    feature_names_in_ : ndarray of str
+        Column names of a DataFrame ``X`` given to ``fit``; ``predict`` then checks them.
     Q_ : ndarray of shape (d1 + d2, 2 rank)
         Orthonormal basis of the dilation.
     V_ : ndarray of shape (d1 + d2, 2 rank)
@@ -126,7 +213,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     """
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
-                 init_svd="auto", init_power_iter=4, random_state=None, client=None,
+                 init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
                  eval_every=1, progress=False, threshold="none"):
         self.rank = rank
         self.batch_size = batch_size
@@ -136,23 +223,29 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.init_svd = init_svd
         self.init_power_iter = init_power_iter
         self.random_state = random_state
-        self.client = client
+        self.engine = engine
         self.eval_every = eval_every
         self.progress = progress
         self.threshold = threshold
 
+    _parameter_constraints = PARAMETER_CONSTRAINTS
+
     # -- parameters -----------------------------------------------------------
     def _check_params(self, d1: int, d2: int) -> None:
+        """The parameter table (``_validate_params``) and ``rank <= min(d1, d2)``."""
+        self._validate_params()
         check_rank(self.rank, d1, d2)
-        check_int("batch_size", self.batch_size, low=1)
-        check_int("n_iter", self.n_iter, low=0)
-        check_choice("step", self.step, ("paper", "averaged", "harmonic"))
-        check_int("n_shards", self.n_shards, low=1)
-        check_choice("init_svd", self.init_svd, ("auto", "dense", "randomized"))
-        check_int("init_power_iter", self.init_power_iter, low=0)
-        as_generator(self.random_state)
-        check_int("eval_every", self.eval_every, low=0)
-        check_choice("threshold", self.threshold, ("none", "estimated"))
+
+    def _make_engine(self):
+        """The engine ``engine`` names: in-process, or on the current default client."""
+        if self.engine == "local":
+            return LocalEngine()
+        client = current_client()
+        if client is None and self.engine == "dask":
+            raise ValueError("engine='dask' is not allowed without a Dask client: create one "
+                             "(distributed.Client(...) becomes the default) or run inside "
+                             "`with client.as_current():`, or pass engine='local' or 'auto'")
+        return make_engine(client)
 
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, Y=None, bits=None, *, n_labels=None, eval_set=None, checkpoint=None,
@@ -166,6 +259,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             :class:`FullObservationProblem`, pairs drawn from its ``n`` fully
             labelled instances) and records the test metrics in ``history_``. A path
             is an observations store (:mod:`onebit_dask.io`), read shard by shard
+            where the shards run. Otherwise the features of single-label
+            observations.
             where the shards run, or an XC/svmlight multi-label text file (read as a
             label matrix). Otherwise the features, ``(n, d1)``, dense or
             ``scipy.sparse`` (kept sparse: the cost of a step follows the batch's
@@ -179,8 +274,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             with that seed; ``None`` draws fresh ones). With ``bits``: the observed
             label of each row, in ``[0, d2)``.
         bits : array-like of shape (n,), optional
-            The observed bit of each row, ``-1`` or ``+1`` (single-label observations
-            ``(X, Y, bits)``, used in order, ``batch_size`` rows a batch).
+            The observed bit of each row: ``-1``/``+1``, ``0``/``1`` or booleans
+            (single-label observations ``(X, Y, bits)``, used in order, ``batch_size``
+            rows a batch).
         n_labels : int, optional
             ``d2`` of single-label observations; defaults to ``Y.max() + 1``.
         eval_set : tuple (X_test, Y_test), optional
@@ -196,7 +292,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             ``checkpoint_every`` iterations (and after the last), each label block
             written where it lives, atomically (a killed process leaves the previous
             checkpoint whole). If it holds a checkpoint of this same fit (same
-            parameters apart from ``client``, ``progress``, ``eval_every``, and the
+            parameters apart from ``engine``, ``progress``, ``eval_every``, and the
             same data), the fit resumes after its last iteration and ends with the
             same factors as an uninterrupted fit; a checkpoint of another fit is
             refused. On Dask the workers must see the path.
@@ -210,7 +306,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         if checkpoint is None and checkpoint_every is not None:
             raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
                              "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
-        check_int("batch_size", self.batch_size, low=1)
+        self._set_feature_names(X)
+        self._validate_params()  # the table, before the data are read
         source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
         self._check_params(source.d1, source.d2)
         heldout = None
@@ -244,11 +341,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                                  f"with n_labels={self.n_labels_}; pass the same number (or "
                                  "omit it), or fit a new model")
             n_labels = self.n_labels_
-        X, labels, y, d2 = check_observations(
-            X, labels, y, n_labels=n_labels, n_features=None if first else self.n_features_in_)
+        X = self._validate_X(X, reset=first)
+        X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         self._check_params(X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
-        engine = make_engine(self.client)
+        engine = self._make_engine()
         if first:
             self._start(X.shape[1], d2)
             engine.start(self._bounds)
@@ -289,7 +386,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def _run_source(self, source, data, checkpoint, heldout):
         self._start(source.d1, source.d2)
         self._data = data
-        engine = make_engine(self.client)
+        engine = self._make_engine()
         first = 0  # the first iteration to run
         if checkpoint is not None and checkpoint.resume(self, engine):
             first = self.n_steps_ + 1
@@ -466,7 +563,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """
         self._check_fitted()
         k = check_int("k", k, low=1, high=self.n_labels_)
-        XA = check_features(X, n_features=self.n_features_in_).astype(np.float64) @ self.A_
+        XA = np.asarray(self._validate_X(X, reset=False).astype(np.float64) @ self.A_)
         parts = self._live_blocks().map(top_k, XA, k)
         return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
 
@@ -519,19 +616,38 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return persist.save(self, path, overwrite)
 
     @classmethod
-    def load(cls, path, client=None):
+    def load(cls, path, engine="auto"):
         """A model written by :meth:`save` (or a checkpoint of ``fit``).
 
         Parameters
         ----------
         path : str or os.PathLike
-        client : distributed.Client or None
-            ``None``: the label blocks are read in this process; a client: each block is
-            read by a worker (and kept there when the model is large).
+        engine : {"auto", "local", "dask"}, default "auto"
+            Where the label blocks are read, as the constructor's ``engine``:
+            ``"local"`` in this process; ``"dask"`` each block by a worker of the current
+            default client (and kept there when the model is large); ``"auto"`` on the
+            default client if there is one. The loaded model has this ``engine``.
 
         Returns
         -------
         OneBitMultiLabel
             Predicts exactly as the saved model (same ``A_``, ``B_``, scores).
         """
-        return persist.load(cls, path, client)
+        return persist.load(cls, path, engine)
+
+    # -- pickling ------------------------------------------------------------------------
+    def __getstate__(self):
+        """The state with the label blocks gathered into it, so that a model fitted on a
+        cluster pickles and unpickles anywhere (in-process blocks). Refused above
+        ``PICKLE_LIMIT`` label-side numbers: :meth:`save` writes those block by block."""
+        state = dict(super().__getstate__())  # a copy: the model keeps its blocks where they are
+        blocks = state.get("_blocks")
+        if blocks is not None and not isinstance(blocks, LocalEngine):
+            size = 3 * self.n_labels_ * self.A_.shape[1]
+            if size > PICKLE_LIMIT:
+                raise ValueError(
+                    f"this model's label blocks hold {size} numbers (> {PICKLE_LIMIT}) on a "
+                    "Dask cluster: pickling would gather them into this process; use "
+                    "save(path) and OneBitMultiLabel.load(path), which work block by block")
+            state["_blocks"] = self._live_blocks().local()
+        return state

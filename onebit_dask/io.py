@@ -220,8 +220,9 @@ class ZarrSource:
         return shards
 
     def identity(self) -> dict:
-        """The store's absolute path, shape and a SHA-256 of every file's name, size and
-        modification time (a store rewritten in place differs)."""
+        """The store's absolute path and shape, and a SHA-256 of every file's name, size
+        and modification time (a store rewritten in place is another store; a local
+        directory: for a URL, the path and shape only)."""
         import hashlib
 
         from .model_io import store_path

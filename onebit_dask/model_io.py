@@ -6,7 +6,7 @@ Layout of a model store (no pickle)::
         Q_top, V_top      (d1, 2k) float64: the client's share of the state (A_ = Q_top)
         blocks/<s>/       one group per label block s, attrs {"lo", "hi"}:
             Q, V, B       (hi - lo, 2k) float64: the block's rows of Q_bot, V_bot and B_
-        attrs:  format, version, params (get_params() without client), n_features_in,
+        attrs:  format, version, params (get_params() without engine), n_features_in,
                 n_labels, n_steps, n_samples_seen, fit_s, bounds, history (the list of
                 dicts), data (what the model was fitted on: a synthetic problem's fields,
                 an observations store's path and shape, ...; None after partial_fit),

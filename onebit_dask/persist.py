@@ -21,7 +21,7 @@ from .stores import atomic, paths
 from .stores.lock import StoreLock
 from .stores.zarr_format import DamagedStoreError
 
-FINGERPRINT_SKIP = ("client", "progress", "eval_every")  # do not change the numbers
+FINGERPRINT_SKIP = ("engine", "progress", "eval_every")  # do not change the numbers
 
 
 def _jsonable(value):
@@ -60,9 +60,9 @@ def _random_state(value):
 
 
 def saved_params(est) -> dict:
-    """``get_params()`` without ``client``; a generator ``random_state`` is saved as None
+    """``get_params()`` without ``engine``; a generator ``random_state`` is saved as None
     (its state after the fit is not the seed of the fit)."""
-    params = {k: v for k, v in est.get_params(deep=False).items() if k != "client"}
+    params = {k: v for k, v in est.get_params(deep=False).items() if k != "engine"}
     if not (params["random_state"] is None or isinstance(params["random_state"],
                                                          (int, np.integer))):
         params["random_state"] = None
@@ -70,7 +70,7 @@ def saved_params(est) -> dict:
 
 
 def fingerprint(est, data: dict) -> dict:
-    """What decides a fit's numbers: the parameters (not ``client``, ``progress``,
+    """What decides a fit's numbers: the parameters (not ``engine``, ``progress``,
     ``eval_every``) and the data's identity."""
     params = {k: v for k, v in est.get_params(deep=False).items() if k not in FINGERPRINT_SKIP}
     params["random_state"] = _random_state(params["random_state"])
@@ -167,13 +167,12 @@ def save(est, path, overwrite: bool = False) -> str:
     return path
 
 
-def load(cls, path, client=None):
-    from .engine import make_engine
-
+def load(cls, path, engine="auto"):
     path = model_io.store_path(path)
     attrs = model_io.read_attrs(path)
-    est = cls(**attrs["params"], client=client)
-    engine = make_engine(client)
+    est = cls(**{**attrs["params"], "engine": engine})
+    est._validate_params()
+    engine = est._make_engine()
     restore(est, path, attrs, engine)
     est._keep(engine)
     return est

@@ -21,8 +21,8 @@ def local_client(n_workers, **kwargs):
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address=None, **kwargs) as cluster, \
-            Client(cluster) as client:
-        yield client
+            Client(cluster, set_as_default=False) as client:
+        yield client  # engine="auto" stays in-process outside `with client.as_current():`
 
 
 @pytest.fixture(scope="module")

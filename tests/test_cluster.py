@@ -61,7 +61,7 @@ def test_local_configs_start_and_fit(name):
         if config.security:
             assert client.scheduler.address.startswith("tls://127.0.0.1:")
         client.wait_for_workers(2, timeout=60)
-        est = OneBitMultiLabel(2, client=client, **params).fit(problem)
+        est = OneBitMultiLabel(2, engine="dask", **params).fit(problem)  # the default client
     np.testing.assert_array_equal(est.Q_, OneBitMultiLabel(2, **params).fit(problem).Q_)
 
 

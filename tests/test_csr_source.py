@@ -69,6 +69,7 @@ def test_fit_on_the_store_dask_equals_in_process(store, client2):
     path, _, _ = store
     params = dict(batch_size=400, n_iter=2, n_shards=3, random_state=2)
     local = OneBitMultiLabel(2, **params).fit(path)
-    on_dask = OneBitMultiLabel(2, client=client2, **params).fit(path)
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(path)
     np.testing.assert_array_equal(local.Q_, on_dask.Q_)
     assert local.n_samples_seen_ == 3 * 400

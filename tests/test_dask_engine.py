@@ -45,22 +45,25 @@ def test_dask_equals_in_process(reference, n_workers, request):
             client = request.getfixturevalue("client2")
         else:
             client = stack.enter_context(local_client(n_workers))
-        est = OneBitMultiLabel(2, client=client, **PARAMS).fit(PROBLEM)
-        explicit = OneBitMultiLabel(2, client=client, **PARAMS).fit(EXPLICIT)
+        with client.as_current():
+            est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(PROBLEM)
+            explicit = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT)
     assert_same_fit(reference, est)
     assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT), explicit)
 
 
 def test_projected_sampler_on_dask_equals_in_process(client2):
     projected = dataclasses.replace(PROBLEM, sampler="projected")
-    assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(projected),
-                    OneBitMultiLabel(2, client=client2, **PARAMS).fit(projected))
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(projected)
+    assert_same_fit(OneBitMultiLabel(2, **PARAMS).fit(projected), on_dask)
 
 
 def test_randomized_init_on_dask_equals_in_process(client2):
     params = dict(PARAMS, init_svd="randomized")
     a = OneBitMultiLabel(2, **params).fit(PROBLEM)
-    b = OneBitMultiLabel(2, client=client2, **params).fit(PROBLEM)
+    with client2.as_current():
+        b = OneBitMultiLabel(2, engine="dask", **params).fit(PROBLEM)
     assert_same_fit(a, b)
 
 
@@ -70,7 +73,8 @@ def test_fit_on_arrays_on_dask_equals_in_process(client2):
     X, labels, y = EXPLICIT.draw_batches(range(4), 6000, 2)
     params = dict(batch_size=6000, n_iter=3, n_shards=3, random_state=0)
     a = OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=30)
-    b = OneBitMultiLabel(2, client=client2, **params).fit(X, labels, y, n_labels=30)
+    with client2.as_current():
+        b = OneBitMultiLabel(2, engine="dask", **params).fit(X, labels, y, n_labels=30)
     assert_same_fit(a, b)
     assert a.history_[-1]["n_active"] > 0
 
@@ -94,7 +98,8 @@ def test_no_task_carries_the_features_from_the_client(client2):
     problem = SyntheticProblem(200, 30, 2, seed=1, n_test=100)
     m, shards = 40_000, 4
     client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
-    OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=shards, client=client2).fit(problem)
+    with client2.as_current():
+        OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=shards, engine="dask").fit(problem)
     sizes = client2.run_on_scheduler(
         lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
     assert len(sizes) >= 3 * shards
@@ -108,8 +113,9 @@ def test_label_side_state_never_travels_from_the_client(client2):
     the label rows of Q, V and B stay in their blocks on the workers."""
     problem = SyntheticProblem(20, 20_000, 2, seed=1, n_test=100)
     client2.register_plugin(TaskSpecSizes(), name="task-spec-sizes")
-    est = OneBitMultiLabel(2, batch_size=40_000, n_iter=3, n_shards=4, init_svd="randomized",
-                           eval_every=0, client=client2).fit(problem)
+    with client2.as_current():
+        est = OneBitMultiLabel(2, batch_size=40_000, n_iter=3, n_shards=4,
+                               init_svd="randomized", eval_every=0, engine="dask").fit(problem)
     sizes = client2.run_on_scheduler(
         lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
     l, d1 = 4, problem.d1
@@ -164,7 +170,7 @@ def test_worker_killed_mid_fit_gives_the_same_result(dask_processes):
     reference = OneBitMultiLabel(2, **params).fit(problem)
     with Client(dask_processes.address, timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
-        est = OneBitMultiLabel(2, client=client, **params)
+        est = OneBitMultiLabel(2, engine="dask", **params)  # on the default client
         thread = threading.Thread(target=est.fit, args=(problem,))
         thread.start()
         deadline = time.time() + 120

@@ -90,7 +90,9 @@ def test_leml_dense_objective_decreases(full):
 
 def test_bad_label_matrix(full):
     X, Y = full
-    with pytest.raises(ValueError, match="every entry of Y must be -1 or \\+1"):
-        OneVsRestSVM().fit(X, Y * 0)
+    with pytest.raises(ValueError, match=r"Y\[0, 0\]=-?2 is not allowed: Y must be -1 or \+1"):
+        OneVsRestSVM().fit(X, Y * 2)
+    with pytest.raises(ValueError, match=r"Y\[\d+, \d+\]=0 is not allowed with -1 elsewhere"):
+        OneVsRestSVM().fit(X, np.where(Y > 0, 1, 0) - np.eye(*Y.shape, dtype=int))
     with pytest.raises(ValueError, match="Y has shape"):
         TraceNormMultiLabel().fit(X, Y[:10])

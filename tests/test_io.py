@@ -39,7 +39,8 @@ def test_fit_on_store_equals_fit_on_arrays(store, observations, client2):
     params = dict(batch_size=3000, n_iter=3, n_shards=3, random_state=0)
     arrays = OneBitMultiLabel(2, **params).fit(*observations, n_labels=20)
     local = OneBitMultiLabel(2, **params).fit(store)
-    on_dask = OneBitMultiLabel(2, client=client2, **params).fit(store)
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(store)
     np.testing.assert_allclose(local.coef_, arrays.coef_, rtol=1e-12, atol=1e-13)
     np.testing.assert_array_equal(local.Q_, on_dask.Q_)
     assert local.n_samples_seen_ == 12_000

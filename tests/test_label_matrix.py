@@ -172,7 +172,8 @@ def test_dask_equals_in_process(client2, real_like, ranking):
     X, Y, X_test, Y_test = real_like
     params = dict(batch_size=500, n_iter=2, n_shards=3, random_state=1)
     local = OneBitMultiLabel(3, **params).fit(X, Y, eval_set=(X_test, Y_test))
-    on_dask = OneBitMultiLabel(3, client=client2, **params).fit(X, Y, eval_set=(X_test, Y_test))
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(3, engine="dask", **params).fit(X, Y, eval_set=(X_test, Y_test))
     np.testing.assert_array_equal(local.Q_, on_dask.Q_)
     for a, b in zip(local.history_, on_dask.history_):
         for key in KEYS:

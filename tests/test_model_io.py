@@ -1,6 +1,7 @@
 """Model stores: save/load round trips, checkpoints that survive a SIGKILL, and the CLI,
 on real zarr stores, real subprocesses and a real 2-worker LocalCluster."""
 
+import contextlib
 import glob
 import json
 import os
@@ -122,15 +123,16 @@ def test_save_and_load_on_cluster_each_block_by_its_worker(explicit_reference, c
     """Blocks kept on the workers (as for a large model) are written and read there."""
     reference = explicit_reference
     monkeypatch.setattr(estimator, "KEEP_LOCAL_LIMIT", 0)
-    est = OneBitMultiLabel(2, client=cluster, **PARAMS).fit(EXPLICIT)
+    with cluster.as_current():
+        est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT)
     assert isinstance(est._blocks, DaskEngine)
     workers = set(cluster.scheduler_info()["workers"])
     holders = {w for h in est._blocks.handles for w in cluster.who_has(h)[h.key]}
     with get_task_stream(cluster) as ts:
         path = est.save(tmp_path / "model.zarr")
     assert _block_writers(ts.data, "write_block") == holders == workers
-    with get_task_stream(cluster) as ts:
-        on_cluster = OneBitMultiLabel.load(path, client=cluster)
+    with get_task_stream(cluster) as ts, cluster.as_current():
+        on_cluster = OneBitMultiLabel.load(path, engine="dask")
     assert _block_writers(ts.data, "read_block") == workers
     assert isinstance(on_cluster._blocks, DaskEngine)
     assert_same_model(on_cluster, reference)
@@ -253,7 +255,9 @@ def kill_mid_fit(path, phase, sampler):
 def resume_and_check(path, steps, problem, reference, client=None, killed=None):
     resumed_from = OneBitMultiLabel.load(killed or path)
     assert resumed_from.n_steps_ == steps
-    est = OneBitMultiLabel(2, client=client, **PARAMS).fit(problem, checkpoint=path)
+    with client.as_current() if client is not None else contextlib.nullcontext():
+        est = OneBitMultiLabel(2, engine="local" if client is None else "dask",
+                               **PARAMS).fit(problem, checkpoint=path)
     assert_same_model(est, reference)
     # the resumed fit went on from the checkpoint: its early records are the killed run's
     assert est.history_[: steps + 1] == resumed_from.history_
@@ -299,9 +303,9 @@ def test_checkpoints_on_cluster_are_written_by_the_workers(explicit_reference, c
                                                            tmp_path):
     reference = explicit_reference
     path = tmp_path / "ckpt.zarr"
-    with get_task_stream(cluster) as ts:
-        est = OneBitMultiLabel(2, client=cluster, **PARAMS).fit(EXPLICIT, checkpoint=path,
-                                                                checkpoint_every=3)
+    with get_task_stream(cluster) as ts, cluster.as_current():
+        est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT, checkpoint=path,
+                                                               checkpoint_every=3)
     writes = [t for t in ts.data if "write_block" in str(t["key"])]
     assert len(writes) == 3 * 4  # 4 blocks at iterations 0, 3 (every 3) and 4 (the last)
     assert {t["worker"] for t in writes} == set(cluster.scheduler_info()["workers"])
@@ -330,7 +334,7 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
              r"params\.n_iter=1 there, 2 here")
     _refused(path, OneBitMultiLabel(2, **dict(params, step="averaged")), (PROBLEM,),
              r"params\.step='paper' there, 'averaged' here")
-    # eval_every, progress and client do not change the numbers: accepted
+    # eval_every, progress and engine do not change the numbers: accepted
     OneBitMultiLabel(2, **dict(params, eval_every=0)).fit(PROBLEM, checkpoint=path)
     # arrays: identified by their shape and a hash
     X, labels, y = PROBLEM.draw_batches(range(2), 4000)

@@ -90,7 +90,8 @@ def test_dask_equals_in_process(client2, observations):
     X = sp.csr_matrix(X)
     params = dict(batch_size=500, n_iter=2, n_shards=3, random_state=1)
     local = OneBitMultiLabel(2, **params).fit(X, labels, y)
-    on_dask = OneBitMultiLabel(2, client=client2, **params).fit(X, labels, y)
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(X, labels, y)
     np.testing.assert_array_equal(local.Q_, on_dask.Q_)
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 from sklearn.base import BaseEstimator
 
 from .._base import FactorPredictor, dense_factors
-from .._validation import check_observations
+from .._validation import check_fit_data
 from ..kernels import label_sums
 
 
@@ -17,8 +18,17 @@ class ColumnwiseOneBit(FactorPredictor, BaseEstimator):
     Memory ``O(d1 d2)``; one pass over the data.
     """
 
-    def fit(self, X, labels, y, *, n_labels=None):
-        X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
+    _sparse_fit = False
+    _parameter_constraints: dict = {}
+
+    def fit(self, X, Y, bits=None, *, n_labels=None):
+        """Single-label observations ``fit(X, labels, bits)`` (bits ``-1``/``+1``, ``0``/``1``
+        or booleans), or a label matrix ``fit(X, Y)``, ``Y`` of shape ``(n, d2)`` (0/1,
+        ``-1``/``+1`` or booleans; every entry an observation: ``W = colnorm(X^T Y)``
+        with ``Y`` in ``{-1, +1}``)."""
+        self._validate_params()
+        X, labels, y, d2 = check_fit_data(X, Y, bits, n_labels, accept_sparse=False)
         self.n_features_in_, self.n_labels_ = X.shape[1], d2
-        self.A_, self.B_ = dense_factors(label_sums(X, labels, y, d2).T)
+        sums = label_sums(X, labels, y, d2).T if labels is not None else X.T @ y
+        self.A_, self.B_ = dense_factors(np.asarray(sums, dtype=np.float64))
         return self

@@ -13,11 +13,14 @@ never increases).
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import FactorPredictor
-from .._validation import check_float, check_int, check_observations
+from .._validation import RANDOM_STATE, check_fit_data, check_float, check_rank
 from ..kernels import column_norms, label_sums, scatter_rows
 from ._select import best, held_out, sign_error
 
@@ -87,6 +90,18 @@ class LEML(FactorPredictor, BaseEstimator):
     validation_errors_ : dict, the held-out sign error of each ``lambda`` ("auto" only).
     """
 
+    _sparse_fit = False
+    _parameter_constraints: dict = {
+        "rank": [Interval(Integral, 1, None, closed="left")],
+        "lam": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "lam_grid": ["array-like"],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "cg_iter": [Interval(Integral, 1, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0.01, 0.5, closed="both")],
+        "validation_iter": [Interval(Integral, 1, None, closed="left")],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(self, rank=3, *, lam="auto", lam_grid=(1e-2, 1.0, 1e2), n_iter=10,
                  cg_iter=10, validation_fraction=0.1, validation_iter=3, random_state=0):
         self.rank = rank
@@ -98,15 +113,16 @@ class LEML(FactorPredictor, BaseEstimator):
         self.validation_iter = validation_iter
         self.random_state = random_state
 
-    def fit(self, X, labels, y=None, *, n_labels=None):
-        """Single-label observations ``fit(X, labels, y)``, or a full label matrix
-        ``fit(X, Y)`` with ``Y`` of shape ``(n, d2)`` in ``{-1, +1}``."""
-        if y is None and np.ndim(labels) == 2:
-            return self._fit_dense(X, labels)
-        X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
-        grid = self._check(X.shape[1], d2)
-        check_int("cg_iter", self.cg_iter, low=1)
+    def fit(self, X, Y, bits=None, *, n_labels=None):
+        """Single-label observations ``fit(X, labels, bits)`` (bits ``-1``/``+1``, ``0``/``1``
+        or booleans), or a full label matrix ``fit(X, Y)`` with ``Y`` of shape
+        ``(n, d2)`` (0/1, ``-1``/``+1`` or booleans)."""
+        self._validate_params()
+        X, labels, y, d2 = check_fit_data(X, Y, bits, n_labels, accept_sparse=False)
+        grid = self._grid(X.shape[1], d2)
         self.n_features_in_, self.n_labels_ = X.shape[1], d2
+        if labels is None:
+            return self._fit_dense(X, y, grid)
 
         def subset(rows):
             if rows is None:
@@ -127,7 +143,7 @@ class LEML(FactorPredictor, BaseEstimator):
         """
         self.validation_errors_ = {}
         if len(grid) > 1:
-            held = held_out(n, self.validation_fraction, self.random_state)
+            held = held_out(n, self.validation_fraction, self.random_state, "lam")
             train, valid = subset(~held), subset(held)
             for lam in grid:
                 U, V, _ = solve(train, lam, self.validation_iter)
@@ -141,21 +157,14 @@ class LEML(FactorPredictor, BaseEstimator):
         self.B_ = self.V_ / column_norms(self.U_, self.V_)[:, None]
         return self
 
-    def _check(self, d1, d2):
-        check_int("rank", self.rank, low=1, high=min(d1, d2))
-        check_int("n_iter", self.n_iter, low=1)
-        check_float("validation_fraction", self.validation_fraction, low=0.01, high=0.5)
-        check_int("validation_iter", self.validation_iter, low=1)
+    def _grid(self, d1, d2):
+        """The ``lambda`` values to try (checked), once ``rank <= min(d1, d2)`` is."""
+        check_rank(self.rank, d1, d2)
         if self.lam == "auto":
             return [check_float("lam_grid", v, low=0.0) for v in self.lam_grid]
-        return [check_float("lam", self.lam, low=0.0)]
+        return [float(self.lam)]
 
-    def _fit_dense(self, X, Y):
-        from .trace_norm import check_label_matrix
-
-        X, Y = check_label_matrix(X, Y)
-        grid = self._check(X.shape[1], Y.shape[1])
-        self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
+    def _fit_dense(self, X, Y, grid):
         return self._select_and_refit(
             X.shape[0], grid, lambda rows: (X, Y) if rows is None else (X[rows], Y[rows]),
             lambda data, lam, n_iter: self._solve_dense(*data, lam, n_iter),

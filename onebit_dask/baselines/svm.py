@@ -15,14 +15,16 @@ is two matrix products with ``X``, instead of ``d2`` separate liblinear fits
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 import scipy.optimize
 from sklearn.base import BaseEstimator
 from sklearn.svm import LinearSVC
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import FactorPredictor, dense_factors
-from .._validation import check_choice, check_float, check_int
-from .trace_norm import check_label_matrix
+from .._validation import check_label_matrix
 
 
 def squared_hinge_objective(W, X, Y, C):
@@ -54,6 +56,14 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
         The summed objective at ``W_``.
     """
 
+    _sparse_fit = False
+    _parameter_constraints: dict = {
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"lbfgs", "liblinear"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+    }
+
     def __init__(self, C=1.0, *, solver="lbfgs", max_iter=1000, tol=1e-6):
         self.C = C
         self.solver = solver
@@ -61,12 +71,11 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
         self.tol = tol
 
     def fit(self, X, Y):
-        """``X`` of shape ``(n, d1)``, ``Y`` of shape ``(n, d2)`` in ``{-1, +1}``."""
-        C = check_float("C", self.C, low=1e-12)
-        check_choice("solver", self.solver, ("lbfgs", "liblinear"))
-        check_int("max_iter", self.max_iter, low=1)
-        check_float("tol", self.tol, low=0.0)
-        X, Y = check_label_matrix(X, Y)
+        """``X`` of shape ``(n, d1)``, ``Y`` of shape ``(n, d2)``: 0/1, ``-1``/``+1`` or
+        booleans."""
+        self._validate_params()
+        C = float(self.C)
+        X, Y = check_label_matrix(X, Y, accept_sparse=False)
         d1, d2 = X.shape[1], Y.shape[1]
         self.n_features_in_, self.n_labels_ = d1, d2
         if self.solver == "lbfgs":

@@ -10,13 +10,16 @@ proximal gradient (FISTA) whose proximal step is singular value thresholding.
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 import scipy.linalg
 import scipy.special
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import FactorPredictor, dense_factors
-from .._validation import check_choice, check_features, check_float, check_int
+from .._validation import RANDOM_STATE, check_label_matrix
 from ._select import best, held_out, sign_error
 
 
@@ -34,17 +37,6 @@ def _svt(W: np.ndarray, tau: float):
     s = np.maximum(s - tau, 0.0)
     keep = s > 0
     return (U[:, keep] * s[keep]) @ Vt[keep], s[keep]
-
-
-def check_label_matrix(X, Y):
-    X = check_features(X)
-    Y = np.asarray(Y)
-    if Y.ndim != 2 or Y.shape[0] != X.shape[0]:
-        raise ValueError(f"Y has shape {Y.shape}: Y must be (n_samples, n_labels) with "
-                         f"n_samples={X.shape[0]}")
-    if not np.all((Y == 1) | (Y == -1)):
-        raise ValueError("Y is not allowed: every entry of Y must be -1 or +1")
-    return X, Y.astype(np.float64)
 
 
 class _Loss:
@@ -101,6 +93,16 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
         FISTA iterations.
     """
 
+    _sparse_fit = False
+    _parameter_constraints: dict = {
+        "loss": [StrOptions({"logistic", "squared"})],
+        "tau": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "tau_fractions": ["array-like"],
+        "n_iter": [Interval(Integral, 1, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0.01, 0.5, closed="both")],
+        "random_state": RANDOM_STATE,
+    }
+
     def __init__(self, loss="logistic", *, tau="auto", tau_fractions=(0.01, 0.03, 0.1, 0.3),
                  n_iter=100, validation_fraction=0.1, random_state=0):
         self.loss = loss
@@ -111,15 +113,14 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, Y):
-        """``X`` of shape ``(n, d1)``, ``Y`` of shape ``(n, d2)`` in ``{-1, +1}``."""
-        check_choice("loss", self.loss, ("logistic", "squared"))
-        check_int("n_iter", self.n_iter, low=1)
-        check_float("validation_fraction", self.validation_fraction, low=0.01, high=0.5)
-        X, Y = check_label_matrix(X, Y)
+        """``X`` of shape ``(n, d1)``, ``Y`` of shape ``(n, d2)``: 0/1, ``-1``/``+1`` or
+        booleans."""
+        self._validate_params()
+        X, Y = check_label_matrix(X, Y, accept_sparse=False)
         self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         self.validation_errors_ = {}
         if self.tau == "auto":
-            held = held_out(X.shape[0], self.validation_fraction, self.random_state)
+            held = held_out(X.shape[0], self.validation_fraction, self.random_state, "tau")
             train = _Loss(self.loss, X[~held], Y[~held])
             tau_max = scipy.linalg.svdvals(train.gradient(np.zeros((X.shape[1], Y.shape[1]))))[0]
             for frac in self.tau_fractions:
@@ -127,7 +128,7 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
                 self.validation_errors_[tau_max * frac] = sign_error(X[held] @ W, Y[held])
             tau = best(self.validation_errors_)
         else:
-            tau = check_float("tau", self.tau, low=0.0)
+            tau = float(self.tau)
         self.tau_ = tau
         W, self.objective_ = proximal_gradient(_Loss(self.loss, X, Y), tau, self.n_iter)
         self.W_ = W

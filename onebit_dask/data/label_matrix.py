@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse
 
 from ..synthetic import _label_blocks, uniform_pairs
-from .arrays import data_digest
+from .arrays import content_digest
 from .shards import ShardKind, active_sums
 
 
@@ -138,7 +138,7 @@ class LabelMatrixSource:
         """Shape, dtype, ``d2``, the seed and a SHA-256 of all of ``X`` and ``Y``."""
         return {"kind": "label_matrix", "shape": [self.n, self.d1], "dtype": str(self.X.dtype),
                 "n_labels": int(self.d2), "seed": self.seed,
-                "sha256": data_digest(self.X, (self.Y.indptr, self.Y.indices))}
+                "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
 
     def projection(self, A=None):
         return None

@@ -12,6 +12,7 @@ engine across the cluster (:func:`runs_distributed` decides which cells do).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -20,7 +21,7 @@ import numpy as np
 
 from .. import metrics
 from ..baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, TraceNormMultiLabel
-from ..estimator import OneBitMultiLabel
+from ..estimator import OneBitMultiLabel, use_client
 from ..synthetic import FullObservationProblem, SyntheticProblem, parse_positive_rate
 from .noise import parse_noise
 
@@ -78,8 +79,9 @@ def run_onebit(params: dict, fixed: dict, client=None) -> dict:
     est = OneBitMultiLabel(params["rank"], batch_size=params["batch_size"],
                            n_iter=params["n_iter"], step=params["step"],
                            n_shards=fixed["n_shards"], random_state=params["seed"],
-                           client=client)
-    est.fit(problem)
+                           engine="local" if client is None else "dask")
+    with contextlib.nullcontext() if client is None else use_client(client):
+        est.fit(problem)
     out = {key: np.array([h[key] for h in est.history_], dtype=float)
            for key in (*METRICS, "n_samples", "fit_s", "n_active")}
     out["wall_s"] = est.history_[-1]["fit_s"]
