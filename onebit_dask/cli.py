@@ -180,11 +180,11 @@ def _fit_inputs(args):
         raise ValueError(f"{names} set the synthetic problem: they do not apply with --data "
                          f"{args.data!r} (the store gives d1, d2 and the bits)")
     from ._validation import check_int
-    from .data.inputs import read_text
+    from .data.xc import read_xc
 
     check_int("batch_size", args.batch_size, low=1)
     path = os.fspath(args.data)
-    data = read_text(path) if os.path.isfile(path) else (path,)
+    data = read_xc(path) if os.path.isfile(path) else (path,)
     source = as_source(*data, random_state=args.seed)
     check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
     check_params(est.get_params(), source.d1, source.d2)
@@ -202,10 +202,10 @@ def _run_fit(args) -> int:
         data, source, est, d1, d2 = _fit_inputs(args)
         fit_options = _check_model_options(args, est, source)
         if args.test_data is not None:
+            from .data.csr_store import load
             from .data.heldout import HeldOut
-            from .data.inputs import read_text
 
-            test = read_text(os.fspath(args.test_data))
+            test = load(os.fspath(args.test_data), n_features=d1, n_labels=d2)
             HeldOut(test, d1, d2)  # checked before any work
             fit_options["eval_set"] = test
     except (TypeError, ValueError, FileNotFoundError, FileExistsError) as exc:

@@ -7,7 +7,8 @@ import scipy.sparse as sp
 
 from onebit_dask import FullObservationProblem, OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data import ShardKind, Source
-from onebit_dask.data.inputs import as_source, read_text
+from onebit_dask.data.inputs import as_source
+from onebit_dask.data.xc import read_xc
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
 from onebit_dask.io import ZarrSource, write_observations
@@ -90,7 +91,7 @@ XC = """4 5 3
 def test_fit_on_an_xc_file_equals_fit_on_its_arrays(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text(XC)
-    X, Y = read_text(str(path))
+    X, Y = read_xc(str(path))
     assert X.shape == (4, 5) and sp.issparse(X)
     np.testing.assert_array_equal(Y.toarray(), [[1, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 1]])
     np.testing.assert_array_equal(X.toarray()[0], [1, 0, 0, 0.5, 0])
@@ -99,5 +100,5 @@ def test_fit_on_an_xc_file_equals_fit_on_its_arrays(tmp_path):
     from_arrays = OneBitMultiLabel(1, **params).fit(X.toarray(), Y.toarray())
     np.testing.assert_allclose(from_file.Q_, from_arrays.Q_, rtol=1e-12, atol=1e-14)
     (tmp_path / "bad.txt").write_text("2 5 3\n0 0:1\n7 1:1\n")
-    with pytest.raises(ValueError, match=r"a label is outside \[0, 3\)"):
+    with pytest.raises(ValueError, match=r"bad.txt:3: label 7 is out of range"):
         OneBitMultiLabel(1).fit(str(tmp_path / "bad.txt"))

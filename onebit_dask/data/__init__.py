@@ -6,6 +6,7 @@
 * :mod:`.label_matrix`: a label matrix ``Y`` (fully labelled instances) in memory;
 * :mod:`.problems`: the synthetic problems (:mod:`onebit_dask.synthetic`) as sources;
 * :mod:`.inputs`: :func:`~.inputs.as_source`, the source of what ``fit`` was given;
+* :mod:`.csr_source`: a label matrix in a CSR store, read by row ranges on the workers;
 * :mod:`.heldout`: the ranking metrics on held-out data, block by block.
 
 Observations stores are :class:`onebit_dask.io.ZarrSource`; real data files and stores:

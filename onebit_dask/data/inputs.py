@@ -49,7 +49,9 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
                  n_labels=n_labels)
         path = os.fspath(X)
         if os.path.isfile(path):
-            features, labels = read_text(path)
+            from .xc import read_xc
+
+            features, labels = read_xc(path)
             return LabelMatrixSource(features, check_label_matrix(labels, features.shape[0]),
                                      batch_seed(random_state))
         if _format_of(path) == CSR_FORMAT:
@@ -101,31 +103,3 @@ def _none_of(call: str, why: str, **given) -> None:
     named = [shown.get(name, name) for name, value in given.items() if value is not None]
     if named:
         raise TypeError(f"{call} takes no {', '.join(named)}: {why}")
-
-
-def read_text(path: str):
-    """``(X, Y)`` of an XC-format file (header ``n d1 d2``, then multi-label svmlight
-    lines) or a plain multi-label svmlight file: ``X`` CSR float64, ``Y`` CSR 0/1."""
-    from sklearn.datasets import load_svmlight_file
-
-    with open(path, "rb") as fh:
-        head = fh.readline().split()
-        header = len(head) == 3 and all(w.isdigit() for w in head)
-        if not header:
-            fh.seek(0)
-        shape = tuple(int(w) for w in head) if header else None
-        try:
-            X, labels = load_svmlight_file(fh, multilabel=True, zero_based=True,
-                                           n_features=shape[1] if shape else None)
-        except ValueError as exc:
-            raise ValueError(f"data={path!r} is not a multi-label svmlight file: {exc}") from None
-    d2 = shape[2] if shape else 1 + max((int(j) for row in labels for j in row), default=-1)
-    rows = np.repeat(np.arange(len(labels)), [len(row) for row in labels])
-    cols = np.fromiter((int(j) for row in labels for j in row), dtype=np.int64)
-    if cols.size and (cols.min() < 0 or cols.max() >= d2):
-        raise ValueError(f"data={path!r}: a label is outside [0, {d2}) (the header's d2)")
-    Y = scipy.sparse.csr_matrix((np.ones(cols.size, dtype=np.int8), (rows, cols)),
-                                shape=(len(labels), d2))
-    Y.sum_duplicates()
-    Y.data[:] = 1
-    return scipy.sparse.csr_matrix(X), Y

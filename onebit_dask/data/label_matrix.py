@@ -135,7 +135,7 @@ class LabelMatrixSource:
                 for t, s, n_obs, lo, hi in _label_blocks(self, t, batch_size, n_shards)]
 
     def identity(self) -> dict:
-        """Shape, dtype, ``d2``, the seed and a SHA-256 of ``Y`` and a sample of ``X``."""
+        """Shape, dtype, ``d2``, the seed and a SHA-256 of all of ``X`` and ``Y``."""
         return {"kind": "label_matrix", "shape": [self.n, self.d1], "dtype": str(self.X.dtype),
                 "n_labels": int(self.d2), "seed": self.seed,
                 "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
