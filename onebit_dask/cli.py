@@ -120,7 +120,7 @@ def _add_fit(sub):
     e.add_argument("--n-iter", type=int, default=10, help="steps after the initial batch")
     e.add_argument("--step", default="paper", metavar="{paper,averaged,harmonic}",
                    help="step size rule")
-    e.add_argument("--threshold", default="none", metavar="{none,estimated}",
+    e.add_argument("--threshold", default="estimated", metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "
                         "bits (for labels that are rarely positive)")
     e.add_argument("--seed", type=int, default=0,

@@ -78,6 +78,7 @@ def run_onebit(params: dict, fixed: dict, client=None) -> dict:
         problem = FullObservationProblem(problem, params["n_train"])
     est = OneBitMultiLabel(params["rank"], batch_size=params["batch_size"],
                            n_iter=params["n_iter"], step=params["step"],
+                           threshold=params.get("threshold", "none"),
                            n_shards=fixed["n_shards"], random_state=params["seed"],
                            engine="local" if client is None else "dask")
     with contextlib.nullcontext() if client is None else use_client(client):

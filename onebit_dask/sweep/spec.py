@@ -17,6 +17,7 @@ A spec::
       n_iter: [8]
       seed: [0, 1, 2]
       positive_rate: [none, 0.05, "0.005:0.3"]   # optional: label priors (none = balanced)
+      threshold: [none, estimated]   # optional: the one-bit model (none = the paper's)
     fixed:                     # the same for every cell
       n_test: 2000
       n_shards: 4
@@ -64,7 +65,7 @@ from .methods import METHODS
 from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
-              "step", "batch_size", "n_iter", "seed")
+              "step", "threshold", "batch_size", "n_iter", "seed")
 GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
@@ -170,6 +171,9 @@ def _check_grid_values(key, values, where="<spec>"):
             elif key == "step" and v not in ("paper", "averaged", "harmonic"):
                 raise ValueError(f"step={v!r} is not allowed: choose 'paper', 'averaged' or "
                                  "'harmonic'")
+            elif key == "threshold" and v not in ("none", "estimated"):
+                raise ValueError(f"threshold={v!r} is not allowed: choose 'none' (the paper's "
+                                 "model) or 'estimated'")
             elif key == "method" and v not in METHODS:
                 raise ValueError(f"method={v!r} is not allowed{_did_you_mean(v, METHODS)}: "
                                  f"choose from {', '.join(METHODS)}")
