@@ -18,9 +18,10 @@ import numpy as np
 import scipy.linalg
 from threadpoolctl import threadpool_limits
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.kernels import (ActiveRows, cholqr2, scatter_rows, shard_active_rows,
-                                 shard_apply, shard_scores)
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, algorithm
+from onebit_dask.engine import LocalEngine
+from onebit_dask.engine import blocks
+from onebit_dask.kernels import residuals, scatter_rows, weighted_label_sums
 
 
 def best(fn, repeat):
@@ -72,6 +73,15 @@ def scatter_add(labels, rows, weights, repeat):
         best(reduceat, repeat))
 
 
+def cholqr2(Y, d1):
+    """The package's Cholesky-QR2 (:func:`onebit_dask.algorithm.cholqr2`) of ``Y``: the
+    top ``d1`` rows on the client, the others in one label block."""
+    engine = LocalEngine([blocks.Block(0, Y.shape[0] - d1, {"Y": Y[d1:]})])
+    top = algorithm.cholqr2(engine, Y[:d1], "Y", "Q", engine.map(blocks.cross, "Y", "Y"),
+                            Y.shape[0])
+    return np.vstack([top, engine.handles[0].slots["Q"]])
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=5)
@@ -104,36 +114,35 @@ def main(argv=None):
         row("normals: float32 (kept) vs float64", draw["PCG64"], float64)
 
         # 2. scores in float32 vs float64, and how many residuals change
-        s32 = shard_scores(X, labels, A, B[lo:hi], lo)
+        B_rows = B[lo:hi]
+        r = residuals(X, labels, y, A, B_rows, lo)
         X64 = X.astype(np.float64)
-        s64 = shard_scores(X64, labels, A, B[lo:hi], lo)
-        flips = int(np.sum((s32 >= 0) != (s64 >= 0)))
+        flips = int(np.sum(r != residuals(X64, labels, y, A, B_rows, lo)))
         row("scores: float32 (kept) vs float64 features", best(
-            lambda: shard_scores(X, labels, A, B[lo:hi], lo), args.repeat),
-            best(lambda: shard_scores(X.astype(np.float64), labels, A, B[lo:hi], lo),
+            lambda: residuals(X, labels, y, A, B_rows, lo), args.repeat),
+            best(lambda: residuals(X.astype(np.float64), labels, y, A, B_rows, lo),
                  args.repeat),
             f"{flips} of {X.shape[0]} signs differ")
 
-        # 3. only the rows with a non-zero residual in the two products of a step
-        active = shard_active_rows(X, labels, y, A, B[lo:hi], lo)
-        r = y - np.where(s32 >= 0, 1.0, -1.0)
-        everything = ActiveRows(X64, labels, r, X.shape[0])
-        P = cholqr2(np.random.default_rng(0).standard_normal((d1 + d2, 2 * k)))
-        P_top, P_bot = P[:d1], P[d1 + lo:d1 + hi]
-        kept = best(lambda: shard_apply(active, P_top, P_bot, lo), args.repeat)
-        full = best(lambda: shard_apply(everything, P_top, P_bot, lo), args.repeat)
-        row("a step's product: active rows only (kept) vs all rows", kept, full,
-            f"{active.labels.size} of {X.shape[0]} rows active")
+        # 3. only the rows with a non-zero residual in the per-label sums of a step
+        active = np.flatnonzero(r)
+        kept = best(lambda: weighted_label_sums(X, labels, r, active), args.repeat)
+        full = best(lambda: weighted_label_sums(X, labels, r), args.repeat)
+        row("a step's per-label sums: active rows only (kept) vs all rows", kept, full,
+            f"{active.size} of {X.shape[0]} rows active")
 
         # 4. the scatter-add, in the product (active rows) and the dense initialisation
-        scatter_add(active.labels - lo, active.X @ P_top, active.weights, args.repeat)
+        P_top = np.linalg.qr(np.random.default_rng(0).standard_normal((d1, 2 * k)))[0]
+        scatter_add(labels[active] - lo, X64[active] @ P_top, r[active], args.repeat)
         scatter_add(labels - lo, X, y, max(1, args.repeat // 2))
 
         # 5. Cholesky-QR2 vs Householder QR of the tall (d1 + d2) x 2k block
         for rows_ in (d1 + d2, *(d1 + b for b in big_d2)):
             Y = np.random.default_rng(1).standard_normal((rows_, 2 * k))
+            Q = cholqr2(Y, d1)
+            np.testing.assert_allclose(Q.T @ Q, np.eye(2 * k), atol=1e-10)
             row(f"orthonormalise {rows_} x {2 * k}: Cholesky-QR2 vs Householder QR",
-                best(lambda: cholqr2(Y), args.repeat),
+                best(lambda: cholqr2(Y, d1), args.repeat),
                 best(lambda: scipy.linalg.qr(Y, mode="economic"), args.repeat))
 
         # 6. initialisation: exact SVD of the dense H0 vs matrix-free randomised SVD

@@ -11,10 +11,13 @@ The batch part of the dilation product is split by shard:
     H P_{bot} = c \sum_i w_i x_i P_{bot}[j_i], \qquad
     H^T P_{top} = c \sum_i w_i e_{j_i} (x_i^T P_{top}),
 
-with weights ``w = y`` (initialisation) or ``w = r = y - sign(s)`` (a step).
-:func:`shard_apply` returns one shard's two sums (without ``c``); the label blocks
-of :mod:`onebit_dask.engine.blocks` compute the same sums over their own rows, and the
-client adds them in block order, so the result does not depend on where they ran.
+with weights ``w = y`` (initialisation) or ``w = r = y - sign(s)`` (a step). Both
+depend on the rows only through the per-label sums ``S_j = sum_{i: j_i = j} w_i x_i``
+(:func:`residuals`, then :func:`weighted_label_sums`):
+``H P_bot = c sum_j S_j P_bot[j]`` and ``(H^T P_top)_j = c S_j^T P_top``. The label
+blocks of :mod:`onebit_dask.engine.blocks` hold the sums of their own labels, and the
+client adds the blocks' parts in block order, so the result does not depend on where
+they ran.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
+
 
 def one_blas_thread():
     """A context in which BLAS runs on one thread (as on a Dask worker with
@@ -92,36 +95,6 @@ def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
     return norms
 
 
-def normalised_factors(Q: np.ndarray, V: np.ndarray, d1: int):
-    """The factors ``(A, B)`` of ``W = colnorm(Q[:d1] V[d1:]^T) = A B^T``."""
-    A = Q[:d1]
-    V_bot = V[d1:]
-    B = V_bot / column_norms(A, V_bot)[:, None]
-    return A, B
-
-
-def cholqr2(Y: np.ndarray) -> np.ndarray:
-    """Orthonormal basis of the columns of a tall ``Y`` by Cholesky-QR2.
-
-    Two passes of ``Q = Y R^{-1}`` with ``R = chol(Y^T Y)``; falls back to
-    Householder QR (``scipy.linalg.qr``) when the Gram matrix is not numerically
-    positive definite. Columns keep the sign convention ``diag(R) > 0``.
-    """
-    Q = Y
-    eye = np.eye(Y.shape[1])
-    try:
-        for _ in range(2):
-            R = scipy.linalg.cholesky(Q.T @ Q, lower=False)
-            Q = Q @ scipy.linalg.solve_triangular(R, eye, lower=False)  # one n x l allocation
-        if not np.all(np.isfinite(Q)):
-            raise np.linalg.LinAlgError("non-finite Cholesky-QR")
-        return Q
-    except np.linalg.LinAlgError:
-        Q, R = scipy.linalg.qr(Y, mode="economic")
-        signs = np.where(np.diag(R) < 0, -1.0, 1.0)
-        return Q * signs
-
-
 def step_size(step: str, t: int, t0: int = 3) -> float:
     """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0): ``"paper"`` 1,
     ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``, ``"harmonic"``
@@ -145,32 +118,6 @@ class ActiveRows(NamedTuple):
     #                        the active ones)
     X_neg: np.ndarray | None = None  # thresholded model's initial batch: X holds the sums of
     #                                  the positive bits' rows, X_neg of the negative ones
-
-
-def shard_scores(X: np.ndarray, labels: np.ndarray, A: np.ndarray, B_rows: np.ndarray,
-                 offset: int = 0) -> np.ndarray:
-    """Scores ``s_i = x_i^T A B[j_i]``; ``B_rows`` holds rows ``offset..`` of ``B``.
-
-    Computed in the dtype of ``X`` (float32 features give float32 scores).
-    """
-    XA = X @ A.astype(X.dtype, copy=False)
-    return np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
-
-
-def shard_active_rows(X, labels, y, A=None, B_rows=None, offset: int = 0) -> ActiveRows:
-    """Keep the rows with a non-zero weight.
-
-    Without ``A`` (initialisation) the weights are ``y`` and every row is kept;
-    otherwise they are the residuals ``r = y - sign(s)`` in ``{-2, 0, 2}`` and only
-    rows with ``r != 0`` are kept. The kept features are float64.
-    """
-    X, labels, y = aligned(X), aligned(labels), aligned(np.asarray(y))
-    n = X.shape[0]
-    if A is None:
-        return ActiveRows(X.astype(np.float64), labels, np.asarray(y, dtype=np.float64), n)
-    r = y - sign(shard_scores(X, labels, aligned(A), aligned(B_rows), offset))
-    keep = np.flatnonzero(r)
-    return ActiveRows(X[keep].astype(np.float64), labels[keep], r[keep], n)
 
 
 PRODUCT_BYTES = 1 << 18
@@ -263,28 +210,6 @@ def scatter_rows(labels: np.ndarray, rows: np.ndarray, weights: np.ndarray | Non
     data = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     E = scipy.sparse.csr_matrix((data, (inverse, np.arange(n))), shape=(uniq.size, n))
     return uniq, np.asarray(E @ rows, dtype=np.float64)
-
-
-class ShardProduct(NamedTuple):
-    """One shard's share of the batch part of a dilation product (without ``c``)."""
-
-    top: np.ndarray  # (d1, l): sum_i w_i x_i P_bot[j_i]
-    labels: np.ndarray  # (u,): the labels this shard touches
-    rows: np.ndarray  # (u, l): sum over the shard's rows with that label of w_i x_i^T P_top
-
-
-def shard_apply(active: ActiveRows, P_top: np.ndarray, P_bot_rows: np.ndarray,
-                offset: int = 0) -> ShardProduct:
-    """One shard's ``(X^T (w * P_bot[j]), scatter(j, w * (X P_top)))`` in float64.
-
-    Inputs received from another process are first made :func:`aligned`, so the
-    bits do not depend on where the shard's rows were computed.
-    """
-    X, labels, weights = aligned(active.X), aligned(active.labels), aligned(active.weights)
-    P_top, P_bot_rows = aligned(P_top), aligned(P_bot_rows)
-    top = X.T @ (weights[:, None] * P_bot_rows[labels - offset])
-    uniq, rows = scatter_rows(labels, X @ P_top, weights)
-    return ShardProduct(top, uniq, rows)
 
 
 def shard_label_sums(X, labels, y) -> tuple[np.ndarray, np.ndarray]:

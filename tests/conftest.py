@@ -17,16 +17,27 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @contextlib.contextmanager
 def local_client(n_workers, **kwargs):
+    """A client of a fresh ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1, one
+    thread each (its HTTP server on a free port: no clash with another cluster). Not the
+    default client: code that is not handed it runs in-process."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None, **kwargs) as cluster, \
+                      host="127.0.0.1", dashboard_address="127.0.0.1:0", **kwargs) as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield client  # engine="auto" stays in-process outside `with client.as_current():`
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client2():
+    """One 2-worker cluster for the whole session, for the tests where a fresh cluster is
+    not the point (a test that kills a worker or needs another size starts its own).
+
+    Not the default client (``set_as_default=False``): a test uses it where it hands it
+    over or inside ``with client2.as_current():`` (``engine="auto"``), and every other
+    test, before or after, stays in-process. Tests must leave it as they found it:
+    2 live workers; plugins they register are replaced by name.
+    """
     with local_client(2) as client:
         yield client
 
@@ -47,9 +58,10 @@ def _wait_for_file(path, proc, timeout=60):
 
 
 class DaskProcesses:
-    """``dask scheduler`` and ``dask worker`` started as subprocesses."""
+    """``dask scheduler`` and ``dask worker`` started as subprocesses (``worker_args``:
+    more arguments of ``dask worker``, e.g. ``--preload``)."""
 
-    def __init__(self, tmp_path, n_workers=2, tls_args=()):
+    def __init__(self, tmp_path, n_workers=2, tls_args=(), worker_args=()):
         self.scheduler_file = str(tmp_path / "scheduler.json")
         base = [sys.executable, "-m", "dask"]
         protocol = ["--protocol", "tls"] if tls_args else []
@@ -61,7 +73,8 @@ class DaskProcesses:
         self.workers = [
             subprocess.Popen(
                 [*base, "worker", self.address, "--nthreads", "1", "--no-nanny",
-                 "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}", *tls_args],
+                 "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}", *tls_args,
+                 *worker_args],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for i in range(n_workers)
         ]

@@ -10,8 +10,7 @@ sum in another order than the transposed original.
 import numpy as np
 import pytest
 
-from onebit_dask.kernels import (ActiveRows, aligned, shard_active_rows, shard_apply,
-                                 shard_label_sums)
+from onebit_dask.kernels import aligned, residuals, shard_label_sums, weighted_label_sums
 
 N, D1, D2, L = 67, 40, 8, 4  # the shape of the shard that failed in test_dask_engine
 
@@ -55,7 +54,7 @@ def test_aligned_copies_only_unaligned_arrays():
 def test_blas_product_here_depends_on_alignment(shard):
     """The raw product that differed: ``X.T @ B`` with ``X`` 6 bytes off (as observed)."""
     X = shard[0]
-    Bw = np.random.default_rng(4).standard_normal((N, L))  # w * P_bot[j] of shard_apply
+    Bw = np.random.default_rng(4).standard_normal((N, L))  # w * P_bot[j] of a step's product
     reference = X.T @ Bw
     moved = at_address(X, 6).T @ Bw
     np.testing.assert_array_equal(np.ascontiguousarray(X.T) @ Bw, moved)  # the C-ordered copy
@@ -64,28 +63,31 @@ def test_blas_product_here_depends_on_alignment(shard):
     np.testing.assert_allclose(moved, reference, rtol=1e-12)  # only rounding differs
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("offset", [0, 2, 6, 8, 16, 38])
-def test_shard_kernels_do_not_depend_on_alignment(shard, offset):
+def test_shard_kernels_do_not_depend_on_alignment(shard, offset, dtype):
+    """The kernels of a shard and of a label block, fed as the blocks feed them (every
+    array through :func:`aligned`: a copy if misaligned for its dtype, else as it is),
+    give the bits of NumPy's own arrays."""
     X, labels, y, A, B, P = shard
-    P_top, P_bot = P[:D1], P[D1:]
-    moved = {k: at_address(v, offset) for k, v in
-             dict(X=X, labels=labels, y=y, A=A, B=B, P_top=P_top, P_bot=P_bot).items()}
+    X = X.astype(dtype)
 
-    active = shard_active_rows(X, labels, y, A, B)
-    active_moved = shard_active_rows(moved["X"], moved["labels"], moved["y"], moved["A"],
-                                     moved["B"])
-    assert active.n_obs == active_moved.n_obs
-    for a, b in zip(active[:3], active_moved[:3]):
+    def fed(a):
+        return aligned(at_address(a, offset))
+
+    r = residuals(X, labels, y, A, B)  # a step's weights
+    np.testing.assert_array_equal(residuals(*map(fed, (X, labels, y, A, B))), r)
+    for a, b in zip(shard_label_sums(X, labels, y), shard_label_sums(*map(fed, (X, labels, y)))):
         np.testing.assert_array_equal(a, b)
-
-    for rows in (active, ActiveRows(X, labels, y, N)):  # a step's residuals, the init's y
-        expect = shard_apply(rows, P_top, P_bot)
-        received = ActiveRows(at_address(rows.X, offset), at_address(rows.labels, offset),
-                              at_address(rows.weights, offset), rows.n_obs)
-        got = shard_apply(received, moved["P_top"], moved["P_bot"])
-        for a, b in zip(expect, got):
-            np.testing.assert_array_equal(a, b)
-
-    for a, b in zip(shard_label_sums(X, labels, y),
-                    shard_label_sums(moved["X"], moved["labels"], moved["y"])):
-        np.testing.assert_array_equal(a, b)
+    # the initial batch and a step, on this shard's labels and on one label per row (the
+    # per-label sums of a block are then as tall as the shard)
+    for j in (labels, np.arange(N)):
+        P_bot = np.random.default_rng(5).standard_normal((j.max() + 1, L))
+        for w, rows in ((y, None), (r, np.flatnonzero(r))):
+            uniq, S = weighted_label_sums(X, j, w, rows)
+            got = weighted_label_sums(fed(X), fed(j), fed(w), None if rows is None else fed(rows))
+            np.testing.assert_array_equal(got[0], uniq)
+            np.testing.assert_array_equal(got[1], S)
+            # a block's two products on the per-label sums it received
+            np.testing.assert_array_equal(fed(S).T @ fed(P_bot)[uniq], S.T @ P_bot[uniq])
+            np.testing.assert_array_equal(fed(S) @ fed(P[:D1]), S @ P[:D1])

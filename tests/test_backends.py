@@ -16,29 +16,25 @@ from pathlib import Path
 
 import psutil
 import pytest
-import xarray as xr
 import yaml
 
 import backends
+from onebit_dask import testing
 from onebit_dask.cluster import load_cluster_config, parse_cluster_config
 from onebit_dask.sweep.store import open_cube
+from onebit_dask.testing import computed
 
+from helpers import run_cli, small_quickstart
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).parents[1]
-QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
-# its grid (12 cells over the workers) on a smaller problem: the cells' compute is not
-# what these tests check, the back ends are (the quickstart's sizes cost ~8 s of CPU per run)
-SMALL_CELLS = {"d1: [100]": "d1: [30]", "d2: [60]": "d2: [20]",
-               "batch_size: [10000]": "batch_size: [2000]", "n_iter: [8]": "n_iter: [3]",
-               "n_test: 2000": "n_test: 300"}
 FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
        "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
-TIMES = ("fit_s", "wall_s", "client_bytes")  # measured seconds, and bytes moved
 
 
 def cli(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 def wait_until(what, ready, timeout=60.0):
@@ -50,29 +46,19 @@ def wait_until(what, ready, timeout=60.0):
 
 def fit_numbers(result):
     """The fit's metrics and history without the measured times."""
-    history = [{k: v for k, v in step.items() if k not in TIMES} for step in result["history"]]
     return {**{k: result[k] for k in METRICS}, "n_samples": result["n_samples"],
-            "history": history}
+            "history": computed(result["history"])}
 
 
 def assert_same_cube(path_a, path_b):
-    measured = ["wall_s", "fit_s", "worker", "host", "engine"]  # times and places
-    a, b = (open_cube(p).load().drop_vars(measured, errors="ignore") for p in (path_a, path_b))
-    assert a["done"].all() and b["done"].all()
-    xr.testing.assert_equal(a, b)  # values and coordinates, bit for bit
-    assert a.attrs["spec_fingerprint"] == b.attrs["spec_fingerprint"]
+    assert open_cube(path_a)["done"].all() and open_cube(path_b)["done"].all()
+    testing.assert_same_cube(path_a, path_b)  # values and coordinates, bit for bit
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    """pipelines/quickstart.yaml with the cells of :data:`SMALL_CELLS`."""
-    text = QUICKSTART.read_text()
-    for old, new in SMALL_CELLS.items():
-        assert old in text, f"{QUICKSTART} no longer has {old!r}: update SMALL_CELLS"
-        text = text.replace(old, new)
-    path = tmp_path_factory.mktemp("pipeline") / "quickstart.yaml"
-    path.write_text(text)
-    return path
+    """pipelines/quickstart.yaml with the cells of :data:`helpers.SMALL_CELLS`."""
+    return small_quickstart(tmp_path_factory.mktemp("pipeline"))
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,9 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BENCH = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_engine.py"
 
 

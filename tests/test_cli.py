@@ -1,20 +1,15 @@
 import json
-import subprocess
-import sys
 
 import pytest
 
 from onebit_dask.cli import main
 
-SMALL = ["fit", "--workers", "0", "--d1", "20", "--d2", "10", "--rank", "2", "--batch-size", "3000",
-         "--n-iter", "3", "--n-test", "300"]
+from helpers import fit_args, run_cli, run_main
+
+SMALL = ["fit", "--workers", "0", *fit_args(batch_size=3000, n_iter=3, n_test=300)[1:]]
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "onebit_dask", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
+@pytest.mark.integration
 def test_fit_json_is_one_object():
     proc = run_cli(*SMALL, "--json", "--seed", "4")
     assert proc.returncode == 0, proc.stderr
@@ -68,25 +63,18 @@ def test_bad_input_exits_2_with_one_line(args, fragment, capsys):
     assert out == ""
 
 
-def test_fit_sampler_option(tmp_path, capsys):
-    import json
-    import subprocess
-    import sys
-
+def test_fit_sampler_option():
     import numpy as np
 
     from onebit_dask import OneBitMultiLabel, SyntheticProblem
 
-    args = [sys.executable, "-m", "onebit_dask", "fit", "--d1", "30", "--d2", "20", "--rank", "2",
-            "--batch-size", "3000", "--n-iter", "2", "--n-test", "300", "--workers", "0",
-            "--json", "--quiet"]
-    # bad input in this process: test_bad_input_exits_2_with_one_line runs real ones
-    assert main([*args[3:], "--sampler", "implicit"]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1
-    assert "sampler='implicit' is not allowed" in err
-    out = subprocess.run([*args, "--sampler", "explicit"], capture_output=True, text=True,
-                         timeout=120)
+    args = fit_args("--workers", "0", "--json", "--quiet", d1=30, d2=20, batch_size=3000,
+                    n_test=300)
+    # in this process: test_bad_input_exits_2_with_one_line runs real ones
+    proc = run_main(*args, "--sampler", "implicit")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "sampler='implicit' is not allowed" in proc.stderr
+    out = run_main(*args, "--sampler", "explicit")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     est = OneBitMultiLabel(2, batch_size=3000, n_iter=2, random_state=0).fit(

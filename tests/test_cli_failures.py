@@ -1,9 +1,10 @@
 """Every failure through the command line is one line on stderr: exit 2 for bad input
 (before any work), exit 1 for a failure at run time; ``--debug`` shows the traceback.
 
-Real processes throughout: the CLI as a subprocess, real ``dask scheduler`` /
-``dask worker`` processes on 127.0.0.1, real zarr stores, a real full file system
-(a small tmpfs, when this user may mount one).
+Real parts: the CLI as a subprocess for at least one case of each failure class (the
+other cases through ``main(argv)`` in this process, :func:`helpers.run_main`), real
+``dask scheduler`` / ``dask worker`` processes on 127.0.0.1, real zarr stores, a real
+full file system (a small tmpfs, when this user may mount one).
 """
 
 import contextlib
@@ -17,7 +18,10 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import DaskProcesses, _wait_for_file, make_certificates
+from conftest import DaskProcesses, make_certificates
+from helpers import FIT, one_line, run_cli, run_main
+
+pytestmark = pytest.mark.integration
 
 SPEC = """
 name: tiny
@@ -34,44 +38,9 @@ fixed: {n_test: 200, n_shards: 2}
 """
 
 
-def run_cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def run_main(*args):
-    """The CLI's ``main()`` in this process, as a finished process: for more cases of a
-    failure class that a :func:`run_cli` test already checks in a real process (its exit
-    status, one line, no traceback), without the interpreter start and imports (~2 s)."""
-    import io
-
-    from onebit_dask.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main([*map(str, args)])
-        except SystemExit as exc:  # argparse's --help / --version
-            status = exc.code
-    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
-
-
-def one_line(proc, status):
-    """The process exited with ``status`` and said one line on stderr, no traceback."""
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == status, proc.stderr
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith("onebit-dask: error: ")
-    return lines[0]
-
-
 def write_yaml(path, data):
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-FIT = ["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--batch-size", "2000", "--n-iter",
-       "2", "--n-test", "200", "--quiet"]
 
 
 # --- bad input: exit 2 ---------------------------------------------------------------------
@@ -98,16 +67,16 @@ def test_slurm_interface_that_does_not_exist_exits_2(tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "-5", "inf", "0"])
 def test_connect_timeout_must_be_positive_and_finite(value):
-    run = run_cli if value == "nan" else run_main  # one real process, the others in-process
-    line = one_line(run(*FIT, "--connect-timeout", value), 2)
+    # in-process: test_invalid_pem_files_say_what_failed runs this class for real
+    line = one_line(run_main(*FIT, "--connect-timeout", value), 2)
     assert f"--connect-timeout: {value!r} is not allowed" in line
 
 
 @pytest.mark.parametrize("workers", [0, -3])
 def test_cluster_config_without_workers_exits_2(tmp_path, workers):
     config = write_yaml(tmp_path / "c.yaml", {"kind": "local", "options": {"n_workers": workers}})
-    run = run_cli if workers == 0 else run_main  # one real process, the other in-process
-    line = one_line(run(*FIT, "--cluster", config), 2)
+    # in-process: test_slurm_interface_that_does_not_exist_exits_2 runs this class for real
+    line = one_line(run_main(*FIT, "--cluster", config), 2)
     assert f"options.n_workers={workers} is not allowed: it must be >= 1" in line
 
 
@@ -130,7 +99,8 @@ def test_invalid_pem_files_say_what_failed(tmp_path):
 def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
     spec = tmp_path / "dup.yaml"
     spec.write_text(SPEC.replace("flip=0.05]", "flip=0.05, flip=5e-2]"))
-    line = one_line(run_cli("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
+    # in-process: test_slurm_interface_that_does_not_exist_exits_2 runs a sweep's exit 2
+    line = one_line(run_main("sweep", spec, "--out", tmp_path / "x.zarr"), 2)
     assert line.count(str(spec)) == 1 and line.count("grid.noise") == 1
     assert "'flip=0.05' and 'flip=5e-2' are the same setting" in line
     spec.write_text(SPEC.replace("noise: [none, flip=0.05]", "noise: [none, flip=0.7]"))
@@ -174,7 +144,7 @@ def cube(tmp_path_factory):
     directory = tmp_path_factory.mktemp("cube")
     spec = directory / "tiny.yaml"
     spec.write_text(SPEC)
-    proc = run_cli("sweep", spec, "--out", directory / "c.zarr", "--workers", "0", "--quiet")
+    proc = run_main("sweep", spec, "--out", directory / "c.zarr", "--workers", "0", "--quiet")
     assert proc.returncode == 0, proc.stderr
     return directory / "c.zarr", spec
 
@@ -183,7 +153,8 @@ def test_report_plots_onto_a_file_or_read_only_dir_exit_2(cube, tmp_path):
     path, _ = cube
     target = tmp_path / "a-file"
     target.write_text("x")
-    line = one_line(run_cli("report", path, "--plots", target), 2)
+    # in-process: tests/test_report.py runs a report's exit 2 for real
+    line = one_line(run_main("report", path, "--plots", target), 2)
     assert "is a file, not a directory" in line
     with read_only_dir(tmp_path / "ro") as ro:
         line = one_line(run_main("report", path, "--plots", ro / "plots"), 2)
@@ -198,7 +169,8 @@ def test_report_plots_with_no_cell_done_exits_1_and_writes_nothing(tmp_path):
     path = tmp_path / "empty.zarr"
     check_output(str(path), spec, False)
     create(str(path), spec)
-    proc = run_cli("report", path, "--plots", tmp_path / "plots")
+    # in-process: test_report_on_a_damaged_done_array_exits_1 runs a report's exit 1 for real
+    proc = run_main("report", path, "--plots", tmp_path / "plots")
     assert f"no cell of the cube {path} is done" in one_line(proc, 1)
     assert not list((tmp_path / "plots").glob("*.png"))
     tables = run_main("report", path)  # the tables alone are fine: every entry is '-'
@@ -268,27 +240,39 @@ def test_full_disk_exits_1_naming_the_path(cube, tmp_path):
             target = disk / name
             subprocess.run(["rm", "-rf", str(target)], check=True)
         (disk / "filler").write_bytes(b"\0" * 100_000)
-        proc = run_cli("report", path, "--plots", disk / "plots", "--quiet")
+        proc = run_main("report", path, "--plots", disk / "plots", "--quiet")
         line = one_line(proc, 1)
         assert "no space left on the device" in line and str(disk / "plots") in line
 
 
 # --- a scheduler killed mid-sweep ----------------------------------------------------------
 
-# cells of about a second (explicit draws of 60000 x 200), so the kill lands mid-sweep
-SLOW = SPEC.replace("batch_size: [2000]", "batch_size: [60000]").replace(
-    "seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5, 6, 7]").replace("n_iter: [2]", "n_iter: [4]").replace(
-    "d1: [20]", "d1: [200]").replace("fixed: {n_test: 200, n_shards: 2}",
-                                     "fixed: {n_test: 200, n_shards: 2, sampler: explicit}")
+# a worker preload: the cells of seed 1 wait until the file GO exists, so the scheduler
+# is killed while a cell is done and another is running, whatever the timing
+HOLD = """
+import dataclasses, os, time
+from onebit_dask.sweep import methods
+
+onebit = methods.METHODS["onebit"]
+
+def held(params, fixed, run=onebit.run):  # (dask may run a preload twice: bound here)
+    while params["seed"] == 1 and not os.path.exists(GO):
+        time.sleep(0.05)
+    return run(params, fixed)
+
+methods.METHODS["onebit"] = dataclasses.replace(onebit, run=held)
+"""
 
 
 def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
     from onebit_dask.sweep.store import open_cube
 
-    spec = tmp_path / "slow.yaml"
-    spec.write_text(SLOW)
-    out = tmp_path / "c.zarr"
-    procs = DaskProcesses(tmp_path, n_workers=1)
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(SPEC)
+    out, go = tmp_path / "c.zarr", tmp_path / "go"
+    preload = tmp_path / "hold_seed_1.py"
+    preload.write_text(f"GO = {str(go)!r}\n{HOLD}")
+    procs = DaskProcesses(tmp_path, n_workers=1, worker_args=["--preload", str(preload)])
     try:
         sweep = subprocess.Popen(
             [sys.executable, "-m", "onebit_dask", "sweep", str(spec), "--out", str(out),
@@ -303,6 +287,7 @@ def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
         procs.scheduler.send_signal(signal.SIGKILL)
         _, stderr = sweep.communicate(timeout=120)
     finally:
+        go.touch()
         procs.close()
     lines = [ln for ln in stderr.splitlines() if ln.startswith("onebit-dask:")]
     assert sweep.returncode == 1, stderr
@@ -311,7 +296,7 @@ def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
     assert "run the same command again" in lines[0]
     done = open_cube(out)["done"].values
     assert 0 < done.sum() < done.size
-    again = run_cli("sweep", spec, "--out", out, "--workers", "0", "--quiet")
+    again = run_main("sweep", spec, "--out", out, "--workers", "0", "--quiet")
     assert again.returncode == 0, again.stderr
     assert f"{int(done.sum())} skipped" in again.stdout
     assert open_cube(out)["done"].values.all()
@@ -333,8 +318,8 @@ def obs_store(tmp_path):
 def test_fit_data_prints_the_training_summary(obs_store):
     import json
 
-    proc = run_cli("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
-                   "--n-iter", "2", "--workers", "0", "--json")
+    proc = run_main("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
+                    "--n-iter", "2", "--workers", "0", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert (result["d1"], result["d2"], result["n_samples"]) == (20, 10, 6000)
@@ -351,8 +336,9 @@ def test_fit_data_refuses_synthetic_options(obs_store):
 
 def test_fit_data_with_a_missing_chunk_names_the_rows(obs_store):
     os.remove(os.path.join(obs_store, "X", "c", "1", "0"))
-    line = one_line(run_cli("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
-                            "--n-iter", "2", "--workers", "0"), 1)
+    # in-process: test_scheduler_without_workers_times_out_with_one_line runs fit's exit 1
+    line = one_line(run_main("fit", "--data", obs_store, "--rank", "2", "--batch-size", "2000",
+                             "--n-iter", "2", "--workers", "0"), 1)
     assert "X/c/1/0 holding rows 2000..3999 is missing" in line
 
 

@@ -23,7 +23,8 @@ def test_configs_are_shipped():
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_config_builds_its_spec(path):
+def test_config_builds_its_spec(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # dask-jobqueue makes the configs' relative log_directory
     config = load_cluster_config(path)
     spec = cluster_spec(config)
     if config.kind in ("slurm", "pbs"):
@@ -52,6 +53,7 @@ def test_config_builds_its_spec(path):
         assert "known_hosts" not in config.options.get("connect_options", {})
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["local.yaml", "local-tls.yaml"])
 def test_local_configs_start_and_fit(name):
     config = load_cluster_config(pathlib.Path(__file__).parents[1] / "cluster" / name)
@@ -134,6 +136,7 @@ def test_tls_files_must_exist():
         make_cluster(config)
 
 
+@pytest.mark.integration
 def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
     """Where SLURM is not installed, the shipped config fails before a scheduler starts."""
     config = pathlib.Path(__file__).parents[1] / "cluster" / "slurm.yaml"

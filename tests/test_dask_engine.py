@@ -11,14 +11,15 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conftest import DaskProcesses, local_client, make_certificates
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.testing import assert_same_fit
 
+pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500)
 EXPLICIT = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500, sampler="explicit")
 PARAMS = dict(batch_size=8000, n_iter=3, n_shards=4, random_state=0)
@@ -29,19 +30,10 @@ def reference():
     return OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
 
 
-def assert_same_fit(a, b):
-    np.testing.assert_array_equal(a.Q_, b.Q_)
-    np.testing.assert_array_equal(a.V_, b.V_)
-    measured = ("fit_s", "client_bytes")  # time, and what travels: not results
-    for ha, hb in zip(a.history_, b.history_):
-        assert {k: v for k, v in ha.items() if k not in measured} == \
-               {k: v for k, v in hb.items() if k not in measured}
-
-
 @pytest.mark.parametrize("n_workers", [1, 2, 4])
 def test_dask_equals_in_process(reference, n_workers, request):
     with contextlib.ExitStack() as stack:
-        if n_workers == 2:  # the module's 2-worker cluster (a fresh one would be the same)
+        if n_workers == 2:  # the session's 2-worker cluster (a fresh one would be the same)
             client = request.getfixturevalue("client2")
         else:
             client = stack.enter_context(local_client(n_workers))

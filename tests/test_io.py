@@ -35,6 +35,7 @@ def test_round_trip(store, observations):
     assert all(sh.label_range[0] <= sh.load()[1].min() for sh in shards)
 
 
+@pytest.mark.integration
 def test_fit_on_store_equals_fit_on_arrays(store, observations, client2):
     params = dict(batch_size=3000, n_iter=3, n_shards=3, random_state=0)
     arrays = OneBitMultiLabel(2, **params).fit(*observations, n_labels=20)

@@ -18,7 +18,6 @@ import pytest
 import zarr
 from distributed import get_task_stream
 
-from conftest import local_client
 from test_cli_failures import read_only_dir, small_disk
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
 from onebit_dask.cli import main
@@ -28,7 +27,11 @@ from onebit_dask.persist import SaveError
 from onebit_dask.stores.atomic import ForeignPathError
 from onebit_dask.stores.lock import StoreLock, StoreLockedError
 from onebit_dask.stores.zarr_format import DamagedStoreError
+from onebit_dask.testing import assert_same_fit, computed
 
+from helpers import run_cli
+
+pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
 # Across engines, the explicit sampler: projected draws depend on the bits of A, and the
 # engines' initial states may differ in the last bits (see the report to the lead)
@@ -48,27 +51,14 @@ def explicit_reference():
     return OneBitMultiLabel(2, **PARAMS).fit(EXPLICIT)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with local_client(2) as client:
-        yield client
-
-
-def without_fit_s(history):
-    """The history without what is measured (time, bytes moved), not computed."""
-    return [{k: v for k, v in h.items() if k not in ("fit_s", "client_bytes")}
-            for h in history]
+@pytest.fixture
+def cluster(client2):
+    """The session's 2-worker cluster (tests/conftest.py)."""
+    return client2
 
 
 def assert_same_model(a, b, history=True):
-    for name in ("A_", "B_", "Q_", "V_"):
-        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    np.testing.assert_array_equal(a.decision_function(X_NEW), b.decision_function(X_NEW))
-    for got, want in zip(a.predict_top_k(X_NEW, 4), b.predict_top_k(X_NEW, 4)):
-        np.testing.assert_array_equal(got, want)
-    assert (a.n_steps_, a.n_samples_seen_) == (b.n_steps_, b.n_samples_seen_)
-    if history:
-        assert without_fit_s(a.history_) == without_fit_s(b.history_)
+    assert_same_fit(a, b, X_NEW, history)
 
 
 # -- save / load ---------------------------------------------------------------------------
@@ -360,11 +350,6 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
 
 
 # -- the command line -------------------------------------------------------------------------
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "onebit_dask", *args], capture_output=True,
-                          text=True, timeout=300)
-
-
 FIT = ["fit", "--workers", "0", "--d1", "20", "--d2", "30", "--rank", "2", "--batch-size", "4000",
        "--n-iter", "3", "--n-test", "300", "--flip", "0.02", "--seed", "3", "--quiet", "--json"]
 
@@ -403,7 +388,7 @@ def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
     # the checkpoint: the same command again resumes from it (nothing left to do)
     status, out, err = run_main(capsys, *FIT, "--checkpoint", checkpoint)
     assert status == 0, err
-    assert without_fit_s(json.loads(out)["history"]) == without_fit_s(result["history"])
+    assert computed(json.loads(out)["history"]) == computed(result["history"])
 
 
 @pytest.fixture(scope="module")

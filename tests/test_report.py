@@ -45,6 +45,7 @@ def test_tables_and_pngs(cube, tmp_path):
         assert image.std() > 0.01  # not blank
 
 
+@pytest.mark.integration
 def test_report_cli(cube, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "onebit_dask", "report", cube, "--plots",
                            str(tmp_path / "p")], capture_output=True, text=True, timeout=120)

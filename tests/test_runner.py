@@ -1,10 +1,12 @@
 """The sweep runner end to end: Dask vs in-process, resume after SIGKILL, failures."""
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -16,6 +18,9 @@ from onebit_dask.sweep import methods, run_sweep
 from onebit_dask.sweep.errors import SweepRuntimeError
 from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.store import failures_path, open_cube
+from onebit_dask.testing import cube_values
+
+pytestmark = pytest.mark.integration
 
 SPEC_TEXT = """
 name: small
@@ -30,19 +35,6 @@ grid:
   seed: [0, 1]
 fixed: {n_test: 300, n_shards: 2}
 """
-# cells slow enough (explicit draws of 30000 x 100, 7 batches) for a kill to land
-# mid-sweep, after the runner's first batched write (every 5 s)
-KILL_SPEC = SPEC_TEXT.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5]").replace(
-    "batch_size: [4000]", "batch_size: [30000]").replace("d1: [40]", "d1: [100]").replace(
-    "n_iter: [4]", "n_iter: [6]").replace(
-    "fixed: {n_test: 300, n_shards: 2}", "fixed: {n_test: 300, n_shards: 2, sampler: explicit}")
-TIME_DEPENDENT = ("wall_s", "fit_s")  # measured seconds differ from run to run
-WHERE = ("worker", "host", "engine")  # where a cell ran
-
-
-def values(path):
-    ds = open_cube(path).load()
-    return ds.drop_vars([*TIME_DEPENDENT, *WHERE]).drop_attrs()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +69,7 @@ def test_dask_workers_give_the_same_cube(in_process, tmp_path, client2):
     path = str(tmp_path / "b.zarr")
     summary = run_sweep(parse_spec(SPEC_TEXT), path, client2, progress=False)
     assert summary.ran == 8
-    xr.testing.assert_identical(values(in_process), values(path))
+    xr.testing.assert_identical(cube_values(in_process), cube_values(path))
     ds = open_cube(path)
     assert (ds["engine"] == "local").all()
     workers = set(client2.scheduler_info()["workers"])
@@ -96,26 +88,44 @@ def _sweep_cmd(spec_path, out):
             "--workers", "0", "--quiet"]
 
 
-def test_sigkill_then_resume_equals_uninterrupted(tmp_path, request):
+# ``onebit-dask sweep ARGS`` with the cells' writes flushed after each cell and the 4th
+# cell held until the process is killed: the kill lands after exactly 3 written cells,
+# whatever the machine's speed
+HELD_SWEEP = textwrap.dedent("""
+    import dataclasses, sys, time
+    from onebit_dask.cli import main
+    from onebit_dask.sweep import methods, run_sweep
+
+    run_sweep.__kwdefaults__["flush_cells"] = 1
+    onebit, calls = methods.METHODS["onebit"], []
+
+    def held(params, fixed):
+        calls.append(params)
+        if len(calls) > 3:
+            time.sleep(3600)  # until the SIGKILL
+        return onebit.run(params, fixed)
+
+    methods.METHODS["onebit"] = dataclasses.replace(onebit, run=held)
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path, in_process, request):
     spec_path = tmp_path / "kill.yaml"
-    spec_path.write_text(KILL_SPEC)
-    killed, clean = tmp_path / "killed.zarr", tmp_path / "clean.zarr"
-    # the uninterrupted run, alongside (its own store; this process only polls meanwhile)
-    uninterrupted = subprocess.Popen(_sweep_cmd(spec_path, clean), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-    request.addfinalizer(lambda: uninterrupted.poll() is None and uninterrupted.kill())
-    proc = subprocess.Popen(_sweep_cmd(spec_path, killed), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    spec_path.write_text(SPEC_TEXT)
+    killed = tmp_path / "killed.zarr"
+    proc = subprocess.Popen([sys.executable, "-c", HELD_SWEEP, *_sweep_cmd(spec_path, killed)[3:]],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    request.addfinalizer(lambda: proc.poll() is None and proc.kill())
     deadline = time.time() + 240
     n_done = 0
-    while time.time() < deadline and proc.poll() is None:
+    while time.time() < deadline and proc.poll() is None and n_done < 3:
         try:
             n_done = int(zarr.open_group(str(killed), mode="r")["done"][...].sum())
         except Exception:  # the store is being created
             n_done = 0
-        if n_done >= 3:
-            break
         time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()  # held in its 4th cell
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL
     assert os.path.exists(f"{killed}.lock")  # left behind by the killed runner
@@ -129,17 +139,15 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, request):
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before.sum()} skipped" in resumed.stdout
     assert not os.path.exists(f"{killed}.lock")
-    _, err = uninterrupted.communicate(timeout=600)
-    assert uninterrupted.returncode == 0, err
 
     final = open_cube(killed).load()
     assert final["done"].all()
     # cells finished before the kill were not recomputed
     np.testing.assert_array_equal(final["wall_s"].values[done_before], wall_before)
-    a, b = values(killed), values(clean)
-    xr.testing.assert_equal(a, b)  # values and coordinates
+    # the uninterrupted run: the same spec, in this process
+    xr.testing.assert_equal(cube_values(killed), cube_values(in_process))  # values, coordinates
     assert (open_cube(killed).attrs["spec_fingerprint"]
-            == open_cube(clean).attrs["spec_fingerprint"])
+            == open_cube(in_process).attrs["spec_fingerprint"])
 
 
 def test_failed_cell_is_recorded_and_others_go_on(tmp_path, monkeypatch):
@@ -252,26 +260,44 @@ def test_large_cells_run_across_the_cluster(tmp_path, client2):
     cell_tasks = [t for t in stream.data if t["key"].startswith("compute_cell")]
     assert len(cell_tasks) == 3
     assert len({t["worker"] for t in shard_tasks}) == 2, "the large cells used one worker"
-    xr.testing.assert_identical(values(here), values(there))
+    xr.testing.assert_identical(cube_values(here), cube_values(there))
+
+
+def hold_cells(go):
+    """On a worker (``client.run``): its ``onebit`` cells wait until the file ``go`` exists."""
+    from onebit_dask.sweep import methods
+
+    onebit = methods.METHODS["onebit"]
+
+    def held(params, fixed):
+        while not os.path.exists(go):
+            time.sleep(0.05)
+        return onebit.run(params, fixed)
+
+    methods.METHODS["onebit"] = dataclasses.replace(onebit, run=held)
 
 
 def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
-    """SIGKILL the worker running a cell: Dask reschedules the task, the cell is done."""
+    """SIGKILL the worker running a cell: Dask reschedules the task, the cell is done.
+
+    The workers' cells wait for a file that the test writes after the kill, so the kill
+    lands while the victim runs a cell, whatever the timing."""
     import threading
 
     from conftest import local_client
 
-    spec = parse_spec(KILL_SPEC.replace("seed: [0, 1, 2, 3, 4, 5]", "seed: [0, 1]")
-                      .replace("noise: [none, flip=0.05]", "noise: [none]"))
+    spec = parse_spec(SPEC_TEXT.replace("noise: [none, flip=0.05]", "noise: [none]"))
     path = str(tmp_path / "w.zarr")
+    go = tmp_path / "go"
     with local_client(2) as client:
         pids = client.run(os.getpid)
+        client.run(hold_cells, str(go))
         box = {}
         runner = threading.Thread(target=lambda: box.update(
             summary=run_sweep(spec, path, client, progress=False)))
         runner.start()
         victim = None
-        deadline = time.time() + 60
+        deadline = time.time() + 120
         while victim is None and time.time() < deadline:
             for worker, keys in client.processing().items():
                 if any(str(k).startswith("compute_cell") for k in keys):
@@ -279,9 +305,9 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
                     break
             time.sleep(0.02)
         assert victim is not None
-        time.sleep(0.1)  # into the fit
         assert client.processing()[victim], "the cell finished before the kill"
         os.kill(pids[victim], signal.SIGKILL)
+        go.touch()
         runner.join(timeout=300)
     summary = box["summary"]
     assert (summary.ran, summary.failed) == (4, 0)
@@ -323,7 +349,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
             other = next(q for q in procs if q is not p)
             assert len(err.strip().splitlines()) == 1, err
             assert "in use by another sweep runner" in err and f"pid {other.pid}" in err
-    xr.testing.assert_equal(values(shared), values(in_process))
+    xr.testing.assert_equal(cube_values(shared), cube_values(in_process))
 
 
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
@@ -404,7 +430,7 @@ def test_full_disk_then_rerun_completes(tmp_path, monkeypatch):
         clean = str(tmp_path / "clean.zarr")
         monkeypatch.undo()
         run_sweep(spec, clean, progress=False)
-        xr.testing.assert_equal(values(path), values(clean))
+        xr.testing.assert_equal(cube_values(path), cube_values(clean))
     finally:
         subprocess.run(["umount", str(mount)], check=False)
 

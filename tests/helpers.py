@@ -1,0 +1,82 @@
+"""Helpers shared by the tests: the command line in a real process or in this one.
+
+:func:`run_cli` starts ``python -m onebit_dask`` (an interpreter start and the imports,
+~2 s of CPU); :func:`run_main` runs the same ``main(argv)`` in this process and returns
+the same kind of result. A test of a failure class runs at least one case through a
+real process; the other cases of the class go through :func:`run_main`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).parents[1]
+
+SMALL = dict(d1=20, d2=10, rank=2, batch_size=2000, n_iter=2, n_test=200)
+"""A synthetic problem and fit small enough for the command line tests."""
+
+
+def fit_args(*flags, **options) -> list[str]:
+    """``["fit", "--d1", "20", ...]``: the :data:`SMALL` fit with ``options`` changed
+    (``batch_size=3000`` gives ``--batch-size 3000``), then ``flags`` as they are."""
+    options = {**SMALL, **options}
+    return ["fit", *(a for k, v in options.items() for a in (f"--{k.replace('_', '-')}", str(v))),
+            *map(str, flags)]
+
+
+FIT = fit_args("--quiet")
+
+
+def run_cli(*args, timeout=300, **kwargs) -> subprocess.CompletedProcess:
+    """``onebit-dask ARGS`` as a real process (text output captured); ``kwargs`` go to
+    :func:`subprocess.run` (``env``, ``cwd``)."""
+    return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def run_main(*args) -> subprocess.CompletedProcess:
+    """``onebit-dask ARGS`` through ``main(argv)`` in this process, as a finished
+    process: its exit status and what it wrote on stdout and stderr."""
+    from onebit_dask.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main([*map(str, args)])
+        except SystemExit as exc:  # argparse's --help / --version
+            status = exc.code
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
+
+
+def one_line(proc, status) -> str:
+    """The process exited with ``status`` and wrote one line on stderr, the CLI's error
+    line, without a traceback; that line."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == status, proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("onebit-dask: error: ")
+    return lines[0]
+
+
+QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
+# its grid (12 cells) on a smaller problem, where the cells' compute is not what a test
+# checks (the quickstart's sizes cost ~8 s of CPU per run)
+SMALL_CELLS = {"d1: [100]": "d1: [30]", "d2: [60]": "d2: [20]",
+               "batch_size: [10000]": "batch_size: [2000]", "n_iter: [8]": "n_iter: [3]",
+               "n_test: 2000": "n_test: 300"}
+
+
+def small_quickstart(directory) -> pathlib.Path:
+    """``pipelines/quickstart.yaml`` with the cells of :data:`SMALL_CELLS`, written into
+    ``directory``; its path."""
+    text = QUICKSTART.read_text()
+    for old, new in SMALL_CELLS.items():
+        assert old in text, f"{QUICKSTART} no longer has {old!r}: update SMALL_CELLS"
+        text = text.replace(old, new)
+    path = pathlib.Path(directory) / "quickstart.yaml"
+    path.write_text(text)
+    return path
