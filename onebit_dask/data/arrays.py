@@ -92,7 +92,7 @@ def content_digest(X, arrays=()) -> str:
         parts = ((rows.data, rows.indices, rows.indptr) if scipy.sparse.issparse(rows)
                  else (rows,))
         for part in parts:
-            digest.update(np.ascontiguousarray(part).tobytes())
+            digest.update(np.ascontiguousarray(part))  # a buffer: no copy when contiguous
     for part in arrays:
-        digest.update(np.ascontiguousarray(part).tobytes())
+        digest.update(np.ascontiguousarray(part))
     return digest.hexdigest()
