@@ -60,7 +60,8 @@ def fit_alone(args) -> dict:
     wall, out = run(["fit", "--workers", args.workers, "--json", "--quiet",
                      "--d1", args.d1, "--d2", args.d2, "--rank", args.rank,
                      "--batch-size", args.batch_size, "--n-iter", args.n_iter,
-                     "--step", args.step, "--seed", args.seed, "--shards", args.shards,
+                     "--step", args.step, "--threshold", "none", "--seed", args.seed,
+                     "--shards", args.shards,
                      "--n-test", args.n_test, "--max-eval-labels", args.max_eval_labels],
                     args.timeout)
     result = json.loads(out.strip().splitlines()[-1])

@@ -47,12 +47,13 @@ def test_fitted_state(planted):
     assert est.n_steps_ == 8 and est.n_samples_seen_ == 9 * 20_000
     assert [h["n_samples"] for h in est.history_] == [20_000 * (i + 1) for i in range(9)]
     X = problem.test_set().X[:50]
-    np.testing.assert_allclose(est.decision_function(X), X @ est.coef_, rtol=1e-10, atol=1e-12)
+    scores = X @ est.coef_ + est.intercept_  # the default model has thresholds
+    np.testing.assert_allclose(est.decision_function(X), scores, rtol=1e-10, atol=1e-12)
     predicted = est.predict(X)  # scikit-learn's multi-label indicator
     assert predicted.dtype == np.int64
-    np.testing.assert_array_equal(predicted, (X @ est.coef_ >= 0).astype(int))
+    np.testing.assert_array_equal(predicted, (scores >= 0).astype(int))
     np.testing.assert_allclose(est.decision_function(X, labels=[3, 7]),
-                               (X @ est.coef_)[:, [3, 7]], rtol=1e-10, atol=1e-12)
+                               scores[:, [3, 7]], rtol=1e-10, atol=1e-12)
 
 
 def test_same_seed_same_result_other_seed_other_result():

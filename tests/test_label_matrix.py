@@ -123,7 +123,7 @@ def ranking(monkeypatch):
 
 def _dense_reference(est, X_test, Y_test, Y_train, ranking):
     """The held-out metrics from the dense score matrix, in NumPy and scikit-learn."""
-    scores = np.asarray(X_test @ est.A_) @ est.B_.T
+    scores = np.asarray(X_test @ est.A_) @ est.B_.T + est.intercept_
     both = (Y_test.sum(0) > 0) & (Y_test.sum(0) < Y_test.shape[0])
     auc = np.mean([roc_auc_score(Y_test[:, j], scores[:, j]) for j in np.flatnonzero(both)])
     top = np.argsort(-scores, axis=1, kind="stable")[:, :5]

@@ -98,7 +98,7 @@ def test_save_load_round_trip(reference, tmp_path):
 
 def test_predict_top_k_of_loaded_model_is_argsort_of_dense_scores(reference, tmp_path):
     model = OneBitMultiLabel.load(reference.save(tmp_path / "m.zarr"))
-    scores = X_NEW @ reference.A_ @ reference.B_.T
+    scores = X_NEW @ reference.A_ @ reference.B_.T + reference.intercept_
     labels, best = model.predict_top_k(X_NEW, 5)
     np.testing.assert_array_equal(labels, np.argsort(-scores, axis=1, kind="stable")[:, :5])
     np.testing.assert_allclose(best, -np.sort(-scores, axis=1)[:, :5], rtol=1e-12)
@@ -377,7 +377,7 @@ def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
                                 "--json")
     assert status == 0, err
     out = json.loads(out)
-    scores = (X.astype(np.float64) @ est.A_) @ est.B_.T
+    scores = (X.astype(np.float64) @ est.A_) @ est.B_.T + est.intercept_
     assert out["labels"] == np.argsort(-scores, axis=1, kind="stable")[:, :3].tolist()
     np.testing.assert_allclose(out["scores"], -np.sort(-scores, axis=1)[:, :3], rtol=1e-12)
     status, out, err = run_main(capsys, "evaluate", model, "--json")

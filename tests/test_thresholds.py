@@ -171,7 +171,8 @@ def test_zero_thresholds_take_the_papers_step_bit_for_bit():
     W = rng.standard_normal((d1, d2))
     W /= np.linalg.norm(W, axis=0)
     batches = [_exact_count_batch(rng, m, d1, d2, W) for _ in range(2)]
-    paper = OneBitMultiLabel(2, batch_size=m, n_shards=2).partial_fit(*batches[0], n_labels=d2)
+    paper = OneBitMultiLabel(2, batch_size=m, n_shards=2, threshold="none").partial_fit(
+        *batches[0], n_labels=d2)
     mine = copy.deepcopy(paper)
     mine.set_params(threshold="estimated")
     blocks = mine._blocks
