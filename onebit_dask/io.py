@@ -36,7 +36,7 @@ import numpy as np
 import zarr
 
 from ._validation import check_features, check_int, check_observations
-from .data.shards import ShardKind, row_bounds
+from .data.shards import ShardKind, n_row_batches, row_batch, row_bounds
 from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
                                  missing_chunk)
@@ -206,12 +206,10 @@ class ZarrSource:
         self.n = n
 
     def n_batches(self, batch_size: int) -> int:
-        return -(-self.n // min(batch_size, self.n))
+        return n_row_batches(self.n, batch_size)
 
     def batch(self, t: int, batch_size: int, n_shards: int) -> list[ZarrShard]:
-        size = min(batch_size, self.n)
-        lo = (t % self.n_batches(batch_size)) * size
-        hi = min(lo + size, self.n)
+        lo, hi = row_batch(self.n, t, batch_size)
         bounds = [lo + r for r in row_bounds(hi - lo, min(n_shards, hi - lo))]
         shards = []
         for a, z in zip(bounds[:-1], bounds[1:]):

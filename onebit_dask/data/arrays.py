@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse
 
-from .shards import ShardKind, row_bounds
+from .shards import ShardKind, n_row_batches, row_batch, row_bounds
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,10 @@ class ArraySource:
         self.d2 = n_labels
 
     def n_batches(self, batch_size: int) -> int:
-        return -(-self.n // min(batch_size, self.n))
+        return n_row_batches(self.n, batch_size)
 
     def batch(self, t: int, batch_size: int, n_shards: int) -> list[ArrayShard]:
-        size = min(batch_size, self.n)
-        lo = (t % self.n_batches(batch_size)) * size
-        hi = min(lo + size, self.n)
+        lo, hi = row_batch(self.n, t, batch_size)
         bounds = row_bounds(hi - lo, min(n_shards, hi - lo))
         return [ArrayShard(self.X[lo + a: lo + z], self.labels[lo + a: lo + z],
                            self.y[lo + a: lo + z]) for a, z in zip(bounds[:-1], bounds[1:])]

@@ -43,6 +43,19 @@ def row_bounds(n: int, parts: int) -> list[int]:
     return [p * n // parts for p in range(parts + 1)]
 
 
+def n_row_batches(n: int, batch_size: int) -> int:
+    """How many consecutive mini-batches of ``batch_size`` rows ``n`` rows hold."""
+    return -(-n // min(batch_size, n))
+
+
+def row_batch(n: int, t: int, batch_size: int) -> tuple[int, int]:
+    """Rows ``[lo, hi)`` of batch ``t`` of ``n`` rows cut into consecutive mini-batches of
+    ``batch_size`` (the last may be shorter), cycling over them."""
+    size = min(batch_size, n)
+    lo = (t % n_row_batches(n, batch_size)) * size
+    return lo, min(lo + size, n)
+
+
 def row_scaled(w, X):
     """``w_i x_i`` for the rows of ``X`` (dense, or CSR for sparse features)."""
     if scipy.sparse.issparse(X):
