@@ -191,11 +191,22 @@ def test_damaged_store_is_named_and_empty_one_recreated(tmp_path, cube):
     with pytest.raises(store.DamagedStoreError, match="damaged .*'done' is missing.*--overwrite"):
         store.check_output(cube, SPEC, False)
     assert store.check_output(cube, SPEC, True) is True
-    # an old-style half-made store (metadata, no results): recreated without a word
+    # a cube appears whole (built aside, then moved into place) with every chunk written:
+    # one that lost an array or a chunk before any result is damaged too, never re-read
     empty = str(tmp_path / "empty.zarr")
     store.create(empty, SPEC)
     shutil.rmtree(os.path.join(empty, "done"))
-    assert store.check_output(empty, SPEC, False) is True
+    with pytest.raises(store.DamagedStoreError, match="'done' is missing"):
+        store.check_output(empty, SPEC, False)
+    lost = str(tmp_path / "lost.zarr")
+    store.create(lost, SPEC)
+    chunk = next(os.path.join(root, f) for root, _, files in os.walk(os.path.join(lost, "auc"))
+                 for f in files if f != "zarr.json")
+    os.remove(chunk)
+    with pytest.raises(store.DamagedStoreError, match="the chunk auc/c/.* is missing"):
+        store.check_output(lost, SPEC, False)
+    with pytest.raises(store.DamagedStoreError, match="the chunk auc/c/.* is missing"):
+        store.open_cube(lost)
 
 
 def test_check_output(tmp_path, cube):

@@ -25,12 +25,13 @@ import xarray as xr
 
 from ..provenance import provenance
 from ..stores import atomic
-from ..stores.zarr_format import DamagedStoreError
+from ..stores.zarr_format import ALL_CHUNKS, DamagedStoreError, missing_chunk
 from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = "onebit-dask/sweep"
-FORMAT_VERSION = 3  # 3: the spec's ``method`` is the cube's ``estimator`` dimension
+FORMAT_VERSION = 4  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
+#                     4: every chunk is written at creation, so a missing one is damage
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
@@ -144,10 +145,12 @@ def _quiet_zarr():
 
 
 def _build(path: str, spec: SweepSpec) -> None:
-    """Write the empty cube at ``path``: coordinates, attributes, arrays without chunks."""
+    """Write the empty cube at ``path``: coordinates, attributes, and arrays with every
+    chunk written (filled), so that a chunk missing later is a damaged store."""
     import zarr
 
-    _coords(spec).to_zarr(path, mode="a", zarr_format=3, consolidated=False)  # a new store
+    _coords(spec).to_zarr(path, mode="a", zarr_format=3, consolidated=False,  # a new store
+                          write_empty_chunks=True)
     group = zarr.open_group(path, mode="r+")
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
@@ -156,11 +159,22 @@ def _build(path: str, spec: SweepSpec) -> None:
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
         if name in STRINGS:
             dtype, fill = f"<U{STRING_LENGTH}", ""
-        group.create_array(
+        array = group.create_array(
             name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
-            attributes=variable_attrs(name))
+            attributes=variable_attrs(name), config=ALL_CHUNKS)
+        array[...] = fill
+
+
+def missing_part(group) -> str | None:
+    """``"NAME/KEY"`` of the first chunk of the cube's ``group`` that is missing (every
+    chunk of a cube of format 4 is written when it is created), or ``None``."""
+    for name, array in group.arrays():
+        gone = missing_chunk(array)
+        if gone is not None:
+            return f"{name}/{gone[2]}"
+    return None
 
 
 def dims(spec: SweepSpec) -> tuple:
@@ -246,8 +260,6 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
     problem = damage(path, spec)
     if problem is None:
         return False
-    if not _has_chunks(path):
-        return True  # nothing written yet: recreate it
     raise DamagedStoreError(f"the store {path!r} is damaged ({problem}): run again with "
                             "--overwrite to recompute it, or choose another --out")
 
@@ -259,15 +271,6 @@ def _ours_without_attributes(path: str) -> bool:
         if any(f != "zarr.json" for f in files):
             return False
     return True
-
-
-def _has_chunks(path: str) -> bool:
-    """Whether any result variable has a chunk written (coordinates do not count)."""
-    for name in VARIABLES:
-        for _, _, files in os.walk(os.path.join(path, name)):
-            if any(f != "zarr.json" for f in files):
-                return True
-    return False
 
 
 def damage(path: str, spec: SweepSpec) -> str | None:
@@ -283,6 +286,9 @@ def damage(path: str, spec: SweepSpec) -> str | None:
             want = (*spec.shape, spec.n_iterations) if name in ITERATION_VARIABLES else spec.shape
             if group[name].shape != want:
                 return f"the array {name!r} has shape {group[name].shape}, expected {want}"
+        gone = missing_part(group)
+        if gone is not None:
+            return f"the chunk {gone} is missing"
         for name in FLAGS:
             group[name][...]
     except Exception as exc:  # unreadable metadata or chunks
@@ -368,7 +374,7 @@ class CubeWriter:
             import zarr
 
             group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
-            self.arrays = {name: group[name] for name in VARIABLES}
+            self.arrays = {name: group[name].with_config(ALL_CHUNKS) for name in VARIABLES}
         n_it = self.spec.n_iterations
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
         ctx = _quiet_zarr()
@@ -433,11 +439,20 @@ def _consolidated(path: str) -> bool:
 
 def open_cube(path) -> xr.Dataset:
     """The result cube as an xarray Dataset (lazy); a cube of format 2 or older has its
-    ``method`` dimension renamed ``estimator`` as it is opened."""
+    ``method`` dimension renamed ``estimator`` as it is opened. A cube of format 4 with a
+    chunk missing is refused (:class:`DamagedStoreError`)."""
+    import zarr
+
     path = os.fspath(path)
     ctx = _quiet_zarr()
     try:
         ds = xr.open_zarr(path, consolidated=_consolidated(path))
+        if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) >= 4:
+            gone = missing_part(zarr.open_group(path, mode="r", use_consolidated=False))
+            if gone is not None:
+                raise DamagedStoreError(
+                    f"the result cube {path!r} is damaged: the chunk {gone} is missing; "
+                    "run its sweep again with --overwrite to recompute it")
     finally:
         ctx.__exit__(None, None, None)
     if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
