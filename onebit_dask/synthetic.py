@@ -97,10 +97,14 @@ def _truth_rows(d1: int, d2: int, rank: int, seed: int, lo: int, hi: int):
 
 
 def _check_rate(name: str, value) -> float:
-    value = check_float(name, value, low=0.0, high=1.0, high_open=True)
-    if value == 0.0:
-        raise ValueError(f"{name}={value} is not allowed: {name} must be in (0, 1)")
-    return value
+    """A rate in the open interval ``(0, 1)`` (one message for every value outside it)."""
+    try:
+        rate = check_float(name, value, low=0.0, high=1.0, high_open=True)
+    except ValueError:
+        rate = 0.0
+    if rate == 0.0:
+        raise ValueError(f"{name}={_show(value)} is not allowed: {name} must be in (0, 1)")
+    return rate
 
 
 def check_positive_rate(value):

@@ -273,8 +273,8 @@ def test_positive_rate_is_part_of_the_problem():
 
 
 @pytest.mark.parametrize("value, match", [
-    (0, r"positive_rate=0.0 is not allowed: positive_rate must be in \(0, 1\)"),
-    (1.0, r"positive_rate=1.0 is not allowed: positive_rate must be in \[0.0, 1.0\)"),
+    (0, r"positive_rate=0 is not allowed: positive_rate must be in \(0, 1\)"),
+    (1.0, r"positive_rate=1.0 is not allowed: positive_rate must be in \(0, 1\)"),
     (-0.1, "positive_rate=-0.1"),
     (float("nan"), "positive_rate=nan"),
     ((0.3, 0.1), r"positive_rate=\(0.3, 0.1\) is not allowed: .*P_MIN <= P_MAX"),
