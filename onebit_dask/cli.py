@@ -356,12 +356,19 @@ def _run_predict(args) -> int:
                              f"{attrs['n_labels']} (the model's labels)")
         if args.rows < 1:
             raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
-        source = ZarrSource(args.data)
-        if source.d1 != attrs["n_features_in"]:
-            raise ValueError(f"--data={args.data!r} has {source.d1} features, but the model "
-                             f"was fitted with {attrs['n_features_in']}")
-        n = min(args.rows, source.n)
-        X = ZarrShard(source.path, 0, n, (0, source.d2)).load()[0]
+        if os.path.isfile(os.fspath(args.data)):  # an XC/svmlight file: its features
+            from .data.xc import read_xc
+
+            X = read_xc(os.fspath(args.data), n_features=attrs["n_features_in"])[0]
+            n = min(args.rows, X.shape[0])
+            X = X[:n]
+        else:
+            source = ZarrSource(args.data)
+            if source.d1 != attrs["n_features_in"]:
+                raise ValueError(f"--data={args.data!r} has {source.d1} features, but the "
+                                 f"model was fitted with {attrs['n_features_in']}")
+            n = min(args.rows, source.n)
+            X = ZarrShard(source.path, 0, n, (0, source.d2)).load()[0]
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     with _client(**target, timeout=args.connect_timeout, quiet=True,

@@ -104,3 +104,28 @@ def test_fit_positive_rate(capsys):
     assert main([*SMALL, "--quiet", "--positive-rate", "0:0.3"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "positive_rate[0]=0.0 is not allowed" in err
+
+
+def test_predict_takes_the_files_fit_takes(tmp_path):
+    """``predict --data FILE`` reads an XC file's features (as ``fit --data`` does): its top
+    labels are those of the saved model's scores."""
+    import os
+
+    import numpy as np
+
+    from onebit_dask import OneBitMultiLabel
+    from onebit_dask.data.xc import read_xc
+
+    data = os.path.join(os.path.dirname(__file__), "data")
+    model = str(tmp_path / "m.zarr")
+    fitted = run_main("fit", "--data", os.path.join(data, "emotions_train.txt"), "--rank", 2,
+                      "--batch-size", 2000, "--n-iter", 2, "--workers", 0, "--quiet",
+                      "--save", model)
+    assert fitted.returncode == 0, fitted.stderr
+    test = os.path.join(data, "emotions_test.txt")
+    out = run_main("predict", model, "--data", test, "--rows", 5, "--top-k", 3, "--json",
+                   "--workers", 0)
+    assert out.returncode == 0, out.stderr
+    scores = OneBitMultiLabel.load(model).decision_function(read_xc(test)[0][:5])
+    assert json.loads(out.stdout)["labels"] == np.argsort(
+        -scores, axis=1, kind="stable")[:, :3].tolist()
