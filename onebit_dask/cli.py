@@ -585,7 +585,7 @@ def _run_report(args) -> int:
         args.writes = args.plots
     try:
         text, paths = report(args.store, args.plots, progress=not args.quiet)
-    except TooManyFacets as exc:
+    except (TooManyFacets, FileExistsError) as exc:  # a user's file where a figure goes
         raise UsageError(str(exc)) from None
     print(text)
     for path in paths:

@@ -186,3 +186,21 @@ def test_datasets_that_set_batch_size_and_names_with_slashes_plot(tmp_path):
         assert os.path.isfile(p)
     assert sorted(os.listdir(plots)) == sorted(os.path.basename(p) for p in paths)
     assert not (tmp_path / "up").exists()
+
+
+def test_plots_never_replace_a_users_file(tmp_path, capsys, cube):
+    """A figure's name taken by a file ``report`` did not write: exit 2, one line, the
+    file untouched; the figures it wrote itself are replaced on the next report."""
+    from onebit_dask.cli import main
+
+    plots = tmp_path / "plots"
+    assert main(["report", cube, "--plots", str(plots), "--quiet"]) == 0
+    assert main(["report", cube, "--plots", str(plots), "--quiet"]) == 0  # ours: replaced
+    capsys.readouterr()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "auc_per_method.png").write_text("keep")
+    assert main(["report", cube, "--plots", str(mine), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "was not written by onebit-dask" in err
+    assert (mine / "auc_per_method.png").read_text() == "keep"

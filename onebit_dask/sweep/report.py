@@ -494,13 +494,33 @@ def _auc_per_method(cells, where, directory, suffix):
     return _save(fig, directory, f"auc_per_method{suffix}.png")
 
 
+FIGURE_SOFTWARE = "onebit-dask report"
+"""The PNG ``Software`` text of every figure ``report`` writes: a file of that name in the
+figures' directory is replaced only if it carries it (nothing of the user's is lost)."""
+
+
+def _ours(path: str) -> bool:
+    """Whether the file at ``path`` is a figure ``report`` wrote."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            return image.info.get("Software") == FIGURE_SOFTWARE
+    except (OSError, ValueError):
+        return False
+
+
 def _save(fig, directory, name) -> str:
     import matplotlib.pyplot as plt
 
     path = os.path.join(os.fspath(directory), name)
-    fig.tight_layout()
     try:
-        fig.savefig(path, dpi=110)
+        if os.path.lexists(path) and not _ours(path):
+            raise FileExistsError(f"--plots: {path!r} exists and was not written by "
+                                  "onebit-dask report: move it away or choose another "
+                                  "directory")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110, metadata={"Software": FIGURE_SOFTWARE})
     finally:
         plt.close(fig)
     return path
