@@ -175,8 +175,11 @@ class ZarrSource:
     planted = None
 
     def __init__(self, path):
+        from .stores import paths
+
         self.path = os.fspath(path)
-        if not os.path.isdir(self.path):
+        if not (paths.exists(self.path) if paths.is_url(self.path)
+                else os.path.isdir(self.path)):
             raise FileNotFoundError(f"data={self.path!r} does not exist: write one with "
                                     "onebit_dask.io.write_observations")
         try:

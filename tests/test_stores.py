@@ -165,3 +165,21 @@ def test_s3_model_and_observations(s3):
     s3.rm("bucket/m.zarr/zarr.json")
     with pytest.raises(ValueError, match="not an onebit-dask model store"):
         OneBitMultiLabel.load(url)
+
+
+def test_fit_reads_an_observations_store_at_a_url():
+    """``fit("memory://...")`` reads the store through zarr's store API and equals the fit
+    of the same observations in memory, bit for bit."""
+    import numpy as np
+
+    from onebit_dask import OneBitMultiLabel
+    from onebit_dask.io import write_observations
+
+    rng = np.random.default_rng(0)
+    X, labels = rng.standard_normal((3000, 10)), rng.integers(0, 5, 3000)
+    y = rng.choice([-1, 1], 3000)
+    write_observations("memory://fit-obs.zarr", X, labels, y, n_labels=5)
+    params = dict(batch_size=1000, n_iter=2, random_state=0)
+    remote = OneBitMultiLabel(2, **params).fit("memory://fit-obs.zarr")
+    local = OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=5)
+    np.testing.assert_array_equal(remote.Q_, local.Q_)
