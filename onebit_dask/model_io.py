@@ -43,7 +43,7 @@ import platform
 import numpy as np
 import zarr
 
-from .engine.blocks import Block
+from .engine.blocks import THRESHOLD_SLOTS as LABEL_SLOTS, Block
 from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, check_array,
                                  check_finite, format_attrs)
@@ -51,9 +51,6 @@ from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, check_arra
 FORMAT = "onebit-dask/model"
 VERSION = 2  # 2: checksums, dimension names, rng_state integers as decimal strings
 SLOTS = ("Q", "V", "B")
-LABEL_SLOTS = ("b", "p", "v")
-"""The thresholded model's per-label arrays (``threshold="estimated"``): thresholds,
-shares of positive bits and their variances (``inf`` for a label without bits yet)."""
 CHUNK_ROWS = 65_536  # label rows per chunk of a block's arrays
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 TOP_DIMS = ("feature", "component")
