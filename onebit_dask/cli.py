@@ -273,7 +273,7 @@ def _check_model_options(args, est, source) -> dict:
     """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
     arguments of ``fit``."""
     from .model_io import check_target, store_path
-    from .persist import Checkpoint, fingerprint
+    from .persist import Checkpoint
 
     if args.save is not None:
         check_target(args.save, overwrite=False, kind="model", name="--save")
@@ -284,7 +284,8 @@ def _check_model_options(args, est, source) -> dict:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint PATH")
         return {}
-    Checkpoint(args.checkpoint, args.checkpoint_every, fingerprint(est, source.identity()))
+    Checkpoint(args.checkpoint, args.checkpoint_every, est.get_params(deep=False),
+               source.identity())
     return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
 
 
@@ -388,7 +389,7 @@ def _run_predict(args) -> int:
 
 
 def _run_evaluate(args) -> int:
-    from .persist import problem_from
+    from .data.problems import problem_from
 
     target, attrs = _load_model(args)
     try:

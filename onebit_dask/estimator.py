@@ -1,37 +1,31 @@
-"""The scikit-learn style estimator :class:`OneBitMultiLabel`."""
+"""The scikit-learn style estimator :class:`OneBitMultiLabel`: its parameters, data
+checks and API. The fit loop is :mod:`onebit_dask.fitting`; where the label blocks live,
+:mod:`onebit_dask.engine.placement`; saving and loading, :mod:`onebit_dask.persist`."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import time
+from dataclasses import replace
 from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from . import metrics
+from . import fitting, persist
 from ._base import FactorPredictor
-from ._validation import (RANDOM_STATE, as_generator, check_int, check_observations, check_rank,
-                          validate_params)
-from .algorithm import init_dense, init_randomized, step
-from .engine import LocalEngine, make_engine
-from .engine.blocks import Evaluation, StepModel, best_k, evaluation_pieces, rows_of, top_k
-from .kernels import one_blas_thread, step_size
-from . import persist
+from ._validation import RANDOM_STATE, check_int, check_observations, check_rank, validate_params
 from .data.arrays import ArraySource
 from .data.heldout import HeldOut
 from .data.inputs import as_source
 from .data.source import warn_if_cycling
-from .persist import Checkpoint, fingerprint
-from .progress import StepProgress
+from .engine import LocalEngine, placement
+from .engine.blocks import best_k, evaluation_pieces, top_k
+from .engine.placement import use_client
 from .synthetic import FullObservationProblem, SyntheticProblem
 
-DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
-KEEP_LOCAL_LIMIT = 3_000_000  # label-side numbers (Q, V, B; 24 MB) gathered here after a fit
-GATHER_LIMIT = 50_000_000  # label-side numbers Q_, V_ or B_ may gather
-PICKLE_LIMIT = KEEP_LOCAL_LIMIT * 10  # label-side numbers (Q, V, B) pickling may gather (240 MB)
+__all__ = ["OneBitMultiLabel", "check_params", "use_client"]
+
+PICKLE_LIMIT = placement.KEEP_LOCAL_LIMIT * 10  # label-side numbers pickling may gather (240 MB)
 
 PARAMETER_CONSTRAINTS = {
     "rank": [Interval(Integral, 1, None, closed="left")],
@@ -73,41 +67,6 @@ def check_params(params: dict, d1: int, d2: int) -> None:
     validate_params(PARAMETER_CONSTRAINTS, params, "OneBitMultiLabel")
     if "rank" in params:
         check_rank(params["rank"], d1, d2)
-
-
-_CLIENT = contextvars.ContextVar("onebit_dask_client", default=None)
-
-
-@contextlib.contextmanager
-def use_client(client):
-    """Run the fits inside on ``client`` (``engine="auto"`` or ``"dask"``), in this thread
-    or task only.
-
-    Like ``client.as_current()``, without its change of dask's global scheduler setting,
-    which threads entering and leaving it at once can leave behind (here, several threads
-    each fit on the cluster).
-    """
-    token = _CLIENT.set(client)
-    try:
-        yield client
-    finally:
-        _CLIENT.reset(token)
-
-
-def current_client():
-    """The client of :func:`use_client`, else the current default ``distributed.Client``
-    (``distributed.default_client()``), else ``None``. distributed is imported only here,
-    and only if installed."""
-    if _CLIENT.get() is not None:
-        return _CLIENT.get()
-    try:
-        from distributed import default_client
-    except ImportError:
-        return None
-    try:
-        return default_client()
-    except ValueError:  # no client
-        return None
 
 
 class OneBitMultiLabel(FactorPredictor, BaseEstimator):
@@ -233,23 +192,6 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
-    # -- parameters -----------------------------------------------------------
-    def _check_params(self, d1: int, d2: int) -> None:
-        """The parameter table (``_validate_params``) and ``rank <= min(d1, d2)``."""
-        self._validate_params()
-        check_rank(self.rank, d1, d2)
-
-    def _make_engine(self):
-        """The engine ``engine`` names: in-process, or on the current default client."""
-        if self.engine == "local":
-            return LocalEngine()
-        client = current_client()
-        if client is None and self.engine == "dask":
-            raise ValueError("engine='dask' is not allowed without a Dask client: create one "
-                             "(distributed.Client(...) becomes the default) or run inside "
-                             "`with client.as_current():`, or pass engine='local' or 'auto'")
-        return make_engine(client)
-
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, Y=None, bits=None, *, n_labels=None, eval_set=None, checkpoint=None,
             checkpoint_every=None):
@@ -312,7 +254,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._set_feature_names(X)
         self._validate_params()  # the table, before the data are read
         source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
-        self._check_params(source.d1, source.d2)
+        check_rank(self.rank, source.d1, source.d2)
         heldout = None
         if eval_set is not None:
             if source.planted is not None:
@@ -321,8 +263,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             heldout = HeldOut(eval_set, source.d1, source.d2)
         warn_if_cycling(source, self.batch_size, self.n_iter + 1)
         data = source.identity()
-        return self._fit_source(source, data, self._checkpoint(checkpoint, checkpoint_every,
-                                                               data), heldout)
+        params = self.get_params(deep=False)
+        if checkpoint is not None:  # checked now, before any work
+            checkpoint = persist.Checkpoint(checkpoint, checkpoint_every, params, data)
+        self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
+                                      data))
+        engine = placement.engine_named(self.engine)
+        fitting.fit_source(fitting.FitSettings.of(params), self._state, engine, source,
+                           checkpoint, heldout)
+        return self
 
     def partial_fit(self, X, labels, y, *, n_labels=None):
         """One step on the batch ``(X, labels, y)`` (the first call initialises); ``X``
@@ -346,197 +295,82 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             n_labels = self.n_labels_
         X = self._validate_X(X, reset=first)
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
-        self._check_params(X.shape[1], d2)
+        self._validate_params()
+        check_rank(self.rank, X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
-        engine = self._make_engine()
+        engine = placement.engine_named(self.engine)
         if first:
-            self._start(X.shape[1], d2)
-            engine.start(self._bounds)
+            self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))
+            engine.start(self._state.bounds)
         else:
-            engine = self._blocks_on(engine)
-        self._advance(engine, *self._prepare(engine, shards), None, None, None)
-        self._keep(engine)
+            engine = placement.moved_to(self._state.blocks, engine)
+        fitting.partial_step(fitting.FitSettings.of(self.get_params(deep=False)), self._state,
+                             engine, shards)
         return self
 
-    # -- internals ------------------------------------------------------------------
-    def _checkpoint(self, path, every, data):
-        """The fit's :class:`~onebit_dask.persist.Checkpoint` (checked now), or ``None``."""
-        return None if path is None else Checkpoint(path, every, fingerprint(self, data))
+    # -- the fitted state (a fitting.FitState) ----------------------------------------
+    def _begin(self, state) -> None:
+        """Start from ``state``, forgetting an earlier fit."""
+        self._state = state
+        self.n_features_in_ = state.d1
 
-    def _start(self, d1, d2):
-        for attr in ("A_", "_top", "_blocks"):
-            self.__dict__.pop(attr, None)
-        self.n_features_in_, self.n_labels_ = d1, d2
-        self.n_steps_ = -1  # the first batch initialises
-        self.n_samples_seen_ = 0
-        self.history_ = []
-        self._fit_s = 0.0
-        self._data = None  # what fit ran on (saved with the model)
-        self._rng = as_generator(self.random_state)
-        n_blocks = min(self.n_shards, d2)
-        self._bounds = [s * d2 // n_blocks for s in range(n_blocks + 1)]
+    def _fitted_state(self, name: str):
+        state = self.__dict__.get("_state")
+        if state is None or state.top is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} "
+                                 "(not fitted)")
+        return state
 
-    def _prepare(self, engine, shards):
-        """The per-block data of a batch and its number of observations."""
-        return engine.prepare(shards, self._bounds), sum(sh.n_obs for sh in shards)
+    @property
+    def A_(self) -> np.ndarray:
+        """Feature factor ``(d1, 2 rank)`` of ``W = A_ B_^T`` (``= Q_[:d1]``)."""
+        return self._fitted_state("A_").top.Q
 
-    def _fit_source(self, source, data=None, checkpoint=None, heldout=None):
-        if checkpoint is None:
-            return self._run_source(source, data, None, heldout)
-        with checkpoint:  # its one writer, from resume to the last write
-            return self._run_source(source, data, checkpoint, heldout)
+    @property
+    def n_labels_(self) -> int:
+        """``d2``."""
+        return self._fitted_state("n_labels_").d2
 
-    def _run_source(self, source, data, checkpoint, heldout):
-        self._start(source.d1, source.d2)
-        self._data = data
-        engine = self._make_engine()
-        first = 0  # the first iteration to run
-        if checkpoint is not None and checkpoint.resume(self, engine):
-            first = self.n_steps_ + 1
-        else:
-            engine.start(self._bounds)
-        source = source.place(engine, self._bounds)
-        batches = lambda t: source.batch(t, self.batch_size, self.n_shards)  # noqa: E731
-        problem, evaluation = source.planted, None
-        if problem is not None:
-            self._test_set = problem.test_set()
-            evaluation = self._evaluations(problem, self._test_set.labels)
-        ranking = None
-        if heldout is not None:
-            heldout.place(engine, self._bounds)
-            ranking = (heldout, source.propensities())
-        with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
-            upcoming = self._prepare(engine, batches(first)) if first <= self.n_iter else None
-            for t in range(first, self.n_iter + 1):
-                current = upcoming
-                if t < self.n_iter and engine.prefetches:
-                    # the Dask engine loads batch t + 1 (user data) while step t runs
-                    upcoming = self._prepare(engine, batches(t + 1))
-                last = t == self.n_iter
-                due = last or (self.eval_every and t % self.eval_every == 0)
-                self._advance(engine, *current, source, evaluation if due else None,
-                              ranking if due else None)
-                del current
-                if checkpoint is not None and checkpoint.due(t, last):
-                    checkpoint.write(self, engine)
-                if t < self.n_iter and not engine.prefetches:
-                    upcoming = self._prepare(engine, batches(t + 1))
-                bar.update(self.history_[-1])
-        self._keep(engine)
-        return self
+    @property
+    def n_steps_(self) -> int:
+        """Steps done after the initialisation."""
+        return self._fitted_state("n_steps_").n_steps
 
-    def _advance(self, engine, data, n_obs, source, evaluation, ranking):
-        """Initialise (first batch) or take one step, then record the iteration (with the
-        planted truth's ``evaluation`` and the held-out ``ranking = (heldout,
-        propensities)`` metrics when given)."""
-        projection = (lambda A=None: None) if source is None else source.projection
-        start = time.perf_counter()
-        traffic = engine.bytes_sent + engine.bytes_received
-        with one_blas_thread():  # small products: no thread start-up
-            n_active, outs = self._update(engine, data, n_obs, projection, evaluation)
-        self.n_steps_ += 1
-        self.n_samples_seen_ += n_obs
-        self._fit_s += time.perf_counter() - start
-        record = {"iteration": self.n_steps_, "n_samples": self.n_samples_seen_,
-                  "n_active": n_active, "fit_s": self._fit_s,
-                  "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
-        if evaluation is not None:
-            record.update(self._metrics(source.planted, self._test_set, outs))
-        if ranking is not None:
-            with one_blas_thread():
-                record.update(ranking[0].metrics(engine, self.A_, ranking[1]))
-        self.history_.append(record)
+    @property
+    def n_samples_seen_(self) -> int:
+        """Observations used, the initial batch included."""
+        return self._fitted_state("n_samples_seen_").n_samples_seen
 
-    def _update(self, engine, data, n_obs, projection, evaluation):
-        """The initialisation or one step; returns ``(n_active, the blocks' evaluation
-        pieces)``."""
-        d1, d2 = self.n_features_in_, self.n_labels_
-        if self.n_steps_ < 0:
-            model = StepModel(None, projection(None), self.threshold == "estimated")
-            if self._dense_init(d1, d2):
-                self._top, outs = init_dense(engine, data, model, n_obs, d1, d2, self.rank,
-                                             self._bounds, evaluation)
-            else:
-                self._top, outs = init_randomized(engine, data, model, n_obs, d1, d2, self.rank,
-                                                  self._rng, self.init_power_iter, evaluation)
-            n_active = n_obs
-        else:
-            eta = step_size(self.step, self.n_steps_)
-            model = StepModel(self.A_, projection(self.A_), self.threshold == "estimated")
-            self._top, n_active, outs = step(engine, data, model, self._top, n_obs, d2, eta,
-                                             evaluation)
-        self.A_ = self._top.Q
-        return n_active, outs
+    @property
+    def history_(self) -> list:
+        """One record per iteration (see the class docstring)."""
+        return self._fitted_state("history_").history
 
-    def _metrics(self, problem, test_set, outs) -> dict:
-        """The test metrics from the blocks' evaluation pieces (``[gram, B rows]`` each)."""
-        gram = sum(o[0] for o in outs)
-        B_eval = np.concatenate([o[1] for o in outs])
-        b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
-        return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], self.A_, gram,
-                                         B_eval, self.n_labels_, b_eval=b_eval)
-
-    def _dense_init(self, d1: int, d2: int) -> bool:
-        return self.init_svd == "dense" or (self.init_svd == "auto" and d1 * d2 <= DENSE_INIT_LIMIT)
-
-    # -- where the label blocks live ----------------------------------------------------
-    def _keep(self, engine) -> None:
-        """Keep the blocks: in this process when they are small (the model outlives the
-        client), else where they are (save the model before closing the client)."""
-        small = self.n_labels_ * self.A_.shape[1] * 3 <= KEEP_LOCAL_LIMIT
-        self._blocks = engine.local() if small else engine
-
-    def _blocks_on(self, engine):
-        """The fitted blocks, moved to ``engine`` if they live elsewhere."""
-        held = self._live_blocks()
-        if type(held) is type(engine) and getattr(held, "client", None) is getattr(
-                engine, "client", None):
-            return held
-        if hasattr(engine, "adopt"):
-            engine.adopt(held.blocks())
-            return engine
-        return held.local()
+    def _label_rows(self, slot: str, labels=None) -> np.ndarray:
+        """Rows of a label-side slot, gathered block by block (all, or ``labels``')."""
+        self._check_fitted()
+        state = self._state
+        return placement.label_rows(state.blocks, slot, state.d2, state.width, labels)
 
     def _live_blocks(self):
         self._check_fitted()
-        blocks = self._blocks
-        client = getattr(blocks, "client", None)
-        if client is not None and client.status != "running":
-            raise RuntimeError(
-                f"this model's {len(blocks.handles)} label blocks lived on a Dask cluster that "
-                "is gone (its client is closed): call save(path) before closing the client, "
-                "or refit")
-        return blocks
-
-    def _label_rows(self, slot: str, labels=None) -> np.ndarray:
-        """Rows of a label-side slot (``"Q"``, ``"V"``, ``"B"``), gathered block by block."""
-        if labels is None:
-            size = self.n_labels_ * self.A_.shape[1]
-            if size > GATHER_LIMIT:
-                raise MemoryError(
-                    f"{slot}_ would gather {size} numbers ({self.n_labels_} labels x "
-                    f"{self.A_.shape[1]}) into this process (> {GATHER_LIMIT}): use "
-                    "decision_function(X, labels=...), predict_top_k(X, k) or save(path), "
-                    "which work block by block")
-        if labels is None:
-            return np.concatenate(self._live_blocks().map(rows_of, slot))
-        uniq, inverse = np.unique(labels, return_inverse=True)
-        return np.concatenate(self._live_blocks().map(rows_of, slot, uniq))[inverse]
+        return placement.live(self._state.blocks)
 
     @property
     def Q_(self) -> np.ndarray:
         """Orthonormal basis ``(d1 + d2, 2 rank)`` of the dilation (gathered)."""
-        return np.vstack([self._top.Q, self._label_rows("Q")])
+        self._check_fitted()
+        return np.vstack([self._state.top.Q, self._label_rows("Q")])
 
     @property
     def V_(self) -> np.ndarray:
         """``M_dil Q_`` of the last step, ``(d1 + d2, 2 rank)`` (gathered)."""
-        return np.vstack([self._top.V, self._label_rows("V")])
+        self._check_fitted()
+        return np.vstack([self._state.top.V, self._label_rows("V")])
 
     @property
     def B_(self) -> np.ndarray:
         """Label factor ``(d2, 2 rank)`` of ``W = A_ B_^T`` (gathered)."""
-        self._check_fitted()
         return self._label_rows("B")
 
     def _B_rows(self, labels):
@@ -588,14 +422,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              f"fitted with d1={self.n_features_in_}, d2={self.n_labels_}: "
                              "pass a problem of the same shape")
         test_set = problem.test_set()
-        outs = self._live_blocks().map(evaluation_pieces,
-                                       per_block=self._evaluations(problem, test_set.labels))
-        return self._metrics(problem, test_set, outs)
-
-    def _evaluations(self, problem, labels) -> list:
-        """One :class:`Evaluation` per label block: the evaluated labels it owns."""
-        return [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
-                for lo, hi in zip(self._bounds[:-1], self._bounds[1:])]
+        per_block = fitting.evaluations(problem, test_set.labels, self._state.bounds)
+        outs = self._live_blocks().map(evaluation_pieces, per_block=per_block)
+        return fitting.planted_metrics(problem, test_set, self.A_, self.n_labels_, outs)
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path, *, overwrite=False) -> str:
@@ -616,7 +445,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         str
             The absolute path of the store.
         """
-        return persist.save(self, path, overwrite)
+        self._check_fitted()
+        return persist.save(path, overwrite, self.get_params(deep=False), self._state,
+                            self._live_blocks())
 
     @classmethod
     def load(cls, path, engine="auto"):
@@ -636,7 +467,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         OneBitMultiLabel
             Predicts exactly as the saved model (same ``A_``, ``B_``, scores).
         """
-        return persist.load(cls, path, engine)
+        path, attrs = persist.open_model(path)
+        est = cls(**{**attrs["params"], "engine": engine})
+        est._validate_params()
+        engine = placement.engine_named(est.engine)
+        state = fitting.restored(persist.read_state(path, attrs, engine))
+        fitting.keep(state, engine)
+        est._begin(state)
+        return est
 
     # -- pickling ------------------------------------------------------------------------
     def __getstate__(self):
@@ -644,13 +482,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         cluster pickles and unpickles anywhere (in-process blocks). Refused above
         ``PICKLE_LIMIT`` label-side numbers: :meth:`save` writes those block by block."""
         state = dict(super().__getstate__())  # a copy: the model keeps its blocks where they are
-        blocks = state.get("_blocks")
-        if blocks is not None and not isinstance(blocks, LocalEngine):
-            size = 3 * self.n_labels_ * self.A_.shape[1]
+        fitted = state.get("_state")
+        if fitted is not None and fitted.blocks is not None and not isinstance(
+                fitted.blocks, LocalEngine):
+            size = 3 * fitted.d2 * fitted.width
             if size > PICKLE_LIMIT:
                 raise ValueError(
                     f"this model's label blocks hold {size} numbers (> {PICKLE_LIMIT}) on a "
                     "Dask cluster: pickling would gather them into this process; use "
                     "save(path) and OneBitMultiLabel.load(path), which work block by block")
-            state["_blocks"] = self._live_blocks().local()
+            state["_state"] = replace(fitted, blocks=placement.live(fitted.blocks).local())
         return state

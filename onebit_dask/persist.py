@@ -1,8 +1,9 @@
 """What a saved model and a checkpoint hold, and when a checkpoint belongs to a fit.
 
 The storage itself (zarr, paths, the atomic swap) is :mod:`onebit_dask.model_io`; this
-module turns an estimator's fitted state into attrs and back, rebuilds the problem a fit
-runs on, and compares a checkpoint's fingerprint with the fit that wants to resume it.
+module turns a fit's state (:class:`onebit_dask.fitting.FitState`, handed in explicitly,
+read by its attribute names) and the estimator's parameters into attrs and back, and
+compares a checkpoint's fingerprint with the fit that wants to resume it.
 """
 
 from __future__ import annotations
@@ -36,18 +37,7 @@ def _jsonable(value):
     return json.loads(json.dumps(value, default=default))
 
 
-# -- what the fit runs on ---------------------------------------------------------------------
-def problem_from(data: dict | None):
-    """The :class:`SyntheticProblem` a model was fitted on, or ``None``."""
-    from .synthetic import FullObservationProblem, SyntheticProblem
-
-    if not data or data.get("kind") not in ("SyntheticProblem", "FullObservationProblem"):
-        return None
-    if data["kind"] == "FullObservationProblem":
-        return FullObservationProblem(SyntheticProblem(**data["problem"]), data["n"])
-    return SyntheticProblem(**{k: v for k, v in data.items() if k != "kind"})
-
-
+# -- what decides a fit's numbers -----------------------------------------------------------
 def _random_state(value):
     """``random_state`` as JSON: an int or None as is, a generator by its state."""
     if value is None or isinstance(value, (int, np.integer)):
@@ -59,20 +49,21 @@ def _random_state(value):
     return repr(value)
 
 
-def saved_params(est) -> dict:
-    """``get_params()`` without ``engine``; a generator ``random_state`` is saved as None
-    (its state after the fit is not the seed of the fit)."""
-    params = {k: v for k, v in est.get_params(deep=False).items() if k != "engine"}
+def saved_params(params: dict) -> dict:
+    """The estimator's ``params`` (``get_params()``) without ``engine``; a generator
+    ``random_state`` is saved as None (its state after the fit is not the seed of the
+    fit)."""
+    params = {k: v for k, v in params.items() if k != "engine"}
     if not (params["random_state"] is None or isinstance(params["random_state"],
                                                          (int, np.integer))):
         params["random_state"] = None
     return _jsonable(params)
 
 
-def fingerprint(est, data: dict) -> dict:
-    """What decides a fit's numbers: the parameters (not ``engine``, ``progress``,
-    ``eval_every``) and the data's identity."""
-    params = {k: v for k, v in est.get_params(deep=False).items() if k not in FINGERPRINT_SKIP}
+def fingerprint(params: dict, data: dict) -> dict:
+    """What decides a fit's numbers: the estimator's ``params`` (not ``engine``,
+    ``progress``, ``eval_every``) and the data's identity."""
+    params = {k: v for k, v in params.items() if k not in FINGERPRINT_SKIP}
     params["random_state"] = _random_state(params["random_state"])
     return _jsonable({"params": params, "data": data})
 
@@ -95,38 +86,34 @@ def _differences(stored, current, prefix=""):
     return [f"{prefix.rstrip('.')}={_show(stored)} there, {_show(current)} here"]
 
 
-# -- the estimator's state ---------------------------------------------------------------------
-def model_attrs(est) -> dict:
-    """The attrs of a model store for the fitted ``est``."""
-    rng = getattr(est, "_rng", None)
+# -- a fit's state ----------------------------------------------------------------------------
+def model_attrs(params: dict, state) -> dict:
+    """The attrs of a model store for the estimator's ``params`` (:func:`saved_params`)
+    and the fitted ``state`` (a :class:`~onebit_dask.fitting.FitState`)."""
+    rng = state.rng
     return _jsonable({
-        "params": saved_params(est),
-        "n_features_in": est.n_features_in_, "n_labels": est.n_labels_,
-        "n_steps": est.n_steps_, "n_samples_seen": est.n_samples_seen_, "fit_s": est._fit_s,
-        "bounds": list(est._bounds), "history": est.history_,
-        "data": getattr(est, "_data", None),
+        "params": params,
+        "n_features_in": state.d1, "n_labels": state.d2,
+        "n_steps": state.n_steps, "n_samples_seen": state.n_samples_seen,
+        "fit_s": state.fit_s, "bounds": list(state.bounds), "history": state.history,
+        "data": state.data,
         "rng_state": None if rng is None else model_io.encode_rng_state(rng.bit_generator.state),
     })
 
 
-def restore(est, path: str, attrs: dict, engine) -> None:
-    """Set ``est``'s fitted state from the store at ``path``; its blocks start on
-    ``engine`` and read their own rows."""
-    from .algorithm import TopState
-
-    Q_top, V_top = model_io.read_top(path, attrs)
-    est.n_features_in_, est.n_labels_ = attrs["n_features_in"], attrs["n_labels"]
-    est.n_steps_, est.n_samples_seen_ = attrs["n_steps"], attrs["n_samples_seen"]
-    est.history_ = list(attrs["history"])
-    est._fit_s = attrs["fit_s"]
-    est._bounds = list(attrs["bounds"])
-    est._data = attrs.get("data")
+def read_state(path: str, attrs: dict, engine) -> dict:
+    """The state saved in the store at ``path`` (its checked ``attrs``), by the names of
+    :class:`~onebit_dask.fitting.FitState` (``top`` as ``(Q_top, V_top)``; ``rng``
+    ``None`` when none was saved); its blocks start on ``engine`` and read their own
+    rows."""
+    top = model_io.read_top(path, attrs)
     rng = model_io.rng_state(attrs, f"model store {path!r}")
-    if rng is not None:
-        est._rng = rng
     model_io.read_blocks(path, engine, attrs)
-    est._top = TopState(Q_top, V_top)
-    est.A_ = Q_top
+    return {"d1": attrs["n_features_in"], "d2": attrs["n_labels"],
+            "n_steps": attrs["n_steps"], "n_samples_seen": attrs["n_samples_seen"],
+            "history": list(attrs["history"]), "fit_s": attrs["fit_s"],
+            "bounds": list(attrs["bounds"]), "data": attrs.get("data"), "rng": rng,
+            "top": top}
 
 
 def _lock(path: str, writer: str):
@@ -145,10 +132,11 @@ class SaveError(RunError):
                          "removed) and the fitted model is still in memory: call save again")
 
 
-def save(est, path, overwrite: bool = False) -> str:
-    est._check_fitted()
+def save(path, overwrite: bool, params: dict, state, blocks) -> str:
+    """Write the fitted ``state`` (its label blocks on the engine ``blocks``) and the
+    estimator's ``params`` as a model store at ``path``; the absolute path."""
     path = model_io.check_target(path, overwrite=overwrite, kind="model")
-    attrs = model_attrs(est)
+    attrs = model_attrs(saved_params(params), state)
     with _lock(path, "save"):
         if not paths.is_url(path):
             atomic.recover(path, temporaries=True)
@@ -158,7 +146,7 @@ def save(est, path, overwrite: bool = False) -> str:
         if paths.exists(path):
             model_io.read_attrs(path, "path")  # a model store may be replaced, nothing else
         try:
-            model_io.write_store_atomic(path, est._top, est._live_blocks(), attrs)
+            model_io.write_store_atomic(path, state.top, blocks, attrs)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise
@@ -167,15 +155,10 @@ def save(est, path, overwrite: bool = False) -> str:
     return path
 
 
-def load(cls, path, engine="auto"):
+def open_model(path) -> tuple[str, dict]:
+    """``(path, attrs)`` of the model store at ``path`` (checked)."""
     path = model_io.store_path(path)
-    attrs = model_io.read_attrs(path)
-    est = cls(**{**attrs["params"], "engine": engine})
-    est._validate_params()
-    engine = est._make_engine()
-    restore(est, path, attrs, engine)
-    est._keep(engine)
-    return est
+    return path, model_io.read_attrs(path)
 
 
 # -- checkpoints -------------------------------------------------------------------------------
@@ -190,11 +173,12 @@ class Checkpoint:
     attributes, written last, hold the SHA-256 of every array, checked on resume.
     """
 
-    def __init__(self, path, every, fingerprint: dict):
+    def __init__(self, path, every, params: dict, data: dict):
         self.path = model_io.check_target(path, overwrite=False, kind="checkpoint",
                                           name="checkpoint")
         self.every = check_int("checkpoint_every", 1 if every is None else every, low=1)
-        self.fingerprint = fingerprint
+        self.fingerprint = fingerprint(params, data)
+        self.params = saved_params(params)
         self.lock = None
         found = self.path if paths.exists(self.path) else None
         if found is None and not paths.is_url(self.path):
@@ -239,25 +223,26 @@ class Checkpoint:
         if self.lock is not None:
             self.lock.release()
 
-    def resume(self, est, engine) -> bool:
-        """Restore ``est`` and ``engine``'s blocks from the checkpoint, if there is one;
-        a checkpoint that is not whole raises :class:`DamagedStoreError`."""
+    def resume(self, engine) -> dict | None:
+        """The checkpoint's state (:func:`read_state`, its blocks started on ``engine``),
+        or ``None`` when there is no checkpoint yet; a checkpoint that is not whole raises
+        :class:`DamagedStoreError`."""
         if self.attrs is None:
-            return False
+            return None
         try:
-            restore(est, self.path, self.attrs, engine)
+            return read_state(self.path, self.attrs, engine)
         except DamagedStoreError as exc:
             raise DamagedStoreError(f"checkpoint {self.path!r} cannot be resumed: {exc}; "
                                     f"{self._advice()}") from None
-        return True
 
     def due(self, t: int, last: bool) -> bool:
         return last or t % self.every == 0
 
-    def write(self, est, engine) -> None:
-        """The state after the iteration just done; each block written where it lives."""
-        attrs = {**model_attrs(est),
-                 "checkpoint": {"step": est.n_steps_, "fingerprint": self.fingerprint}}
+    def write(self, state, engine) -> None:
+        """The ``state`` after the iteration just done; each block written where it lives
+        (on ``engine``)."""
+        attrs = {**model_attrs(self.params, state),
+                 "checkpoint": {"step": state.n_steps, "fingerprint": self.fingerprint}}
         if self.lock is not None:
             self.lock.check()
-        model_io.write_store_atomic(self.path, est._top, engine, attrs)
+        model_io.write_store_atomic(self.path, state.top, engine, attrs)

@@ -19,8 +19,9 @@ import zarr
 from distributed import get_task_stream
 
 from test_cli_failures import read_only_dir, small_disk
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, fitting, model_io
 from onebit_dask.cli import main
+from onebit_dask.engine import placement
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.io import write_observations
 from onebit_dask.persist import SaveError
@@ -112,19 +113,19 @@ def test_save_and_load_on_cluster_each_block_by_its_worker(explicit_reference, c
                                                            monkeypatch):
     """Blocks kept on the workers (as for a large model) are written and read there."""
     reference = explicit_reference
-    monkeypatch.setattr(estimator, "KEEP_LOCAL_LIMIT", 0)
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)
     with cluster.as_current():
         est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT)
-    assert isinstance(est._blocks, DaskEngine)
+    assert isinstance(est._state.blocks, DaskEngine)
     workers = set(cluster.scheduler_info()["workers"])
-    holders = {w for h in est._blocks.handles for w in cluster.who_has(h)[h.key]}
+    holders = {w for h in est._state.blocks.handles for w in cluster.who_has(h)[h.key]}
     with get_task_stream(cluster) as ts:
         path = est.save(tmp_path / "model.zarr")
     assert _block_writers(ts.data, "write_block") == holders == workers
     with get_task_stream(cluster) as ts, cluster.as_current():
         on_cluster = OneBitMultiLabel.load(path, engine="dask")
     assert _block_writers(ts.data, "read_block") == workers
-    assert isinstance(on_cluster._blocks, DaskEngine)
+    assert isinstance(on_cluster._state.blocks, DaskEngine)
     assert_same_model(on_cluster, reference)
     monkeypatch.undo()
     assert_same_model(OneBitMultiLabel.load(path), reference)  # read in this process
@@ -184,7 +185,7 @@ def mark_as_ours(directory, token):
 # -- checkpoints -----------------------------------------------------------------------------
 KILLED_FIT = textwrap.dedent("""
     import sys, time
-    from onebit_dask import OneBitMultiLabel, SyntheticProblem, estimator, model_io
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem, fitting, model_io
 
     phase, path, sampler = sys.argv[1:]
     # hang at a known point, where the parent's SIGKILL lands
@@ -198,12 +199,12 @@ KILLED_FIT = textwrap.dedent("""
             return out
         model_io.write_block = hang_in_write
     else:  # ... after iteration 3, before its checkpoint
-        advance = estimator.OneBitMultiLabel._advance
-        def hang_after_step(self, *args):
-            advance(self, *args)
-            if self.n_steps_ == 3:
+        advance = fitting.advance
+        def hang_after_step(settings, state, *args):
+            advance(settings, state, *args)
+            if state.n_steps == 3:
                 time.sleep(120)
-        estimator.OneBitMultiLabel._advance = hang_after_step
+        fitting.advance = hang_after_step
     problem = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300, sampler=sampler)
     OneBitMultiLabel(2, batch_size=4000, n_iter=4, n_shards=4, random_state=0).fit(
         problem, checkpoint=path)
@@ -587,7 +588,7 @@ def test_rng_state_is_exact_for_every_json_reader(saved):
         assert isinstance(state["state"][key], str) and state["state"][key].isdigit()
     model = OneBitMultiLabel.load(saved)
     reference = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
-    assert model._rng.bit_generator.state == reference._rng.bit_generator.state
+    assert model._state.rng.bit_generator.state == reference._state.rng.bit_generator.state
 
 
 # -- one writer per checkpoint, resumed only when whole ---------------------------------------

@@ -26,7 +26,7 @@ from onebit_dask.baselines import (
     OneVsRestSVM,
     TraceNormMultiLabel,
 )
-from onebit_dask.engine import LocalEngine
+from onebit_dask.engine import LocalEngine, placement
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.estimator import check_params
 
@@ -163,7 +163,7 @@ def test_every_parameter_survives_clone_and_pickle(onebit):
     est = onebit[0]
     assert clone(est).get_params() == est.get_params()
     copy = pickle.loads(pickle.dumps(est))
-    assert isinstance(copy._blocks, LocalEngine)
+    assert isinstance(copy._state.blocks, LocalEngine)
     np.testing.assert_array_equal(copy.B_, est.B_)
     np.testing.assert_array_equal(copy.predict(onebit[4]), est.predict(onebit[4]))
 
@@ -188,15 +188,15 @@ def test_engine_dask_needs_a_client():
 def test_cluster_model_pickles_with_its_blocks_and_runs_on_a_worker(onebit, client2,
                                                                     monkeypatch):
     est, X, labels, y, X_test, _ = onebit
-    monkeypatch.setattr(estimator, "KEEP_LOCAL_LIMIT", 0)  # the blocks stay on the workers
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)  # the blocks stay on the workers
     with client2.as_current():
         on_cluster = OneBitMultiLabel(2, batch_size=2000, n_iter=2, random_state=0).fit(
             X, labels, y, n_labels=PROBLEM.d2)  # engine="auto": the current client
-    assert isinstance(on_cluster._blocks, DaskEngine)
+    assert isinstance(on_cluster._state.blocks, DaskEngine)
     np.testing.assert_array_equal(on_cluster.Q_, est.Q_)  # the same numbers
     copy = pickle.loads(pickle.dumps(on_cluster))
-    assert isinstance(copy._blocks, LocalEngine)
-    assert isinstance(on_cluster._blocks, DaskEngine)  # pickling does not move them
+    assert isinstance(copy._state.blocks, LocalEngine)
+    assert isinstance(on_cluster._state.blocks, DaskEngine)  # pickling does not move them
     np.testing.assert_array_equal(copy.predict_top_k(X_test, 3)[0],
                                   est.predict_top_k(X_test, 3)[0])
     np.testing.assert_array_equal(copy.Q_, est.Q_)
@@ -210,7 +210,7 @@ def test_cluster_model_pickles_with_its_blocks_and_runs_on_a_worker(onebit, clie
     # not the default one)
     local = OneBitMultiLabel(2, batch_size=2000, n_iter=2, random_state=0).fit(
         X, labels, y, n_labels=PROBLEM.d2)
-    assert isinstance(local._blocks, LocalEngine)
+    assert isinstance(local._state.blocks, LocalEngine)
 
 
 # -- validation ------------------------------------------------------------------------------

@@ -260,7 +260,7 @@ def test_positive_rate_is_part_of_the_problem():
     import json
 
     from onebit_dask import FullObservationProblem
-    from onebit_dask.persist import problem_from
+    from onebit_dask.data.problems import problem_from
 
     a = SyntheticProblem(5, 5, 1, positive_rate=[0.01, 0.2])
     assert a.positive_rate == (0.01, 0.2) and hash(a) == hash(dataclasses.replace(a))

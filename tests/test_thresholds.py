@@ -175,7 +175,7 @@ def test_zero_thresholds_take_the_papers_step_bit_for_bit():
         *batches[0], n_labels=d2)
     mine = copy.deepcopy(paper)
     mine.set_params(threshold="estimated")
-    blocks = mine._blocks
+    blocks = mine._state.blocks
     blocks.handles = [Block(h.lo, h.hi, {**h.slots, "b": np.zeros(h.hi - h.lo),
                                          "p": np.full(h.hi - h.lo, 0.5),
                                          "v": np.full(h.hi - h.lo, 0.01)})
@@ -184,7 +184,7 @@ def test_zero_thresholds_take_the_papers_step_bit_for_bit():
     mine.partial_fit(*batches[1])
     for name in ("Q_", "V_", "B_", "A_"):
         np.testing.assert_array_equal(getattr(mine, name), getattr(paper, name))
-    assert not np.array_equal(mine._blocks.handles[0].slots["p"], 0.5)  # shares took a step
+    assert not np.array_equal(mine._state.blocks.handles[0].slots["p"], 0.5)  # shares took a step
 
 
 def test_balanced_labels_errors_not_told_apart_from_the_papers():

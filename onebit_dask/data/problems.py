@@ -38,3 +38,13 @@ class ProblemSource:
 
     def propensities(self):
         return None
+
+
+def problem_from(data: dict | None):
+    """The problem whose :meth:`ProblemSource.identity` is ``data`` (as a saved model
+    holds it), or ``None`` when ``data`` is not a problem's."""
+    if not data or data.get("kind") not in ("SyntheticProblem", "FullObservationProblem"):
+        return None
+    if data["kind"] == "FullObservationProblem":
+        return FullObservationProblem(SyntheticProblem(**data["problem"]), data["n"])
+    return SyntheticProblem(**{k: v for k, v in data.items() if k != "kind"})

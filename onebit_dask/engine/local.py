@@ -6,7 +6,6 @@ Every block function runs with one BLAS thread, as on a Dask worker started with
 
 from __future__ import annotations
 
-
 from ..data.shards import Pieces
 from ..kernels import one_blas_thread
 from . import blocks as B
@@ -16,6 +15,7 @@ class LocalEngine:
     """Runs every block function here, block after block."""
 
     n_workers = 0
+    client = None  # no cluster
     prefetches = False
     bytes_sent = bytes_received = 0  # nothing travels
 
@@ -24,6 +24,10 @@ class LocalEngine:
 
     def start(self, bounds) -> None:
         self.handles = [B.new_block(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+    def adopt(self, blocks) -> None:
+        """Blocks from elsewhere (gathered from a cluster) held here from now on."""
+        self.handles = list(blocks)
 
     def share(self, value):
         """``value`` as the blocks' tasks see it (here: itself)."""

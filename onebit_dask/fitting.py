@@ -1,0 +1,260 @@
+"""The fit loop of :class:`~onebit_dask.estimator.OneBitMultiLabel`, as plain functions
+over an explicit state.
+
+The estimator checks its parameters and its data, builds a :class:`~onebit_dask.data.
+source.Source`, an engine (:mod:`onebit_dask.engine.placement`) and a fresh
+:class:`FitState`, and hands them to :func:`fit_source` (or :func:`partial_step`); these
+draw the batches, run the initialisation and the steps of :mod:`onebit_dask.algorithm`
+on the engine, record the history, write the checkpoints and leave the fitted state,
+label blocks included, in the :class:`FitState`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from . import metrics
+from ._validation import as_generator
+from .algorithm import TopState, init_dense, init_randomized, step
+from .engine import placement
+from .engine.blocks import Evaluation, StepModel
+from .kernels import one_blas_thread, step_size
+from .progress import StepProgress
+
+DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The estimator's parameters the fit loop reads (``OneBitMultiLabel``'s, which
+    documents them)."""
+
+    rank: int
+    batch_size: int
+    n_iter: int
+    step: str
+    n_shards: int
+    init_svd: str
+    init_power_iter: int
+    eval_every: int
+    progress: bool
+    threshold: str
+
+    @classmethod
+    def of(cls, params: dict) -> "FitSettings":
+        """The settings in ``params`` (``get_params()``; other keys are not the loop's)."""
+        return cls(**{f.name: params[f.name] for f in fields(cls)})
+
+    def dense_init(self, d1: int, d2: int) -> bool:
+        """Whether the initial SVD forms ``H0`` (``d1 x d2``) on the client."""
+        return self.init_svd == "dense" or (self.init_svd == "auto"
+                                            and d1 * d2 <= DENSE_INIT_LIMIT)
+
+
+@dataclass
+class FitState:
+    """A fit's state between steps, and a fitted model's.
+
+    Attributes
+    ----------
+    d1, d2 : int
+        Features and labels.
+    bounds : list of int
+        The label blocks' bounds: block ``s`` owns the labels ``[bounds[s], bounds[s+1])``.
+    rng : numpy.random.Generator or None
+        Seeds the randomised initial SVD (``None`` for a loaded model that saved none).
+    data : dict or None
+        What the fit ran on (``Source.identity()``; saved with the model).
+    top : TopState or None
+        The client's ``Q_top`` (``= A``) and ``V_top``; ``None`` before the initialisation.
+    blocks : engine or None
+        Where the fitted label blocks live (:func:`onebit_dask.engine.placement.keep`).
+    n_steps : int
+        Steps done after the initialisation (``-1`` before it).
+    n_samples_seen : int
+    fit_s : float
+        Cumulative training time.
+    history : list of dict
+        One record per iteration (``OneBitMultiLabel.history_``).
+    """
+
+    d1: int
+    d2: int
+    bounds: list
+    rng: Any = None
+    data: dict | None = None
+    top: TopState | None = None
+    blocks: Any = None
+    n_steps: int = -1
+    n_samples_seen: int = 0
+    fit_s: float = 0.0
+    history: list = field(default_factory=list)
+
+    @property
+    def width(self) -> int:
+        """``l = 2 rank``, the columns of the factors."""
+        return self.top.Q.shape[1]
+
+
+def new_state(d1: int, d2: int, n_shards: int, random_state, data: dict | None = None
+              ) -> FitState:
+    """The state before the initialisation: ``min(n_shards, d2)`` label blocks of equal
+    size (to one label)."""
+    n_blocks = min(n_shards, d2)
+    return FitState(d1, d2, [s * d2 // n_blocks for s in range(n_blocks + 1)],
+                    rng=as_generator(random_state), data=data)
+
+
+def restore(state: FitState, saved: dict) -> None:
+    """Set ``state`` from a saved model's or checkpoint's state
+    (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
+    ``state.rng``."""
+    for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
+                 "data"):
+        setattr(state, name, saved[name])
+    if saved["rng"] is not None:
+        state.rng = saved["rng"]
+    state.top = TopState(*saved["top"])
+
+
+def restored(saved: dict) -> FitState:
+    """A fitted model's state from :func:`onebit_dask.persist.read_state`."""
+    state = FitState(saved["d1"], saved["d2"], saved["bounds"])
+    restore(state, saved)
+    return state
+
+
+def keep(state: FitState, engine) -> None:
+    """Keep the fitted blocks (:func:`onebit_dask.engine.placement.keep`)."""
+    state.blocks = placement.keep(engine, 3 * state.d2 * state.width)
+
+
+def prepare(engine, shards, bounds):
+    """The per-block data of a batch and its number of observations."""
+    return engine.prepare(shards, bounds), sum(sh.n_obs for sh in shards)
+
+
+def evaluations(problem, labels, bounds) -> list:
+    """One :class:`~onebit_dask.engine.blocks.Evaluation` per label block: the evaluated
+    ``labels`` it owns."""
+    return [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def planted_metrics(problem, test_set, A, d2: int, outs) -> dict:
+    """The test metrics from the blocks' evaluation pieces (``[gram, B rows, b rows]``
+    each)."""
+    gram = sum(o[0] for o in outs)
+    B_eval = np.concatenate([o[1] for o in outs])
+    b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
+    return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], A, gram, B_eval,
+                                     d2, b_eval=b_eval)
+
+
+
+def fit_source(settings: FitSettings, state: FitState, engine, source, checkpoint=None,
+               heldout=None) -> None:
+    """Run a whole fit of ``source`` on ``engine`` into ``state`` (``n_iter + 1``
+    batches), resuming ``checkpoint`` (:class:`onebit_dask.persist.Checkpoint`) if it
+    holds this fit, and recording the held-out metrics of ``heldout``
+    (:class:`onebit_dask.data.heldout.HeldOut`)."""
+    if checkpoint is None:
+        return _run(settings, state, engine, source, None, heldout)
+    with checkpoint:  # its one writer, from resume to the last write
+        return _run(settings, state, engine, source, checkpoint, heldout)
+
+
+def _run(settings, state, engine, source, checkpoint, heldout) -> None:
+    first = 0  # the first iteration to run
+    saved = None if checkpoint is None else checkpoint.resume(engine)
+    if saved is not None:
+        restore(state, saved)
+        first = state.n_steps + 1
+    else:
+        engine.start(state.bounds)
+    source = source.place(engine, state.bounds)
+    batches = lambda t: source.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
+    problem, planted = source.planted, None
+    if problem is not None:
+        test_set = problem.test_set()
+        planted = (problem, test_set, evaluations(problem, test_set.labels, state.bounds))
+    ranking = None
+    if heldout is not None:
+        heldout.place(engine, state.bounds)
+        ranking = (heldout, source.propensities())
+    n_iter = settings.n_iter
+    with StepProgress(n_iter + 1, enabled=settings.progress) as bar:
+        upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
+        for t in range(first, n_iter + 1):
+            current = upcoming
+            if t < n_iter and engine.prefetches:
+                # the Dask engine loads batch t + 1 (user data) while step t runs
+                upcoming = prepare(engine, batches(t + 1), state.bounds)
+            last = t == n_iter
+            due = last or (settings.eval_every and t % settings.eval_every == 0)
+            advance(settings, state, engine, *current, source, planted if due else None,
+                    ranking if due else None)
+            del current
+            if checkpoint is not None and checkpoint.due(t, last):
+                checkpoint.write(state, engine)
+            if t < n_iter and not engine.prefetches:
+                upcoming = prepare(engine, batches(t + 1), state.bounds)
+            bar.update(state.history[-1])
+    keep(state, engine)
+
+
+def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None:
+    """Initialise (a fresh ``state``) or take one step on the given ``shards`` (all of a
+    batch), then keep the blocks."""
+    advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None)
+    keep(state, engine)
+
+
+def advance(settings, state, engine, data, n_obs, source, planted, ranking) -> None:
+    """Initialise (first batch) or take one step, then record the iteration: with
+    ``planted = (problem, test_set, per-block evaluations)`` its test metrics, with
+    ``ranking = (heldout, propensities)`` the held-out ranking metrics."""
+    projection = (lambda A=None: None) if source is None else source.projection
+    start = time.perf_counter()
+    traffic = engine.bytes_sent + engine.bytes_received
+    with one_blas_thread():  # small products: no thread start-up
+        n_active, outs = _update(settings, state, engine, data, n_obs, projection,
+                                 None if planted is None else planted[2])
+    state.n_steps += 1
+    state.n_samples_seen += n_obs
+    state.fit_s += time.perf_counter() - start
+    record = {"iteration": state.n_steps, "n_samples": state.n_samples_seen,
+              "n_active": n_active, "fit_s": state.fit_s,
+              "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
+    if planted is not None:
+        record.update(planted_metrics(planted[0], planted[1], state.top.Q, state.d2, outs))
+    if ranking is not None:
+        with one_blas_thread():
+            record.update(ranking[0].metrics(engine, state.top.Q, ranking[1]))
+    state.history.append(record)
+
+
+def _update(settings, state, engine, data, n_obs, projection, evaluation):
+    """The initialisation or one step; returns ``(n_active, the blocks' evaluation
+    pieces)``."""
+    d1, d2 = state.d1, state.d2
+    thresholded = settings.threshold == "estimated"
+    if state.n_steps < 0:
+        model = StepModel(None, projection(None), thresholded)
+        if settings.dense_init(d1, d2):
+            state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
+                                         state.bounds, evaluation)
+        else:
+            state.top, outs = init_randomized(engine, data, model, n_obs, d1, d2,
+                                              settings.rank, state.rng,
+                                              settings.init_power_iter, evaluation)
+        return n_obs, outs
+    A = state.top.Q
+    model = StepModel(A, projection(A), thresholded)
+    state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
+                                     step_size(settings.step, state.n_steps), evaluation)
+    return n_active, outs
