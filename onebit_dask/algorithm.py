@@ -61,8 +61,8 @@ def _each(evaluation, n_blocks: int) -> list:
     return [None] * n_blocks if evaluation is None else evaluation
 
 
-def _commit_evaluated(block, evaluation, Q, V, gram_A):
-    return B.commit(block, Q, V, gram_A, evaluation)
+def _commit_evaluated(block, evaluation, gram_A):
+    return B.commit(block, gram_A, evaluation)
 
 
 def _sum(parts):
@@ -160,7 +160,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     grams = engine.map(B.transform, "P", "Y", pick @ both, True)
     Q_top = cholqr2(engine, np.hstack([U, U]), "Y", "Q", grams, n)
     V_top, _ = product(engine, c, Q_top, "Q", "V")
-    outs = engine.map(_commit_evaluated, "Q", "V", Q_top.T @ Q_top,
+    outs = engine.map(_commit_evaluated, Q_top.T @ Q_top,
                       per_block=_each(evaluation, len(engine.handles)))
     return TopState(Q_top, V_top), outs
 

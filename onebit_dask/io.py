@@ -37,6 +37,7 @@ import zarr
 
 from ._validation import check_features, check_int, check_observations
 from .data.shards import ShardKind, n_row_batches, row_batch, row_bounds
+from .data.source import BaseSource
 from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
                                  missing_chunk)
@@ -164,15 +165,13 @@ class ZarrShard:
         return check_features(X, row_offset=self.lo), labels, y.astype(np.float64)
 
 
-class ZarrSource:
+class ZarrSource(BaseSource):
     """An observations store as a source: batch ``b`` of size ``m`` is rows
     ``[b m, (b + 1) m)`` (``m`` at most ``n``), cut into row-range shards.
 
     Opening it checks the layout, the labels and the bits (they are small) but
     not the features, which each shard checks when it reads them.
     """
-
-    planted = None
 
     def __init__(self, path):
         from .stores import paths
@@ -238,12 +237,3 @@ class ZarrSource:
                              f"{info.st_size} {info.st_mtime_ns}\n".encode())
         return {"kind": "observations", "path": path, "shape": [self.n, self.d1],
                 "n_labels": self.d2, "files_sha256": files.hexdigest()}
-
-    def projection(self, A=None):
-        return None
-
-    def place(self, engine, bounds):
-        return self
-
-    def propensities(self):
-        return None

@@ -107,13 +107,13 @@ def step_size(step: str, t: int, t0: int = 3) -> float:
 
 
 class ActiveRows(NamedTuple):
-    """The observations of one shard that take part in the ``H`` products."""
+    """The observations of one shard that take part in the ``H`` products, as per-label
+    sums: one row per label, labels sorted."""
 
     X: np.ndarray  # (n_active, d1), float32 or float64
     labels: np.ndarray  # (n_active,), int64, global label indices
     weights: np.ndarray  # (n_active,), float64
     n_obs: int  # observations in the shard before selection
-    by_label: bool = False  # one row per label, labels sorted (per-label sums)
     counts: object = None  # thresholded model: the batch's LabelCounts (every bit, not only
     #                        the active ones)
     X_neg: np.ndarray | None = None  # thresholded model's initial batch: X holds the sums of

@@ -104,7 +104,7 @@ def projected_rows(u: np.ndarray, labels: np.ndarray, weights: np.ndarray, P: np
     uniq, coef = scatter_rows(labels, u, weights)
     _, sq = scatter_rows(labels, np.ones((labels.size, 1)), weights * weights)
     rows = complete_rows(P, coef, np.sqrt(sq[:, 0]), rng)
-    return ActiveRows(rows, uniq, np.ones(uniq.size), n_obs, by_label=True)
+    return ActiveRows(rows, uniq, np.ones(uniq.size), n_obs)
 
 
 def draw_projected_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray, PtA_true: np.ndarray,
@@ -195,7 +195,7 @@ def projected_signed_rows(u: np.ndarray, labels: np.ndarray, y: np.ndarray, P: n
     counts = count_bits(labels, y)
     S_pos = complete_rows(P, along_pos, np.sqrt(counts.n_pos), rng)
     S_neg = complete_rows(P, along_neg, np.sqrt(counts.n_bits - counts.n_pos), rng)
-    return ActiveRows(S_pos, uniq, np.ones(uniq.size), n_obs, by_label=True, counts=counts,
+    return ActiveRows(S_pos, uniq, np.ones(uniq.size), n_obs, counts=counts,
                       X_neg=S_neg)
 
 
@@ -368,7 +368,7 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     rows_x = complete_rows(P, sums[:, :r], 2.0 * np.sqrt(k[has]), rng)
     counts = None if not thresholded else _conditional_counts(
         rng, lo, n_j, flips, k_dis, k_agree, j, r_row, pieces.mass)
-    active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs, by_label=True,
+    active = ActiveRows(rows_x, lo + has, np.ones(has.size), n_obs,
                         counts=counts)
     return active, n_active
 
@@ -618,7 +618,7 @@ def draw_conditional_init(rng, n_obs: int, lo: int, hi: int, P_true: np.ndarray,
     ph = p[has]
     sums = along[:, None] * ph + np.sqrt(n_j[has])[:, None] * _normals_orthogonal_to(rng, ph)
     rows = complete_rows(P_true, sums[:, :r], np.sqrt(n_j[has]).astype(np.float64), rng)
-    return ActiveRows(rows, lo + has, np.ones(has.size), n_obs, by_label=True)
+    return ActiveRows(rows, lo + has, np.ones(has.size), n_obs)
 
 
 def _conditional_signed_sums(rng, lo: int, n_obs: int, n_j, j, a, y, p, P_true) -> ActiveRows:
@@ -645,5 +645,5 @@ def _conditional_signed_sums(rng, lo: int, n_obs: int, n_j, j, a, y, p, P_true) 
         sums.append(complete_rows(P_true, in_v[:, :r], scale, rng))
     counts = LabelCounts(lo + has, n_j[has].astype(np.float64), n_pos[has], np.zeros(has.size),
                          np.zeros(has.size))
-    return ActiveRows(sums[0], lo + has, np.ones(has.size), n_obs, by_label=True,
+    return ActiveRows(sums[0], lo + has, np.ones(has.size), n_obs,
                       counts=counts, X_neg=sums[1])

@@ -19,7 +19,7 @@ import zarr
 from distributed import get_task_stream
 
 from test_cli_failures import read_only_dir, small_disk
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, fitting, model_io
+from onebit_dask import OneBitMultiLabel, SyntheticProblem, model_io
 from onebit_dask.cli import main
 from onebit_dask.engine import placement
 from onebit_dask.engine.dask_engine import DaskEngine

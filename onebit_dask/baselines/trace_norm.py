@@ -60,11 +60,12 @@ class _Loss:
         return float(np.sum(np.logaddexp(0.0, -self.Y * Z)) / self.n)
 
 
-def proximal_gradient(loss: _Loss, tau: float, n_iter: int, W0=None, record: bool = True):
+def proximal_gradient(loss: _Loss, tau: float, n_iter: int, record: bool = True):
     """FISTA for ``loss + tau ||W||_*``; returns ``W`` and the objective per iteration
-    (an empty list when ``record`` is false, which saves a product with ``X`` a step)."""
+    (an empty list when ``record`` is false, which saves a product with ``X`` a step);
+    it starts from ``W = 0``."""
     d1, d2 = loss.X.shape[1], loss.Y.shape[1]
-    W = np.zeros((d1, d2)) if W0 is None else W0
+    W = np.zeros((d1, d2))
     Z, t = W.copy(), 1.0
     step = 1.0 / loss.lipschitz
     objective = []

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse
 
 from .shards import ShardKind, n_row_batches, row_batch, row_bounds
+from .source import BaseSource
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class ArrayShard:
         return self.X, self.labels, self.y
 
 
-class ArraySource:
+class ArraySource(BaseSource):
     """Single-label observations in memory, cut into mini-batches.
 
     Batch ``b`` of size ``m`` is rows ``[b m, (b + 1) m)`` of the data (the last one may
@@ -44,8 +45,6 @@ class ArraySource:
     n_labels : int
         ``d2``.
     """
-
-    planted = None
 
     def __init__(self, X, labels, y, n_labels: int):
         self.X, self.labels, self.y = X, labels, y
@@ -66,15 +65,6 @@ class ArraySource:
         return {"kind": "arrays", "shape": list(self.X.shape), "dtype": str(self.X.dtype),
                 "n_labels": int(self.d2),
                 "sha256": content_digest(self.X, (self.labels, self.y))}
-
-    def projection(self, A=None):
-        return None
-
-    def place(self, engine, bounds):
-        return self
-
-    def propensities(self):
-        return None
 
 
 DIGEST_ROWS = 65_536

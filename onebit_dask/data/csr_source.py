@@ -20,6 +20,7 @@ import numpy as np
 
 from ..synthetic import COUNT_TAG, _rng
 from .shards import ShardKind, row_bounds
+from .source import BaseSource
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class CsrRangeShard:
         return X[rows], labels, 2.0 * bits - 1.0
 
 
-class CsrStoreSource:
+class CsrStoreSource(BaseSource):
     """A CSR store's label matrix (module docstring).
 
     Parameters
@@ -58,14 +59,9 @@ class CsrStoreSource:
         Seed of the batches, in ``[0, 2**32 - 1]``.
     """
 
-    planted = None
-
     def __init__(self, store, seed: int):
         self.store, self.seed = store, int(seed)
         self.n, self.d1, self.d2 = store.n, store.d1, store.d2
-
-    def n_batches(self, batch_size: int) -> None:
-        return None
 
     def batch(self, t: int, batch_size: int, n_shards: int) -> list[CsrRangeShard]:
         bounds = row_bounds(self.n, min(n_shards, self.n))
@@ -76,17 +72,11 @@ class CsrStoreSource:
 
     def identity(self) -> dict:
         """The store's absolute path, sizes and the seed."""
-        from ..model_io import store_path
+        from ..stores.paths import normalise
 
-        return {"kind": "csr_store", "path": store_path(self.store.path),
+        return {"kind": "csr_store", "path": normalise(self.store.path),
                 "shape": [self.n, self.d1], "n_labels": self.d2, "nnz": self.store.nnz_x,
                 "seed": self.seed}
-
-    def projection(self, A=None):
-        return None
-
-    def place(self, engine, bounds):
-        return self
 
     def propensities(self, chunk_rows: int = 100_000) -> np.ndarray:
         """Propensities of the store's labels, reading ``Y`` ``chunk_rows`` rows at a

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 import zarr
 
 from .._validation import check_int
-from ..io import DamagedStoreError
+from ..stores.zarr_format import DamagedStoreError
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = "onebit-dask/csr"

@@ -24,6 +24,7 @@ import scipy.sparse
 from ..synthetic import _label_blocks, uniform_pairs
 from .arrays import content_digest
 from .shards import ShardKind, active_sums
+from .source import BaseSource
 
 
 def check_label_matrix(Y, n: int, name: str = "Y"):
@@ -95,7 +96,7 @@ class LabelMatrixShard(NamedTuple):
                            None if b_rows is None else [b_rows])[0]
 
 
-class LabelMatrixSource:
+class LabelMatrixSource(BaseSource):
     """A label matrix ``Y`` of ``n`` instances ``X`` (module docstring).
 
     Parameters
@@ -108,16 +109,11 @@ class LabelMatrixSource:
         Seed of the batches, in ``[0, 2**32 - 1]``.
     """
 
-    planted = None
-
     def __init__(self, X, Y, seed: int, shared=None):
         self.X, self.Y, self.seed = X, Y, int(seed)
         self.n, self.d1 = X.shape
         self.d2 = Y.shape[1]
         self._shared = shared  # (X, {(lo, hi): Y columns}) as the engine holds them
-
-    def n_batches(self, batch_size: int) -> None:
-        return None
 
     def place(self, engine, bounds) -> "LabelMatrixSource":
         """This source with ``X`` and each label block's columns of ``Y`` shared once
@@ -139,9 +135,6 @@ class LabelMatrixSource:
         return {"kind": "label_matrix", "shape": [self.n, self.d1], "dtype": str(self.X.dtype),
                 "n_labels": int(self.d2), "seed": self.seed,
                 "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
-
-    def projection(self, A=None):
-        return None
 
     def propensities(self) -> np.ndarray:
         """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..synthetic import FullObservationProblem, SyntheticProblem
+from .source import BaseSource
 
 
-class ProblemSource:
+class ProblemSource(BaseSource):
     """A :class:`~onebit_dask.synthetic.SyntheticProblem` or
     :class:`~onebit_dask.synthetic.FullObservationProblem`: fresh batches of label-block
     shards drawn where they are activated, the planted truth and its test set."""
@@ -15,9 +16,6 @@ class ProblemSource:
     def __init__(self, problem: SyntheticProblem | FullObservationProblem):
         self.planted = problem
         self.d1, self.d2 = problem.d1, problem.d2
-
-    def n_batches(self, batch_size: int) -> None:
-        return None
 
     def batch(self, t: int, batch_size: int, n_shards: int) -> list:
         return self.planted.batch(t, batch_size, n_shards)
@@ -32,12 +30,6 @@ class ProblemSource:
 
     def projection(self, A=None):
         return self.planted.projection(A)
-
-    def place(self, engine, bounds):
-        return self
-
-    def propensities(self):
-        return None
 
 
 def problem_from(data: dict | None):

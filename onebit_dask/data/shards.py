@@ -124,8 +124,7 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     for s, (a, z) in enumerate(zip(cut[:-1], cut[1:])):
         part = None if counts is None else thresholds.LabelCounts(
             *(v[count_cut[s]: count_cut[s + 1]] for v in counts))
-        pieces.append((ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]),
-                                  by_label=True, counts=part,
+        pieces.append((ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]), counts=part,
                                   X_neg=None if S_neg is None else S_neg[a:z]),
                        int(n_active[s])))
     return pieces
@@ -188,5 +187,5 @@ class Pieces(NamedTuple):
                 S[at] += a.weights[:, None] * a.X
                 if S_neg is not None:
                     S_neg[at] += a.X_neg
-        return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, by_label=True, counts=counts,
+        return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, counts=counts,
                           X_neg=S_neg), n_active

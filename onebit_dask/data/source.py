@@ -53,6 +53,27 @@ class Source(Protocol):
         when the data are not a label matrix."""
 
 
+class BaseSource:
+    """The :class:`Source` methods most data share: no planted truth, fresh batches
+    forever (``n_batches`` ``None``), nothing a projected sampler needs, nothing to share
+    with the engine (``place`` returns the source) and no propensities. A source
+    overrides what it has."""
+
+    planted = None
+
+    def n_batches(self, batch_size: int) -> int | None:
+        return None
+
+    def projection(self, A=None):
+        return None
+
+    def place(self, engine, bounds) -> "Source":
+        return self
+
+    def propensities(self) -> np.ndarray | None:
+        return None
+
+
 def warn_if_cycling(source: Source, batch_size: int, n_batches: int) -> None:
     """Warn when ``n_batches`` batches of ``batch_size`` are asked of a source that holds
     fewer (its ``n`` rows are then reused)."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import thresholds
 from ..data.shards import ShardKind, active_sums, row_scaled
-from ..kernels import ActiveRows, aligned, row_norms, scatter_rows
+from ..kernels import ActiveRows, aligned, row_norms
 from ..metrics import auc_rows
 
 THRESHOLD_SLOTS = ("b", "p", "v")
@@ -66,12 +66,11 @@ class Block:
     active: ActiveRows | None = None
     out: Any = None
 
-    def evolve(self, out=None, active=None, keep_active=True, drop=(), **slots):
-        new = {k: v for k, v in self.slots.items() if k not in drop}
-        new.update(slots)
-        return replace(self, slots=new, out=out,
-                       active=active if active is not None else (self.active if keep_active
-                                                                 else None))
+    def evolve(self, out=None, active=None, **slots):
+        """This block with ``out``, the ``slots`` given added or replaced, and ``active``
+        (kept when ``None``)."""
+        return replace(self, slots={**self.slots, **slots}, out=out,
+                       active=self.active if active is None else active)
 
 
 def _own(value):
@@ -204,22 +203,17 @@ def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Blo
 
 def label_sums(block: Block) -> Block:
     """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
-    a = block.active
-    if a.by_label:
-        return block.evolve(out=(a.labels, row_scaled(a.weights, a.X)))
-    return block.evolve(out=scatter_rows(a.labels, a.X, a.weights))
+    a = block.active  # one row per label (ActiveRows)
+    return block.evolve(out=(a.labels, row_scaled(a.weights, a.X)))
 
 
 def _product(block: Block, P_rows, P_top, AtP, scale):
     """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring)."""
     a = block.active
     top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
-    if a.by_label:  # one row per label: nothing to add up
-        uniq, rows = a.labels, a.weights[:, None] * np.asarray(a.X @ P_top)
-    else:
-        uniq, rows = scatter_rows(a.labels, a.X @ P_top, a.weights)
+    rows = a.weights[:, None] * np.asarray(a.X @ P_top)  # one row per label
     Z = np.zeros((block.hi - block.lo, P_top.shape[1]))
-    Z[uniq - block.lo] += rows
+    Z[a.labels - block.lo] += rows
     Z *= scale
     low = None
     if AtP is not None:
@@ -271,12 +265,13 @@ def _evaluation(block: Block, evaluation: Evaluation | None):
     return R.T @ R, B[at], None if b is None else b[at]
 
 
-def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None = None,
-           Q_rows=None, V_rows=None) -> Block:
-    """The new state: ``Q``, ``V`` and ``B = V / n`` with ``n_j^2 = v_j^T (A^T A) v_j``;
-    temporaries and active rows are dropped. ``out`` = the evaluation pieces or ``None``."""
-    Qs = block.slots[Q] if Q_rows is None else Q_rows
-    Vs = block.slots[V] if V_rows is None else V_rows
+def commit(block: Block, gram_A, evaluation: Evaluation | None = None, Q_rows=None,
+           V_rows=None) -> Block:
+    """The new state: ``Q``, ``V`` (the slots, or the rows given) and ``B = V / n`` with
+    ``n_j^2 = v_j^T (A^T A) v_j``; temporaries and active rows are dropped. ``out`` = the
+    evaluation pieces or ``None``."""
+    Qs = block.slots["Q"] if Q_rows is None else Q_rows
+    Vs = block.slots["V"] if V_rows is None else V_rows
     kept = {k: block.slots[k] for k in THRESHOLD_SLOTS if k in block.slots}
     new = Block(block.lo, block.hi,
                 {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept})
@@ -286,7 +281,7 @@ def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None =
 def set_state(block: Block, rows, gram_A) -> Block:
     """The state from given rows ``(Q_s, V_s, evaluation)`` (the dense initialisation)."""
     Q_rows, V_rows, evaluation = rows
-    return commit(block, "Q", "V", gram_A, evaluation, Q_rows, V_rows)
+    return commit(block, gram_A, evaluation, Q_rows, V_rows)
 
 
 # -- the fused rounds of a step -----------------------------------------------------------
@@ -312,7 +307,7 @@ def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, 
     if prior is not None:
         block = block.evolve(active=block.active, b=thresholds.shrink(
             block.slots["p"], block.slots["v"], prior))
-    new = commit(block, "Q", "V", gram_An, evaluation, Qn, Vn)
+    new = commit(block, gram_An, evaluation, Qn, Vn)
     return replace(new, out=(top, low, new.out))
 
 

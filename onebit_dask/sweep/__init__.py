@@ -1,7 +1,8 @@
 """Parameter sweeps into xarray/zarr result cubes: specs, a resumable runner, reports.
 
 The names below are imported on first use (PEP 562): a worker that unpickles a cell's
-task imports :mod:`.cell` and the methods only, not the runner's xarray and zarr.
+task imports :mod:`.cell` and the methods (and the estimator they fit), not the runner,
+the cube's store nor xarray.
 """
 
 __all__ = ["SweepSpec", "load_spec", "run_sweep"]

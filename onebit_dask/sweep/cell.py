@@ -1,7 +1,7 @@
 """What a worker runs for a small cell: :func:`compute_cell`.
 
-Kept apart from the runner so that a worker imports only the methods (not xarray, zarr
-and the store, which only the runner uses).
+Kept apart from the runner so that a worker imports only the methods (not xarray, the
+cube's store and the runner, which only the runner's process uses).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ A method returns per-iteration arrays ``spectral_error``, ``frobenius_error``,
 iteration), and the training time ``wall_s``. ``uses_step`` says whether the ``step``
 dimension applies; a method without it is run once and its result stored along ``step``.
 A method with ``distributable`` takes ``client=``: its fit then runs with the Dask
-engine across the cluster (:func:`runs_distributed` decides which cells do).
+engine across the cluster (:func:`.placement.runs_distributed` decides which cells do).
 """
 
 from __future__ import annotations
@@ -35,30 +35,6 @@ class Method:
     description: str
     modes: tuple = ("single",)  # "single": streamed single-label batches; "full": n_train > 0
     distributable: bool = False  # run(params, fixed, client=...) fits on the cluster
-
-
-def runs_distributed(params: dict, fixed: dict) -> bool:
-    """Whether a cell's fit runs with the Dask engine across the cluster (else one task).
-
-    ``fixed["distributed"]``: ``always``/``never``, or ``auto``: a cell whose batch draws
-    at least ``distributed_batch`` numbers (:func:`batch_numbers`) or whose label count
-    ``d2`` reaches ``distributed_labels``. Only methods with a Dask engine (``onebit``) can.
-    """
-    if not METHODS[params["method"]].distributable or fixed["distributed"] == "never":
-        return False
-    if fixed["distributed"] == "always":
-        return True
-    return (batch_numbers(params, fixed["sampler"]) >= fixed["distributed_batch"]
-            or params["d2"] >= fixed["distributed_labels"])
-
-
-def batch_numbers(params: dict, sampler: str) -> int:
-    """Random numbers a batch draws, at most: ``batch_size * d1`` (explicit),
-    ``batch_size * 3k`` (projected), ``min(batch_size, d2) * d1`` (conditional: whole
-    feature vectors for the labels with an active row, and nothing per observation)."""
-    m, d1, d2 = params["batch_size"], params["d1"], params["d2"]
-    return {"explicit": m * d1, "projected": m * min(3 * params["rank"], d1),
-            "conditional": min(m, d2) * d1}[sampler]
 
 
 def make_problem(params: dict, fixed: dict) -> SyntheticProblem:

@@ -2,7 +2,7 @@
 runner in batches; a second run of the same command resumes.
 
 On a cluster, a small cell is one task (:func:`.cell.compute_cell`, the in-process engine
-on one worker) that returns its values; a large cell (:func:`~.methods.runs_distributed`)
+on one worker) that returns its values; a large cell (:func:`~.placement.runs_distributed`)
 is fitted from this process with the Dask engine, its shards on all the workers
 (:func:`fit_across_cluster`, a few at once in a thread pool). The runner is the only
 writer of the store: it holds the store's lock (:mod:`.lock`) and writes the finished
@@ -28,7 +28,8 @@ from . import store
 from .cell import compute_cell
 from .errors import SweepRuntimeError
 from ..stores.lock import StoreLock, StoreLockedError
-from .methods import METHODS, runs_distributed
+from .methods import METHODS
+from .placement import placement_text, runs_distributed
 from .spec import SweepSpec
 
 FLUSH_CELLS = 256   # write the finished cells at least every this many cells ...
@@ -194,17 +195,6 @@ def _on_cluster(client, todo, fixed, retries, tick):
         for fut in futures:
             fut.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
-
-
-def placement_text(fixed: dict, client) -> str:
-    """The ``placement`` attribute: where the last run ran the cells (per cell: ``engine``)."""
-    if client is None:
-        return "in-process: every cell in the runner with the in-process engine"
-    rule = {"always": "every onebit cell", "never": "no cell",
-            "auto": (f"onebit cells whose batch draws >= {fixed['distributed_batch']} numbers or "
-                     f"d2 >= {fixed['distributed_labels']}")}[fixed["distributed"]]
-    return (f"on a Dask cluster: {rule} fitted with the Dask engine across the workers "
-            "(engine 'dask'), the others one task each (engine 'local')")
 
 
 def _full_disk(out: str, exc: OSError, written: int, left: int) -> SweepRuntimeError:

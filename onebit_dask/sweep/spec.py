@@ -62,6 +62,7 @@ from .._yaml import YamlError, parse_yaml, read_text
 from ..errors import SpecError
 from ..synthetic import SAMPLERS, parse_positive_rate
 from .methods import METHODS
+from .placement import DISTRIBUTED, PLACEMENT_DEFAULTS
 from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
@@ -72,10 +73,6 @@ REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
 DATASET_KEYS = ("d1", "d2", "rank", "n_train", "batch_size")
 FIXED_DEFAULTS = {"n_test": 10_000, "n_shards": 4, "max_eval_labels": 1000,
                   "sampler": "conditional"}
-# where a cell's fit runs (never its values: not part of the fingerprint); see placement.py
-PLACEMENT_DEFAULTS = {"distributed": "auto", "distributed_batch": 2 ** 25,
-                      "distributed_labels": 2 ** 17}
-DISTRIBUTED = ("auto", "always", "never")
 TOP_KEYS = ("name", "description", "datasets", "grid", "fixed")
 
 

@@ -315,10 +315,6 @@ def flags(path: str) -> tuple[np.ndarray, np.ndarray]:
     return group["done"][...], group["failed"][...]
 
 
-def done_mask(path: str) -> np.ndarray:
-    return flags(path)[0]
-
-
 def cell_region(spec: SweepSpec, index: tuple, all_steps: bool) -> list:
     """The grid indices a cell's result is stored at (all steps for a method without one)."""
     if not all_steps:
