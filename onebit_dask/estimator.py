@@ -203,11 +203,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             A problem streams ``n_iter + 1`` fresh batches of ``batch_size`` (for a
             :class:`FullObservationProblem`, pairs drawn from its ``n`` fully
             labelled instances) and records the test metrics in ``history_``. A path
-            is an observations store (:mod:`onebit_dask.io`), read shard by shard
-            where the shards run. Otherwise the features of single-label
-            observations.
-            where the shards run, or an XC/svmlight multi-label text file (read as a
-            label matrix). Otherwise the features, ``(n, d1)``, dense or
+            is an observations store (:mod:`onebit_dask.io`) or a CSR store of a label
+            matrix (:mod:`onebit_dask.data.csr_store`), read shard by shard where the
+            shards run, or an XC/svmlight multi-label text file (read as a label
+            matrix). Otherwise the features, ``(n, d1)``, dense or
             ``scipy.sparse`` (kept sparse: the cost of a step follows the batch's
             non-zeros).
         Y : array-like or scipy.sparse matrix of shape (n, d2), or of int of shape (n,)
