@@ -128,7 +128,7 @@ def _add_fit(sub):
                         "through the factors (sparse data stay sparse): none, standardize, "
                         "or whiten (also the leading principal directions to unit variance; "
                         "for real features, not with the synthetic problem)")
-    e.add_argument("--n-components", type=int, default=None, metavar="Q",
+    e.add_argument("--whiten-components", type=int, default=None, metavar="Q",
                    help="with --features whiten: the directions whitened (default "
                         "min(d1, 200))")
     e.add_argument("--seed", type=int, default=0,
@@ -172,7 +172,8 @@ def _fit_inputs(args):
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
                            progress=not args.quiet, threshold=args.threshold,
-                           features=args.features, n_components=args.n_components)
+                           features=args.features,
+                           whiten_components=args.whiten_components)
     sizes = {"rank": args.rank, "batch_size": args.batch_size, "n_iter": args.n_iter}
     if args.data is None:
         check_sizes({"d1": args.d1, "d2": args.d2, **sizes, "n_test": args.n_test},

@@ -49,7 +49,7 @@ PARAMETER_CONSTRAINTS = {
     "progress": ["boolean"],
     "threshold": [StrOptions({"none", "estimated"})],
     "features": [StrOptions(set(FEATURE_KINDS))],
-    "n_components": [Interval(Integral, 1, None, closed="left"), None],
+    "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
 }
 
 
@@ -75,7 +75,7 @@ def check_params(params: dict, d1: int, d2: int) -> None:
         raise ValueError(f"{unknown[0]}={params[unknown[0]]!r} is not allowed: not a parameter "
                          f"of OneBitMultiLabel (choose from {', '.join(PARAMETER_CONSTRAINTS)})")
     validate_params(PARAMETER_CONSTRAINTS, params, "OneBitMultiLabel")
-    check_feature_params(params.get("features", "none"), params.get("n_components"))
+    check_feature_params(params.get("features", "none"), params.get("whiten_components"))
     if "rank" in params:
         check_rank(params["rank"], d1, d2)
 
@@ -194,12 +194,12 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         the first call's rows for ``partial_fit``) and applied through the factors: a
         sparse ``X`` stays sparse (``docs/ALGORITHM.md`` section 10). ``"none"``: the
         features as they are (the paper's setting). ``"standardize"``: each feature
-        centred and divided by its deviation. ``"whiten"``: also the ``n_components``
+        centred and divided by its deviation. ``"whiten"``: also the ``whiten_components``
         leading principal directions of the standardised features scaled to unit
         variance (exact up to 4096 features, ARPACK above). Real features need it: a
         full step assumes ``E[x x^T] = I`` and overshoots along their leading
         directions. Not with a planted problem (its features are ``N(0, I)``).
-    n_components : int or None, default None
+    whiten_components : int or None, default None
         With ``features="whiten"``: the directions whitened (``None``: ``min(d1, 200)``);
         not allowed with the other maps.
 
@@ -243,7 +243,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
                  eval_every=1, progress=False, threshold="estimated", features="none",
-                 n_components=None):
+                 whiten_components=None):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -257,7 +257,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.progress = progress
         self.threshold = threshold
         self.features = features
-        self.n_components = n_components
+        self.whiten_components = whiten_components
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
@@ -265,7 +265,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def _check_params(self, d1: int, d2: int) -> None:
         """The parameter table (``_validate_params``) and ``rank <= min(d1, d2)``."""
         self._validate_params()
-        check_feature_params(self.features, self.n_components)
+        check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, d1, d2)
 
     def _make_engine(self):
@@ -381,7 +381,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         engine = self._make_engine()
         if first:
             self._start(X.shape[1], d2)
-            self.feature_map_ = fit_feature_map(X, self.features, self.n_components, self._rng)
+            self.feature_map_ = fit_feature_map(X, self.features, self.whiten_components,
+                                                self._rng)
             engine.start(self._bounds)
         else:
             engine = self._blocks_on(engine)
@@ -427,7 +428,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         else:
             start = time.perf_counter()
             self.feature_map_ = None if self.features == "none" else fit_feature_map(
-                source.features(), self.features, self.n_components, self._rng)
+                source.features(), self.features, self.whiten_components, self._rng)
             self._fit_s += time.perf_counter() - start
             engine.start(self._bounds)
         source = source.place(engine, self._bounds)

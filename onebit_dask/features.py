@@ -146,13 +146,13 @@ def as_chunks(X) -> RowChunks:
     return RowChunks(n, d1, lambda lo, hi: X[lo:hi], max(1, chunk))
 
 
-def check_feature_params(features: str, n_components) -> None:
-    """``n_components`` counts whitened directions: refused unless ``features="whiten"``
-    (the table ``_parameter_constraints`` checks each value alone)."""
-    if n_components is not None and features != "whiten":
-        raise ValueError(f"n_components={n_components!r} is not allowed with "
+def check_feature_params(features: str, whiten_components) -> None:
+    """``whiten_components`` counts whitened directions: refused unless
+    ``features="whiten"`` (the table ``_parameter_constraints`` checks each value alone)."""
+    if whiten_components is not None and features != "whiten":
+        raise ValueError(f"whiten_components={whiten_components!r} is not allowed with "
                          f"features={features!r}: it is the number of whitened directions; "
-                         "pass features='whiten', or n_components=None")
+                         "pass features='whiten', or whiten_components=None")
 
 
 def check_source(features: str, planted) -> None:

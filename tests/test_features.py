@@ -125,7 +125,7 @@ def test_fit_equals_prewhitened(sparse, data, threshold, monkeypatch):
     monkeypatch.setattr(F.FeatureMap, "product", lambda self, Xs, M: seen.append(
         scipy.sparse.issparse(Xs)) or product(self, Xs, M))
     Xin = scipy.sparse.csr_matrix(X) if sparse else X
-    model = OneBitMultiLabel(2, features="whiten", n_components=5, **params).fit(*args(Xin))
+    model = OneBitMultiLabel(2, features="whiten", whiten_components=5, **params).fit(*args(Xin))
     assert seen and set(seen) == {sparse}  # CSR shards are never densified
     Z = model.feature_map_.transform(X)
     reference = OneBitMultiLabel(2, features="none", **params).fit(*args(Z))
@@ -189,7 +189,7 @@ def test_dask_equals_in_process(client2, data):
     else:
         args = (X, Y)
     params = dict(batch_size=1500, n_iter=2, n_shards=3, random_state=1, features="whiten",
-                  n_components=4, step="harmonic")
+                  whiten_components=4, step="harmonic")
     local = OneBitMultiLabel(2, engine="local", **params).fit(*args)
     with client2.as_current():
         on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(*args)
@@ -202,7 +202,7 @@ def test_save_load_keeps_the_map_and_refuses_a_damaged_one(tmp_path):
     X, Y = correlated(density=0.4)
     X = scipy.sparse.csr_matrix(X)
     params = dict(batch_size=1500, n_iter=1, random_state=0, engine="local",
-                  features="whiten", n_components=4)
+                  features="whiten", whiten_components=4)
     model = OneBitMultiLabel(2, **params).fit(X, Y)
     path = model.save(tmp_path / "m.zarr")
     loaded = OneBitMultiLabel.load(path, engine="local")
@@ -227,9 +227,9 @@ def test_save_load_keeps_the_map_and_refuses_a_damaged_one(tmp_path):
 # -- (e) bad input, before any work -------------------------------------------------------------
 @pytest.mark.parametrize("params, words", [
     (dict(features="whitn"), ["features", "whitn", "whiten", "standardize"]),
-    (dict(features="whiten", n_components=0), ["n_components", "0"]),
-    (dict(features="standardize", n_components=3), ["n_components=3", "features='standardize'",
-                                                    "features='whiten'"]),
+    (dict(features="whiten", whiten_components=0), ["whiten_components", "0"]),
+    (dict(features="standardize", whiten_components=3),
+     ["whiten_components=3", "features='standardize'", "features='whiten'"]),
 ])
 def test_bad_parameters(params, words, monkeypatch):
     monkeypatch.setattr(F, "fit_feature_map", lambda *a, **k: pytest.fail("work started"))
