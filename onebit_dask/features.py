@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 
-from .kernels import aligned, rows_product
+from .kernels import aligned, one_blas_thread, rows_product
 
 KINDS = ("none", "standardize", "whiten")
 DEFAULT_COMPONENTS = 200
@@ -42,6 +42,9 @@ on the implicitly centred and scaled rows."""
 RANK_TOLERANCE = 1e-10
 """Directions whose variance is below this fraction of the largest are left as they
 are (a rank-deficient covariance has no scale to undo there)."""
+DENSE_SHARE = 8
+"""CSR rows with more than ``1 / DENSE_SHARE`` of their entries non-zero are multiplied
+as dense chunks in the covariance (``sum_i nnz(x_i)^2`` sparse work is then slower)."""
 CHUNK_BYTES = 1 << 24
 """Bytes of dense rows read at a time while the map is estimated (16 MiB)."""
 
@@ -138,12 +141,12 @@ class RowChunks(NamedTuple):
 
 def as_chunks(X) -> RowChunks:
     """In-memory ``X`` (dense or CSR) as :class:`RowChunks` of about :data:`CHUNK_BYTES`
-    of dense rows; :class:`RowChunks` as they are."""
+    of dense rows (``X`` itself when it is smaller); :class:`RowChunks` as they are."""
     if isinstance(X, RowChunks):
         return X
     n, d1 = X.shape
-    chunk = n if scipy.sparse.issparse(X) else max(1, CHUNK_BYTES // (8 * max(1, d1)))
-    return RowChunks(n, d1, lambda lo, hi: X[lo:hi], max(1, chunk))
+    chunk = max(1, CHUNK_BYTES // (8 * max(1, d1)))
+    return RowChunks(n, d1, lambda lo, hi: X if (lo, hi) == (0, n) else X[lo:hi], chunk)
 
 
 def check_feature_params(features: str, whiten_components) -> None:
@@ -188,14 +191,19 @@ def fit_feature_map(X, features: str, n_components=None, random_state=None):
     -----
     ``d1 <= 4096``: the covariance ``C = Z^T Z / n`` of the standardised rows ``Z`` in
     one pass (centred dense chunks; ``X^T X / n - mu mu^T`` for CSR, cost
-    ``sum_i nnz(x_i)^2``), then ``eigh`` (``O(d1^3)``): exact. Above: the top-``q``
+    ``sum_i nnz(x_i)^2``, or ``nnz d1`` for chunks more than 1/8 non-zero), then ``eigh``
+    (``O(d1^3)``): exact. In one BLAS thread, as the fit. Above: the top-``q``
     singular vectors of ``Z`` by ``scipy.sparse.linalg.svds`` on a
     ``LinearOperator`` that centres and scales implicitly (each product one pass over
     ``X``: ``O(nnz(X) q)``), with ``q < min(n, d1)``.
     """
     if features == "none":
         return None
-    rows = as_chunks(X)
+    with one_blas_thread():  # as the fit's products: the same bits on every machine load
+        return _fit(as_chunks(X), features, n_components, random_state)
+
+
+def _fit(rows: RowChunks, features: str, n_components, random_state) -> FeatureMap:
     mean, scale = _moments(rows)
     empty = FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
     if features == "standardize":
@@ -217,7 +225,7 @@ def _moments(rows: RowChunks):
     for chunk in rows:
         sparse = scipy.sparse.issparse(chunk)
         if sparse:
-            chunk = chunk.astype(np.float64)
+            chunk = chunk.astype(np.float64, copy=False)
             squares += np.asarray(chunk.multiply(chunk).sum(axis=0)).ravel()
         total += np.asarray(chunk.sum(axis=0, dtype=np.float64)).ravel()
     mean = total / rows.n
@@ -240,8 +248,11 @@ def _covariance(rows: RowChunks, mean, scale) -> np.ndarray:
     for chunk in rows:
         if scipy.sparse.issparse(chunk):
             sparse = True
-            chunk = chunk.astype(np.float64)
-            C += (chunk.T @ chunk).toarray()
+            chunk = chunk.astype(np.float64, copy=False)
+            if chunk.nnz * DENSE_SHARE < chunk.shape[0] * rows.d1:  # sparse rows
+                C += (chunk.T @ chunk).toarray()
+            else:  # dense-ish rows (a chunk of them is at most CHUNK_BYTES dense)
+                C += np.asarray(chunk.T @ chunk.toarray())
         else:
             Z = (chunk - mean) / scale
             C += Z.T @ Z

@@ -71,11 +71,12 @@ def test_map_rejects_a_wrong_whitening():
     assert not np.allclose(U.T @ (Z.T @ Z / Z.shape[0]) @ U, np.eye(4), atol=1e-3)
 
 
-def test_map_sparse_and_arpack_equal_exact(monkeypatch):
+@pytest.mark.parametrize("density", [0.05, 0.3])  # sparse and dense-ish chunk products
+def test_map_sparse_and_arpack_equal_exact(density, monkeypatch):
     """A CSR X gives the dense X's map (moments from the non-zeros, X^T X / n - mu mu^T);
     above EXACT_FEATURES, ARPACK on the implicitly centred rows spans the same leading
     directions (T compared as a matrix: the directions' signs are free)."""
-    X, _ = correlated(n=400, d1=15, density=0.3)
+    X, _ = correlated(n=400, d1=15, density=density)
     exact = F.fit_feature_map(X, "whiten", n_components=5)
     sparse = F.fit_feature_map(scipy.sparse.csr_matrix(X), "whiten", n_components=5)
     np.testing.assert_allclose(sparse.mean, exact.mean, rtol=1e-12)
