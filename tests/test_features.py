@@ -256,3 +256,35 @@ def _observations(problem):
     X = rng.standard_normal((500, problem.d1))
     labels = rng.integers(0, problem.d2, 500)
     return X, labels, np.where(rng.random(500) < 0.5, 1, -1)
+
+
+# -- the map of data in stores: every row, read in chunks ----------------------------------------
+def _xc_file(path, X, Y):
+    lines = [f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}"]
+    for x, yrow in zip(X, Y):
+        feats = " ".join(f"{f}:{float(x[f])!r}" for f in np.flatnonzero(x))
+        lines.append(f"{','.join(str(j) for j in np.flatnonzero(yrow))} {feats}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_map_of_a_csr_store_and_an_observations_store(tmp_path, monkeypatch):
+    """A CSR store's map is the map of all its rows, read in chunks of rows; an
+    observations store's is the map of its X (chunks of 7 rows: sums in another order)."""
+    from onebit_dask.data.csr_source import CsrStoreSource
+    from onebit_dask.data.csr_store import convert, open_csr_store
+    from onebit_dask.io import ZarrSource, write_observations
+
+    X, Y = correlated(n=60, d1=9, density=0.5)
+    out = str(tmp_path / "train.zarr")
+    convert(_xc_file(tmp_path / "train.txt", X, Y), out, chunk_rows=11)
+    rows = CsrStoreSource(open_csr_store(out), 0).features(chunk_rows=7)
+    assert rows.n == 60 and scipy.sparse.issparse(next(iter(rows)))
+    _same_map(F.fit_feature_map(rows, "whiten", 4), F.fit_feature_map(X, "whiten", 4),
+              rtol=1e-9, atol=1e-12)
+    labels = np.arange(60) % Y.shape[1]
+    path = write_observations(str(tmp_path / "obs.zarr"), X, labels,
+                              2 * Y[np.arange(60), labels] - 1, n_labels=Y.shape[1])
+    stored = ZarrSource(path).features(chunk_rows=7)
+    _same_map(F.fit_feature_map(stored, "whiten", 4), F.fit_feature_map(X, "whiten", 4),
+              rtol=1e-9, atol=1e-12)
