@@ -288,3 +288,35 @@ def test_map_of_a_csr_store_and_an_observations_store(tmp_path, monkeypatch):
     stored = ZarrSource(path).features(chunk_rows=7)
     _same_map(F.fit_feature_map(stored, "whiten", 4), F.fit_feature_map(X, "whiten", 4),
               rtol=1e-9, atol=1e-12)
+
+
+# -- the command line -------------------------------------------------------------------------
+def test_cli_fit_features_and_predict(tmp_path):
+    """fit --features whiten on an XC file saves the map; predict scores through it; a
+    bad value exits 2 with one line naming it."""
+    import json
+    import os
+
+    from helpers import one_line, run_main
+    from onebit_dask.data.xc import read_xc
+
+    data = os.path.join(os.path.dirname(__file__), "data")
+    train, test = (os.path.join(data, f"emotions_{part}.txt") for part in ("train", "test"))
+    model = str(tmp_path / "m.zarr")
+    fitted = run_main("fit", "--data", train, "--rank", 2, "--batch-size", 2000, "--n-iter", 1,
+                      "--workers", 0, "--quiet", "--save", model, "--features", "whiten",
+                      "--whiten-components", 5)
+    assert fitted.returncode == 0, fitted.stderr
+    loaded = OneBitMultiLabel.load(model, engine="local")
+    assert loaded.feature_map_.n_components == 5
+    X = read_xc(train)[0]
+    _same_map(loaded.feature_map_, F.fit_feature_map(X, "whiten", 5), rtol=0, atol=0)
+    out = run_main("predict", model, "--data", test, "--rows", 5, "--top-k", 3, "--json",
+                   "--workers", 0)
+    assert out.returncode == 0, out.stderr
+    scores = loaded.decision_function(read_xc(test)[0][:5])
+    assert json.loads(out.stdout)["labels"] == np.argsort(
+        -scores, axis=1, kind="stable")[:, :3].tolist()
+    bad = run_main("fit", "--data", train, "--workers", 0, "--quiet", "--features", "pca")
+    line = one_line(bad, 2)
+    assert "features='pca'" in line and "whiten" in line
