@@ -167,13 +167,19 @@ def test_partial_fit_estimates_the_map_from_the_first_rows():
 
 
 # -- (b) features="none" is the model without a map -------------------------------------------
-def test_none_is_the_model_without_a_map():
+def test_none_is_the_model_without_a_map(monkeypatch):
+    """features="none" never touches a map: the code path of a package without maps (run
+    against main before this change: A_, B_, b, scores and AUC equal bit for bit on
+    emotions, label matrix and observations, both thresholds, both initialisations)."""
     X, Y = correlated()
     params = dict(batch_size=2000, n_iter=2, random_state=0, engine="local")
     plain = OneBitMultiLabel(2, **params).fit(X, Y)
-    none = OneBitMultiLabel(2, features="none", **params).fit(X, Y)
+    for name in ("product", "transpose_product", "lift", "lower", "homogeneous"):
+        monkeypatch.setattr(F.FeatureMap, name, lambda *a, **k: pytest.fail("a map was used"))
+    none = OneBitMultiLabel(2, features="none", **params).fit(X, Y, eval_set=(X, Y))
     assert none.feature_map_ is None
-    assert_same_fit(plain, none, X)
+    assert_same_fit(plain, none, X, history=False)
+    monkeypatch.undo()
     identity = F.FeatureMap(np.zeros(12), np.ones(12), np.zeros((12, 0)), np.zeros(0))
     np.testing.assert_allclose(identity.product(X, plain.A_), X @ plain.A_, rtol=1e-14)
 
