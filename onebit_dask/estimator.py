@@ -21,6 +21,7 @@ from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement
 from .engine.blocks import best_k, evaluation_pieces, top_k
 from .engine.placement import use_client
+from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .synthetic import FullObservationProblem, SyntheticProblem
 
 __all__ = ["OneBitMultiLabel", "check_params", "use_client"]
@@ -40,6 +41,8 @@ PARAMETER_CONSTRAINTS = {
     "eval_every": [Interval(Integral, 0, None, closed="left")],
     "progress": ["boolean"],
     "threshold": [StrOptions({"none", "estimated"})],
+    "features": [StrOptions(set(FEATURE_KINDS))],
+    "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
 }
 
 
@@ -65,6 +68,7 @@ def check_params(params: dict, d1: int, d2: int) -> None:
         raise ValueError(f"{unknown[0]}={params[unknown[0]]!r} is not allowed: not a parameter "
                          f"of OneBitMultiLabel (choose from {', '.join(PARAMETER_CONSTRAINTS)})")
     validate_params(PARAMETER_CONSTRAINTS, params, "OneBitMultiLabel")
+    check_feature_params(params.get("features", "none"), params.get("whiten_components"))
     if "rank" in params:
         check_rank(params["rank"], d1, d2)
 
@@ -141,6 +145,21 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         power iteration on ``M diag(phi(b_j) / phi(0))``, and the initial batch's bits
         centred on each label's mean (``docs/ALGORITHM.md`` section 9). On balanced labels
         it gives the paper's errors; on rare labels the paper's model collapses.
+    features : {"none", "standardize", "whiten"}, default "none"
+        The feature map ``phi(x) = T^T D^{-1} (x - mu)`` the model is learned through,
+        estimated once before the fit from the training features (every row of a label
+        matrix, file or store; the observations' rows for ``fit(X, labels, bits)``;
+        the first call's rows for ``partial_fit``) and applied through the factors: a
+        sparse ``X`` stays sparse (``docs/ALGORITHM.md`` section 10). ``"none"``: the
+        features as they are (the paper's setting). ``"standardize"``: each feature
+        centred and divided by its deviation. ``"whiten"``: also the ``whiten_components``
+        leading principal directions of the standardised features scaled to unit
+        variance (exact up to 4096 features, ARPACK above). Real features need it: a
+        full step assumes ``E[x x^T] = I`` and overshoots along their leading
+        directions. Not with a planted problem (its features are ``N(0, I)``).
+    whiten_components : int or None, default None
+        With ``features="whiten"``: the directions whitened (``None``: ``min(d1, 200)``);
+        not allowed with the other maps.
 
     Attributes
     ----------
@@ -160,6 +179,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Steps done after the initialisation.
     n_samples_seen_ : int
         Observations used, the initial batch included.
+    feature_map_ : FeatureMap or None
+        The fitted map (:class:`onebit_dask.features.FeatureMap`: ``mean``, ``scale``,
+        ``directions``, ``factors``); ``None`` for ``features="none"``. ``A_``, ``Q_``,
+        ``V_`` and ``coef_`` live in the mapped space; every score is
+        ``phi(x)^T W + b``.
     intercept_ : ndarray of shape (d2,)
         The thresholds ``b`` (zeros for ``threshold="none"``): scores are
         ``x^T W + b``.
@@ -176,7 +200,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
-                 eval_every=1, progress=False, threshold="estimated"):
+                 eval_every=1, progress=False, threshold="estimated", features="none",
+                 whiten_components=None):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -189,6 +214,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.eval_every = eval_every
         self.progress = progress
         self.threshold = threshold
+        self.features = features
+        self.whiten_components = whiten_components
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
@@ -253,7 +280,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._set_feature_names(X)
         self._validate_params()  # the table, before the data are read
         source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
+        check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, source.d1, source.d2)
+        check_source(self.features, source.planted)
         heldout = None
         if eval_set is not None:
             if source.planted is not None:
@@ -295,16 +324,18 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         X = self._validate_X(X, reset=first)
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         self._validate_params()
+        check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
+        settings = fitting.FitSettings.of(self.get_params(deep=False))
         engine = placement.engine_named(self.engine)
         if first:
             self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))
+            fitting.map_features(settings, self._state, lambda: X)
             engine.start(self._state.bounds)
         else:
             engine = placement.moved_to(self._state.blocks, engine)
-        fitting.partial_step(fitting.FitSettings.of(self.get_params(deep=False)), self._state,
-                             engine, shards)
+        fitting.partial_step(settings, self._state, engine, shards)
         return self
 
     # -- the fitted state (a fitting.FitState) ----------------------------------------
@@ -329,6 +360,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def n_labels_(self) -> int:
         """``d2``."""
         return self._fitted_state("n_labels_").d2
+
+    @property
+    def feature_map_(self):
+        """The fitted feature map (see the class docstring), or ``None``."""
+        return self._fitted_state("feature_map_").feature_map
 
     @property
     def n_steps_(self) -> int:
@@ -387,6 +423,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         b = self._b_rows()
         return np.zeros(self.n_labels_) if np.isscalar(b) else b
 
+    def _project(self, X) -> np.ndarray:
+        """``phi(X) A_`` (``X A_`` for ``features="none"``), through the fitted map."""
+        return project(X, self.A_, self.feature_map_)
+
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j`` for each row of ``X``,
         computed block by block where the label blocks live.
@@ -399,7 +439,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """
         self._check_fitted()
         k = check_int("k", k, low=1, high=self.n_labels_)
-        XA = np.asarray(self._validate_X(X, reset=False).astype(np.float64) @ self.A_)
+        XA = self._project(self._validate_X(X, reset=False))
         parts = self._live_blocks().map(top_k, XA, k)
         return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
 
@@ -420,6 +460,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             raise ValueError(f"problem has d1={problem.d1}, d2={problem.d2}, but the model was "
                              f"fitted with d1={self.n_features_in_}, d2={self.n_labels_}: "
                              "pass a problem of the same shape")
+        check_source(self.features, problem)
         test_set = problem.test_set()
         per_block = fitting.evaluations(problem, test_set.labels, self._state.bounds)
         outs = self._live_blocks().map(evaluation_pieces, per_block=per_block)

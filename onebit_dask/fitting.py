@@ -22,6 +22,7 @@ from ._validation import as_generator
 from .algorithm import TopState, init_dense, init_randomized, step
 from .engine import placement
 from .engine.blocks import Evaluation, StepModel
+from .features import fit_feature_map
 from .kernels import one_blas_thread, step_size
 from .progress import StepProgress
 
@@ -43,6 +44,8 @@ class FitSettings:
     eval_every: int
     progress: bool
     threshold: str
+    features: str
+    whiten_components: int | None
 
     @classmethod
     def of(cls, params: dict) -> "FitSettings":
@@ -69,6 +72,8 @@ class FitState:
         Seeds the randomised initial SVD (``None`` for a loaded model that saved none).
     data : dict or None
         What the fit ran on (``Source.identity()``; saved with the model).
+    feature_map : FeatureMap or None
+        The map the model is learned through (:mod:`onebit_dask.features`).
     top : TopState or None
         The client's ``Q_top`` (``= A``) and ``V_top``; ``None`` before the initialisation.
     blocks : engine or None
@@ -87,6 +92,7 @@ class FitState:
     bounds: list
     rng: Any = None
     data: dict | None = None
+    feature_map: Any = None
     top: TopState | None = None
     blocks: Any = None
     n_steps: int = -1
@@ -114,7 +120,7 @@ def restore(state: FitState, saved: dict) -> None:
     (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
     ``state.rng``."""
     for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
-                 "data"):
+                 "data", "feature_map"):
         setattr(state, name, saved[name])
     if saved["rng"] is not None:
         state.rng = saved["rng"]
@@ -126,6 +132,19 @@ def restored(saved: dict) -> FitState:
     state = FitState(saved["d1"], saved["d2"], saved["bounds"])
     restore(state, saved)
     return state
+
+
+def map_features(settings: FitSettings, state: FitState, rows) -> None:
+    """Estimate the feature map of ``settings.features`` from the training features
+    ``rows()`` (:func:`onebit_dask.features.fit_feature_map`; an array, CSR matrix or
+    ``RowChunks``, asked for only when there is a map), its time counted as training
+    time."""
+    if settings.features == "none":
+        return
+    start = time.perf_counter()
+    state.feature_map = fit_feature_map(rows(), settings.features,
+                                        settings.whiten_components, state.rng)
+    state.fit_s += time.perf_counter() - start
 
 
 def keep(state: FitState, engine) -> None:
@@ -175,6 +194,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         restore(state, saved)
         first = state.n_steps + 1
     else:
+        map_features(settings, state, source.features)
         engine.start(state.bounds)
     source = source.place(engine, state.bounds)
     batches = lambda t: source.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
@@ -234,7 +254,8 @@ def advance(settings, state, engine, data, n_obs, source, planted, ranking) -> N
         record.update(planted_metrics(planted[0], planted[1], state.top.Q, state.d2, outs))
     if ranking is not None:
         with one_blas_thread():
-            record.update(ranking[0].metrics(engine, state.top.Q, ranking[1]))
+            record.update(ranking[0].metrics(engine, state.top.Q, ranking[1],
+                                             state.feature_map))
     state.history.append(record)
 
 
@@ -244,7 +265,7 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation):
     d1, d2 = state.d1, state.d2
     thresholded = settings.threshold == "estimated"
     if state.n_steps < 0:
-        model = StepModel(None, projection(None), thresholded)
+        model = StepModel(None, projection(None), thresholded, state.feature_map)
         if settings.dense_init(d1, d2):
             state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
                                          state.bounds, evaluation)
@@ -254,7 +275,7 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation):
                                               settings.init_power_iter, evaluation)
         return n_obs, outs
     A = state.top.Q
-    model = StepModel(A, projection(A), thresholded)
+    model = StepModel(A, projection(A), thresholded, state.feature_map)
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
                                      step_size(settings.step, state.n_steps), evaluation)
     return n_active, outs

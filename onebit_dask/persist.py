@@ -98,6 +98,8 @@ def model_attrs(params: dict, state) -> dict:
         "fit_s": state.fit_s, "bounds": list(state.bounds), "history": state.history,
         "data": state.data,
         "rng_state": None if rng is None else model_io.encode_rng_state(rng.bit_generator.state),
+        "feature_components": (None if state.feature_map is None
+                               else state.feature_map.n_components),
     })
 
 
@@ -108,12 +110,13 @@ def read_state(path: str, attrs: dict, engine) -> dict:
     rows."""
     top = model_io.read_top(path, attrs)
     rng = model_io.rng_state(attrs, f"model store {path!r}")
+    feature_map = model_io.read_features(path, attrs)
     model_io.read_blocks(path, engine, attrs)
     return {"d1": attrs["n_features_in"], "d2": attrs["n_labels"],
             "n_steps": attrs["n_steps"], "n_samples_seen": attrs["n_samples_seen"],
             "history": list(attrs["history"]), "fit_s": attrs["fit_s"],
             "bounds": list(attrs["bounds"]), "data": attrs.get("data"), "rng": rng,
-            "top": top}
+            "feature_map": feature_map, "top": top}
 
 
 def _lock(path: str, writer: str):
@@ -146,7 +149,7 @@ def save(path, overwrite: bool, params: dict, state, blocks) -> str:
         if paths.exists(path):
             model_io.read_attrs(path, "path")  # a model store may be replaced, nothing else
         try:
-            model_io.write_store_atomic(path, state.top, blocks, attrs)
+            model_io.write_store_atomic(path, state.top, blocks, attrs, state.feature_map)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise
@@ -245,4 +248,4 @@ class Checkpoint:
                  "checkpoint": {"step": state.n_steps, "fingerprint": self.fingerprint}}
         if self.lock is not None:
             self.lock.check()
-        model_io.write_store_atomic(self.path, state.top, engine, attrs)
+        model_io.write_store_atomic(self.path, state.top, engine, attrs, state.feature_map)

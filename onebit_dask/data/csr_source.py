@@ -78,6 +78,13 @@ class CsrStoreSource(BaseSource):
                 "shape": [self.n, self.d1], "n_labels": self.d2, "nnz": self.store.nnz_x,
                 "seed": self.seed}
 
+    def features(self, chunk_rows: int = 100_000):
+        """Every row of the store, read ``chunk_rows`` at a time (CSR)."""
+        from ..features import RowChunks
+
+        store = self.store
+        return RowChunks(self.n, self.d1, lambda lo, hi: store.rows(lo, hi)[0], chunk_rows)
+
     def propensities(self, chunk_rows: int = 100_000) -> np.ndarray:
         """Propensities of the store's labels, reading ``Y`` ``chunk_rows`` rows at a
         time (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""

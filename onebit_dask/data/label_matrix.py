@@ -136,6 +136,10 @@ class LabelMatrixSource(BaseSource):
                 "n_labels": int(self.d2), "seed": self.seed,
                 "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
 
+    def features(self):
+        """Every instance's row."""
+        return self.X
+
     def propensities(self) -> np.ndarray:
         """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""
         from .. import ranking

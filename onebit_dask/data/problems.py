@@ -31,6 +31,13 @@ class ProblemSource(BaseSource):
     def projection(self, A=None):
         return self.planted.projection(A)
 
+    def features(self):
+        """None to estimate a feature map from: refused
+        (:func:`onebit_dask.features.check_source`)."""
+        from ..features import check_source
+
+        check_source("whiten", self.planted)
+
 
 def problem_from(data: dict | None):
     """The problem whose :meth:`ProblemSource.identity` is ``data`` (as a saved model

@@ -39,12 +39,15 @@ positive bits they are estimated from, with its variance ``v``."""
 
 class StepModel(NamedTuple):
     """What activating a batch needs of the model: ``A`` (``None`` for the initial batch,
-    every row weighted by its bit), a projected sampler's :class:`Projection`, and whether
-    the model has per-label thresholds (:mod:`onebit_dask.thresholds`)."""
+    every row weighted by its bit), a projected sampler's :class:`Projection`, whether
+    the model has per-label thresholds (:mod:`onebit_dask.thresholds`), and the feature
+    map the model is learned through (:class:`~onebit_dask.features.FeatureMap`, ``None``:
+    the features as they are)."""
 
     A: np.ndarray | None
     projection: Any = None
     thresholds: bool = False
+    features: Any = None
 
 
 class Evaluation(NamedTuple):
@@ -204,13 +207,19 @@ def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Blo
 def label_sums(block: Block) -> Block:
     """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
     a = block.active  # one row per label (ActiveRows)
-    return block.evolve(out=(a.labels, row_scaled(a.weights, a.X)))
+    rows = row_scaled(a.weights, a.X)
+    if a.features is not None:  # homogeneous sums mapped: dense (n_labels, d1)
+        rows = a.features.lower(rows.T).T
+    return block.evolve(out=(a.labels, rows))
 
 
 def _product(block: Block, P_rows, P_top, AtP, scale):
-    """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring)."""
+    """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring);
+    with a feature map the rows are homogeneous and read through it (``phi(X_s)``)."""
     a = block.active
     top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
+    if a.features is not None:
+        top, P_top = a.features.lower(top), a.features.lift(P_top)
     rows = a.weights[:, None] * np.asarray(a.X @ P_top)  # one row per label
     Z = np.zeros((block.hi - block.lo, P_top.shape[1]))
     Z[a.labels - block.lo] += rows
