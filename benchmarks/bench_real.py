@@ -29,8 +29,8 @@ from onebit_dask.metrics import auc_rows
 from onebit_dask.ranking import top_k_metrics
 
 SETS = ("bibtex", "enron", "yeast", "scene", "emotions")
-METHODS = ("popularity", "centroid", "leml", "ovr_bits", "paper", "thresholded",
-           "ovr_full")
+METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper",
+           "thresholded", "thresholded_val", "ovr_full")
 
 
 class _Popularity:
@@ -64,6 +64,25 @@ class _OneVsRestBits:
         return X @ self.W_ + self.b_
 
 
+class _TruncatedCentroid:
+    """The centroid's unit columns ``colnorm(sum y x)``, truncated to its ``rank`` leading
+    singular directions (then normalised again): the centroid at the one-bit models' rank."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def fit(self, X, labels, y, n_labels):
+        W = ColumnwiseOneBit().fit(X, labels, y, n_labels=n_labels).coef_
+        U, s, Vt = np.linalg.svd(W, full_matrices=False)
+        W = (U[:, :self.rank] * s[:self.rank]) @ Vt[:self.rank]
+        norms = np.linalg.norm(W, axis=0)
+        self.W_ = W / np.where(norms > 0, norms, 1.0)
+        return self
+
+    def decision_function(self, X):
+        return X @ self.W_
+
+
 def _ovr_full(X, Y):
     model = _OneVsRestBits()
     n, d2 = Y.shape
@@ -75,6 +94,15 @@ def _ovr_full(X, Y):
         else:
             model.b_[j] = 10.0 if Y[0, j] else -10.0
     return model
+
+
+def _with_validation(X, labels, y, d2, rank, n_bits, n_iter, step, seed):
+    """The thresholded model keeping its best iterate (``validation_fraction=1``) within the
+    same bits: ``n_iter + 2`` batches, the last one the validation bits."""
+    m = n_bits // (n_iter + 2)
+    return OneBitMultiLabel(rank, batch_size=m, n_iter=n_iter, step=step,
+                            threshold="estimated", validation_fraction=1.0,
+                            random_state=seed).fit(X, labels, y, n_labels=d2)
 
 
 def _features(train, test, whiten: str):
@@ -123,6 +151,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
     builders = {
         "popularity": lambda: _Popularity().fit(X, j, y, d2),
         "centroid": lambda: ColumnwiseOneBit().fit(X, j, y, n_labels=d2),
+        "centroid_rank": lambda: _TruncatedCentroid(k).fit(X, j, y, d2),
         "leml": lambda: LEML(k, random_state=seed).fit(X, j, y, n_labels=d2),
         "ovr_bits": lambda: _OneVsRestBits().fit(X, j, y, d2),
         "paper": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter, step="averaged",
@@ -131,6 +160,8 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
         "thresholded": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
                                                 step=step, threshold="estimated",
                                                 random_state=seed).fit(X, j, y, n_labels=d2),
+        "thresholded_val": lambda: _with_validation(X, j, y, d2, k, n_bits, n_iter, step,
+                                                    seed),
         "ovr_full": lambda: _ovr_full(Z_train, Y_train),
     }
     rows = {}
