@@ -180,6 +180,91 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
     return rows
 
 
+def trace(name, data_dir, seed, n_bits, rank, n_iter, whiten, step):
+    """The thresholded model's held-out AUC after every iteration, without and with the
+    validation bits (same ``n_bits`` in all): ``{"plain": [...], "val": [...],
+    "val_score": [...], "val_macro": [...], "best": i, "returned": auc}``."""
+    X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
+    Y_train = Y_train.toarray().astype(np.int8)
+    Z_train, Z_test = _features(X_train.toarray(), X_test.toarray(), whiten)
+    n, d2 = Y_train.shape
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
+    X, y = Z_train[i], 2 * Y_train[i, j].astype(np.int64) - 1
+    k = min(rank, d2)
+    plain = OneBitMultiLabel(k, batch_size=n_bits // (n_iter + 1), n_iter=n_iter, step=step,
+                             random_state=seed).fit(X, j, y, n_labels=d2,
+                                                    eval_set=(Z_test, Y_test))
+    val = OneBitMultiLabel(k, batch_size=n_bits // (n_iter + 2), n_iter=n_iter, step=step,
+                           validation_fraction=1.0, random_state=seed).fit(
+        X, j, y, n_labels=d2, eval_set=(Z_test, Y_test))
+    return {"plain": [h["auc"] for h in plain.history_],
+            "val": [h["auc"] for h in val.history_],
+            "val_score": [h["validation_auc"] for h in val.history_],
+            "val_macro": [h["validation_macro_auc"] for h in val.history_],
+            "best": int(val.best_iteration_),
+            "returned": val.history_[val.best_iteration_]["auc"]}
+
+
+def main_trace(args):
+    """``--trace``: per set, seed, step rule and number of steps, the AUC trajectories."""
+    out = {}
+    for name in args.sets:
+        for n_iter in args.trace_n_iter:
+            for step in args.trace_steps:
+                runs = [trace(name, args.data_dir, s, args.bits, args.rank, n_iter,
+                              args.whiten, step) for s in range(args.seeds)]
+                out[f"{name}/{n_iter}/{step}"] = runs
+                mean = lambda key: np.mean([r[key] for r in runs], axis=0)  # noqa: E731
+                print(f"{name} n_iter {n_iter} {step} whiten {args.whiten}: initial "
+                      f"{mean('plain')[0]:.3f} last {mean('plain')[-1]:.3f} min step "
+                      f"{np.mean([min(r['plain'][1:]) for r in runs]):.3f} | validated "
+                      f"{mean('returned'):.3f} (its last {mean('val')[-1]:.3f}, best "
+                      f"iterations {[r['best'] for r in runs]})", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+FAST = ("popularity", "centroid", "centroid_rank", "paper", "thresholded", "thresholded_val")
+
+
+def main_bits_figure(args):
+    """``--figure PATH``: test AUC against the number of bits (``--bits-grid``) for the
+    fast methods, mean over ``--seeds``; one panel per set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = [m for m in args.methods if m in FAST]
+    fig, axes = plt.subplots(1, len(args.sets), figsize=(3.2 * len(args.sets), 3.0),
+                             squeeze=False)
+    out = {}
+    for ax, name in zip(axes[0], args.sets):
+        curves = {m: [] for m in methods}
+        for bits in args.bits_grid:
+            rows = [run(name, args.data_dir, s, bits, args.rank, args.n_iter, methods,
+                        args.whiten, args.step) for s in range(args.seeds)]
+            for m in methods:
+                curves[m].append(float(np.mean([r[m]["auc"] for r in rows])))
+            print(name, bits, {m: round(c[-1], 3) for m, c in curves.items()}, flush=True)
+        out[name] = curves
+        for m in methods:
+            ax.plot(args.bits_grid, curves[m], marker="o", label=m)
+        ax.set_xscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("one-bit observations")
+    axes[0][0].set_ylabel("test macro AUC")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.figure, dpi=110)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"bits": args.bits_grid, "auc": out}, fh, indent=1)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", default=os.path.join("..", "shared", "data"))
@@ -193,7 +278,19 @@ def main(argv=None):
                     help="none, lw (Ledoit-Wolf) or top:Q (the Q leading principal directions)")
     ap.add_argument("--step", default="harmonic", help="the thresholded model's step rule")
     ap.add_argument("--json", help="write every row to this file")
+    ap.add_argument("--trace", action="store_true",
+                    help="the thresholded model's test AUC after every step (main_trace)")
+    ap.add_argument("--trace-n-iter", nargs="+", type=int, default=[2, 5, 10])
+    ap.add_argument("--trace-steps", nargs="+", default=["averaged", "harmonic"])
+    ap.add_argument("--figure", help="write the figure of AUC against the number of bits "
+                    "(main_bits_figure) to this PNG")
+    ap.add_argument("--bits-grid", nargs="+", type=int, default=[11_000, 33_000, 110_000,
+                                                                   330_000])
     args = ap.parse_args(argv)
+    if args.figure:
+        return main_bits_figure(args)
+    if args.trace:
+        return main_trace(args)
     results = {}
     for name in args.sets:
         per_seed = [run(name, args.data_dir, s, args.bits, args.rank, args.n_iter,
