@@ -96,13 +96,25 @@ def _ovr_full(X, Y):
     return model
 
 
-def _with_validation(X, labels, y, d2, rank, n_bits, n_iter, step, seed):
+def _with_validation(Z_train, Y_train, rank, n_bits, n_iter, step, seed, eval_set=None):
     """The thresholded model keeping its best iterate (``validation_fraction=1``) within the
-    same bits: ``n_iter + 2`` batches, the last one the validation bits."""
+    same ``n_bits``: ``n_iter + 2`` batches, the last one the validation bits, drawn from a
+    tenth of the training instances that the training bits never see (bits of the same
+    instances would overlap the training pairs: at 110 000 bits a small set's
+    ``n x d2`` cells are each observed several times)."""
+    n, d2 = Y_train.shape
     m = n_bits // (n_iter + 2)
+    rng = np.random.default_rng([seed, 1])
+    order = rng.permutation(n)
+    held, kept = order[: n // 10], order[n // 10:]
+    i = np.concatenate([kept[rng.integers(0, kept.size, m * (n_iter + 1))],
+                        held[rng.integers(0, held.size, m)]])
+    j = rng.integers(0, d2, i.size)
+    y = 2 * Y_train[i, j].astype(np.int64) - 1
     return OneBitMultiLabel(rank, batch_size=m, n_iter=n_iter, step=step,
                             threshold="estimated", validation_fraction=1.0,
-                            random_state=seed).fit(X, labels, y, n_labels=d2)
+                            random_state=seed).fit(Z_train[i], j, y, n_labels=d2,
+                                                   eval_set=eval_set)
 
 
 def _features(train, test, whiten: str):
@@ -160,7 +172,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
         "thresholded": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
                                                 step=step, threshold="estimated",
                                                 random_state=seed).fit(X, j, y, n_labels=d2),
-        "thresholded_val": lambda: _with_validation(X, j, y, d2, k, n_bits, n_iter, step,
+        "thresholded_val": lambda: _with_validation(Z_train, Y_train, k, n_bits, n_iter, step,
                                                     seed),
         "ovr_full": lambda: _ovr_full(Z_train, Y_train),
     }
@@ -196,9 +208,7 @@ def trace(name, data_dir, seed, n_bits, rank, n_iter, whiten, step):
     plain = OneBitMultiLabel(k, batch_size=n_bits // (n_iter + 1), n_iter=n_iter, step=step,
                              random_state=seed).fit(X, j, y, n_labels=d2,
                                                     eval_set=(Z_test, Y_test))
-    val = OneBitMultiLabel(k, batch_size=n_bits // (n_iter + 2), n_iter=n_iter, step=step,
-                           validation_fraction=1.0, random_state=seed).fit(
-        X, j, y, n_labels=d2, eval_set=(Z_test, Y_test))
+    val = _with_validation(Z_train, Y_train, k, n_bits, n_iter, step, seed, (Z_test, Y_test))
     return {"plain": [h["auc"] for h in plain.history_],
             "val": [h["auc"] for h in val.history_],
             "val_score": [h["validation_auc"] for h in val.history_],
