@@ -195,7 +195,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         within-label AUC pooled over (positive, negative) pairs. While fitting, every
         label block keeps a copy of its best state (``Q``, ``V``, ``B``, thresholds):
         twice the label blocks' memory. ``None``: the last iterate. Not with
-        ``checkpoint`` nor ``partial_fit``.
+        ``checkpoint`` nor ``partial_fit``. A label matrix's validation pairs are of the
+        training instances; when the bits cover its ``n x d2`` cells several times, pass
+        observations whose rows after the training rows are of held-out instances.
 
     Attributes
     ----------
