@@ -195,7 +195,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
 def trace(name, data_dir, seed, n_bits, rank, n_iter, whiten, step):
     """The thresholded model's held-out AUC after every iteration, without and with the
     validation bits (same ``n_bits`` in all): ``{"plain": [...], "val": [...],
-    "val_score": [...], "val_macro": [...], "best": i, "returned": auc}``."""
+    "val_score": [...], "val_pairs": [...], "best": i, "returned": auc}``."""
     X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
     X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
     Y_train = Y_train.toarray().astype(np.int8)
@@ -212,7 +212,7 @@ def trace(name, data_dir, seed, n_bits, rank, n_iter, whiten, step):
     return {"plain": [h["auc"] for h in plain.history_],
             "val": [h["auc"] for h in val.history_],
             "val_score": [h["validation_auc"] for h in val.history_],
-            "val_macro": [h["validation_macro_auc"] for h in val.history_],
+            "val_pairs": [h["validation_pairs_auc"] for h in val.history_],
             "best": int(val.best_iteration_),
             "returned": val.history_[val.best_iteration_]["auc"]}
 

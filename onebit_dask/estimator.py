@@ -191,8 +191,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``n_iter + 1`` of the data (the batch after the training batches: a further
         ``validation_fraction * batch_size`` bits, none of the training bits), drawn
         once. After the initial batch and after every step, each label block scores its
-        labels' validation bits; the fit returns the iterate with the best
-        within-label AUC pooled over (positive, negative) pairs. While fitting, every
+        labels' validation bits; the fit returns the iterate with the best macro
+        AUC on them (the mean of the labels' AUCs over the validation bits). While fitting, every
         label block keeps a copy of its best state (``Q``, ``V``, ``B``, thresholds):
         twice the label blocks' memory. ``None``: the last iterate. Not with
         ``checkpoint`` nor ``partial_fit``. A label matrix's validation pairs are of the
@@ -229,8 +229,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``; with
         ``fit(..., eval_set=...)``, the held-out ranking metrics (``auc``,
         ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``); with
-        ``validation_fraction``, ``validation_auc`` (the selection score) and
-        ``validation_macro_auc`` (the per-label AUCs' mean over the validation bits).
+        ``validation_fraction``, ``validation_auc`` (the selection score: the mean of
+        the labels' AUCs on the validation bits) and ``validation_pairs_auc`` (the same
+        AUCs weighted by their pairs).
     best_iteration_ : int
         The iteration whose factors and thresholds the model holds (with
         ``validation_fraction``, the best by ``validation_auc``; else the last).

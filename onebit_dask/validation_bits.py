@@ -11,23 +11,23 @@ exactly the fit without validation.
 After the initial batch and after every step, each label block scores the validation
 bits of its own labels, ``s_i = x_i^T A b_{j_i} + b_{j_i 0}``, and returns four numbers
 (:func:`label_auc_sums`); the client adds them up over the blocks. The score is the
-**within-label AUC pooled over pairs**,
+**macro AUC of the validation bits**, the mean over the labels with both classes among
+them of each label's Mann-Whitney AUC,
 
 .. math::
 
-    \mathrm{AUC}_{pairs} = \frac{\sum_j U_j}{\sum_j P_j N_j}, \qquad
+    \mathrm{AUC}_j = U_j / (P_j N_j), \qquad
     U_j = \#\{(i, i') : j_i = j_{i'} = j,\ y_i = 1,\ y_{i'} = -1,\ s_i > s_{i'}\}
           + \tfrac12 \#\{\ldots s_i = s_{i'}\},
 
-the share of (positive, negative) pairs of the same label that the scores order
-correctly, ``P_j, N_j`` the label's positive and negative validation bits. It is each
-label's Mann-Whitney AUC weighted by its ``P_j N_j`` pairs: invariant, as the held-out
-macro AUC is, to a label's threshold and scale; unlike the macro average over the
-validation bits (also recorded, ``validation_macro_auc``), a label with one positive
-bit among a handful does not weigh as much as a label with hundreds of pairs. Accuracy
-is useless with rare labels (predicting every bit negative scores ``1 - p``), and a
-pooled AUC over all labels rewards the thresholds' ordering of labels, not the model of
-each.
+``P_j, N_j`` the label's positive and negative validation bits: the held-out metric it
+stands for (macro AUC), invariant to a label's threshold and scale. Also recorded, the
+labels' AUCs weighted by their pairs, ``sum_j U_j / sum_j P_j N_j``
+(``validation_pairs_auc``): it is less noisy but follows the frequent labels, and on
+real data it kept iterates whose steps had helped the frequent labels and hurt the
+rare ones (docs/ALGORITHM.md section 9b). Accuracy is useless with rare labels
+(predicting every bit negative scores ``1 - p``), and an AUC pooled over all labels'
+bits rewards the thresholds' ordering of labels, not the model of each.
 
 When the score improves, each block copies its per-label state (``Q``, ``V``, ``B`` and
 the thresholded model's ``b``, ``p``, ``v``) into ``best_*`` slots, and the client keeps
@@ -171,19 +171,20 @@ class ValidationBits:
 
     def update(self, engine, A, top, iteration: int) -> dict:
         """Score the current iterate (factor ``A``, client state ``top``); keep it when it
-        beats the best so far (ties keep the earlier). Returns ``validation_auc`` and
-        ``validation_macro_auc`` for the history."""
+        beats the best so far (ties keep the earlier). Returns ``validation_auc`` (the
+        macro AUC of the validation bits, the score) and ``validation_pairs_auc`` for the
+        history."""
         with one_blas_thread():
             XA = np.asarray(self.X @ A)
         outs = engine.map(validation_sums, per_block=[(bits, XA[r]) for bits, r in
                                                        zip(self._bits, self._rows)])
         U, pairs, macro, n_labels = np.sum(outs, axis=0)
-        score = U / pairs if pairs > 0 else float("nan")
+        score = macro / n_labels if n_labels else float("nan")
         if self.best[1] < 0 or score > self.best[0]:  # NaN: no pairs, keep the first
             engine.map(keep_best)
             self.best = (score, iteration, top)
         return {"validation_auc": float(score),
-                "validation_macro_auc": float(macro / n_labels) if n_labels else float("nan")}
+                "validation_pairs_auc": float(U / pairs) if pairs > 0 else float("nan")}
 
     def finish(self, engine, last: int):
         """Put the best iterate back in the blocks (unless it is the last) and drop the

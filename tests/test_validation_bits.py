@@ -51,7 +51,7 @@ def _fit(problem, n_iter, **kw):
 
 def _validation_score(model, problem, n_iter, fraction):
     """The selection score recomputed densely: the bits of batch n_iter + 1, the model's
-    dense scores, sklearn's AUC per label weighted by its pairs."""
+    dense scores, the mean of sklearn's AUC of each label with both classes."""
     X, labels, y = [], [], []
     for shard in problem.batch(n_iter + 1, 6000, 3, sampler="explicit"):
         Xs, ls, ys = shard.load()
@@ -60,8 +60,8 @@ def _validation_score(model, problem, n_iter, fraction):
     X, labels, y = np.concatenate(X), np.concatenate(labels), np.concatenate(y)
     scores = np.einsum("ij,ji->i", X.astype(np.float64), model.coef_[:, labels]) \
         + model.intercept_[labels]
-    U, pairs, _, _ = _reference_sums(labels, y, scores)
-    return U / pairs
+    _, _, macro, n_labels = _reference_sums(labels, y, scores)
+    return macro / n_labels
 
 
 def test_returns_the_best_iterate_by_validation_and_equals_the_fit_stopped_there():
