@@ -79,7 +79,7 @@ def test_returns_the_best_iterate_by_validation_and_equals_the_fit_stopped_there
     np.testing.assert_array_equal(model.A_, stopped.A_)
     np.testing.assert_array_equal(model.B_, stopped.B_)
     np.testing.assert_array_equal(model.Q_, stopped.Q_)
-    assert model.n_steps_ == n_iter and model.best_iteration_ == model.best_iteration_
+    assert model.n_steps_ == n_iter
     # and on the planted truth the selection is not the worse one
     last = _fit(problem, n_iter, threshold="none")
     assert model.evaluate(problem)["frobenius_error"] <= last.evaluate(problem)[
@@ -105,11 +105,12 @@ def _observations(seed=0, n=8000, d1=30, d2=25):
     return X, labels, y
 
 
-@pytest.mark.parametrize("threshold", ["none", "estimated"])
-def test_in_process_equals_dask(client2, threshold):
+def test_in_process_equals_dask(client2):
+    """Row-range shards (observations, the thresholded model) and label-block shards (a
+    planted problem, the paper's model, whose best iterate is its first: restored)."""
     X, labels, y = _observations()
-    kw = dict(batch_size=1000, n_iter=5, step="paper", n_shards=3, threshold=threshold,
-              validation_fraction=0.7, random_state=0)
+    kw = dict(batch_size=1000, n_iter=3, step="paper", n_shards=3, validation_fraction=0.7,
+              random_state=0)
     local = OneBitMultiLabel(3, engine="local", **kw).fit(X, labels, y, n_labels=25)
     with client2.as_current():
         remote = OneBitMultiLabel(3, engine="dask", **kw).fit(X, labels, y, n_labels=25)
@@ -120,8 +121,9 @@ def test_in_process_equals_dask(client2, threshold):
     # the planted problem's label-block shards, on Dask too
     problem = _rare_problem(2)
     with client2.as_current():
-        remote = _fit(problem, 3, threshold=threshold, engine="dask", validation_fraction=0.5)
-    local = _fit(problem, 3, threshold=threshold, engine="local", validation_fraction=0.5)
+        remote = _fit(problem, 2, threshold="none", engine="dask", validation_fraction=0.5)
+    local = _fit(problem, 2, threshold="none", engine="local", validation_fraction=0.5)
+    assert local.best_iteration_ == remote.best_iteration_ < 2
     np.testing.assert_array_equal(remote.validation_score_, local.validation_score_)
     np.testing.assert_array_equal(remote.B_, local.B_)
 
