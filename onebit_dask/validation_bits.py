@@ -169,13 +169,15 @@ class ValidationBits:
                       for lo, hi in zip(bounds[:-1], bounds[1:])]
         self._bits = [engine.share((self.labels[r], self.y[r])) for r in self._rows]
 
-    def update(self, engine, A, top, iteration: int) -> dict:
-        """Score the current iterate (factor ``A``, client state ``top``); keep it when it
+    def update(self, engine, A, top, iteration: int, feature_map=None) -> dict:
+        """Score the current iterate (factor ``A``, client state ``top``; scores on
+        ``phi(X)`` with a :class:`~onebit_dask.features.FeatureMap`); keep it when it
         beats the best so far (ties keep the earlier). Returns ``validation_auc`` (the
         macro AUC of the validation bits, the score) and ``validation_pairs_auc`` for the
         history."""
         with one_blas_thread():
-            XA = np.asarray(self.X @ A)
+            XA = np.asarray(self.X @ A) if feature_map is None else feature_map.product(
+                self.X, A)
         outs = engine.map(validation_sums, per_block=[(bits, XA[r]) for bits, r in
                                                        zip(self._bits, self._rows)])
         U, pairs, macro, n_labels = np.sum(outs, axis=0)

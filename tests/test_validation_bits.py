@@ -151,3 +151,16 @@ def test_fraction_refused_where_it_cannot_work(tmp_path):
     assert not (tmp_path / "ck").exists()
     with pytest.raises(ValueError, match="validation_fraction=0.5 .*partial_fit"):
         model.partial_fit(X, labels, y, n_labels=25)
+
+
+def test_scores_through_the_feature_map():
+    """With ``features="whiten"`` the validation bits are scored on ``phi(x)``: the same
+    scores as a fit on ``phi(X)`` formed in NumPy (the map's own product)."""
+    X, labels, y = _observations()
+    X = X * np.linspace(0.5, 3.0, X.shape[1]) + 1.0
+    kw = dict(batch_size=1000, n_iter=3, step="harmonic", validation_fraction=0.5,
+              random_state=0, engine="local")
+    mapped = OneBitMultiLabel(3, features="whiten", **kw).fit(X, labels, y, n_labels=25)
+    phi = mapped.feature_map_.product(X, np.eye(X.shape[1]))
+    dense = OneBitMultiLabel(3, **kw).fit(phi, labels, y, n_labels=25)
+    np.testing.assert_allclose(mapped.validation_score_, dense.validation_score_, atol=1e-9)
