@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse
 
 from .engine.blocks import Block, THRESHOLD_SLOTS
 from .kernels import one_blas_thread
@@ -120,8 +121,9 @@ def settle(block: Block, restore: bool) -> Block:
 
 # -- the client's side ------------------------------------------------------------------
 def check_fraction(value, n_iter: int, source, batch_size: int) -> None:
-    """Nothing to check beyond the parameter table, apart from a source too small to give
-    validation bits besides the training batches (then an error before any work)."""
+    """Refuse, before any work, a ``validation_fraction`` whose bits the data cannot give:
+    a source holding fewer than ``n_iter + 2`` batches (the validation bits come from
+    batch ``n_iter + 1``, after the training batches)."""
     held = source.n_batches(batch_size)
     if value is not None and held is not None and held < n_iter + 2:
         raise ValueError(
@@ -197,8 +199,7 @@ class ValidationBits:
 
 
 def _stack(blocks):
-    import scipy.sparse
-
+    """The shards' feature rows, one array (CSR stays CSR)."""
     if scipy.sparse.issparse(blocks[0]):
         return scipy.sparse.vstack(blocks, format="csr")
     return np.concatenate(blocks)
