@@ -5,7 +5,7 @@ checks and API. The fit loop is :mod:`onebit_dask.fitting`; where the label bloc
 from __future__ import annotations
 
 from dataclasses import replace
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -23,6 +23,7 @@ from .engine.blocks import best_k, evaluation_pieces, top_k
 from .engine.placement import use_client
 from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .synthetic import FullObservationProblem, SyntheticProblem
+from .validation_bits import check_fraction
 
 __all__ = ["OneBitMultiLabel", "check_params", "use_client"]
 
@@ -43,6 +44,7 @@ PARAMETER_CONSTRAINTS = {
     "threshold": [StrOptions({"none", "estimated"})],
     "features": [StrOptions(set(FEATURE_KINDS))],
     "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
+    "validation_fraction": [None, Interval(Real, 0, 1, closed="right")],
 }
 
 
@@ -160,6 +162,20 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     whiten_components : int or None, default None
         With ``features="whiten"``: the directions whitened (``None``: ``min(d1, 200)``);
         not allowed with the other maps.
+    validation_fraction : float in (0, 1] or None, default None
+        Keep the best iterate on a validation split of the bits (``fit`` only;
+        :mod:`onebit_dask.validation_bits`). The validation bits are the first
+        ``ceil(validation_fraction * n_s)`` observations of each shard of batch
+        ``n_iter + 1`` of the data (the batch after the training batches: a further
+        ``validation_fraction * batch_size`` bits, none of the training bits), drawn
+        once. After the initial batch and after every step, each label block scores its
+        labels' validation bits; the fit returns the iterate with the best macro
+        AUC on them (the mean of the labels' AUCs over the validation bits). While fitting, every
+        label block keeps a copy of its best state (``Q``, ``V``, ``B``, thresholds):
+        twice the label blocks' memory. ``None``: the last iterate. Not with
+        ``checkpoint`` nor ``partial_fit``. A label matrix's validation pairs are of the
+        training instances; when the bits cover its ``n x d2`` cells several times, pass
+        observations whose rows after the training rows are of held-out instances.
 
     Attributes
     ----------
@@ -195,13 +211,21 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         in-process) and, when the data come with a test
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``; with
         ``fit(..., eval_set=...)``, the held-out ranking metrics (``auc``,
-        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``).
+        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``); with
+        ``validation_fraction``, ``validation_auc`` (the selection score: the mean of
+        the labels' AUCs on the validation bits) and ``validation_pairs_auc`` (the same
+        AUCs weighted by their pairs).
+    best_iteration_ : int
+        The iteration whose factors and thresholds the model holds (with
+        ``validation_fraction``, the best by ``validation_auc``; else the last).
+    validation_score_ : ndarray of shape (n_iter + 1,)
+        ``validation_auc`` after each iteration (only with ``validation_fraction``).
     """
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
                  eval_every=1, progress=False, threshold="estimated", features="none",
-                 whiten_components=None):
+                 whiten_components=None, validation_fraction=None):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -216,6 +240,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.threshold = threshold
         self.features = features
         self.whiten_components = whiten_components
+        self.validation_fraction = validation_fraction
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
@@ -289,6 +314,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
                                 "is evaluated")
             heldout = HeldOut(eval_set, source.d1, source.d2)
+        if self.validation_fraction is not None and checkpoint is not None:
+            raise ValueError(f"validation_fraction={self.validation_fraction!r} is not allowed "
+                             "with checkpoint: a checkpoint does not hold the best iterate; "
+                             "drop one of them")
+        check_fraction(self.validation_fraction, self.n_iter, source, self.batch_size)
         warn_if_cycling(source, self.batch_size, self.n_iter + 1)
         data = source.identity()
         params = self.get_params(deep=False)
@@ -311,6 +341,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         -------
         self
         """
+        if self.validation_fraction is not None:
+            raise ValueError(f"validation_fraction={self.validation_fraction!r} is not allowed "
+                             "in partial_fit (it has no validation bits): pass "
+                             "validation_fraction=None, or use fit")
         first = not hasattr(self, "A_")
         if first and n_labels is None:
             raise TypeError("n_labels=None is not allowed on the first call to partial_fit: "
@@ -365,6 +399,24 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def feature_map_(self):
         """The fitted feature map (see the class docstring), or ``None``."""
         return self._fitted_state("feature_map_").feature_map
+
+    @property
+    def best_iteration_(self) -> int:
+        """The iteration whose factors and thresholds the model holds."""
+        best = self._fitted_state("best_iteration_").best_iteration
+        if best is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                 "'best_iteration_' (a loaded model)")
+        return best
+
+    @property
+    def validation_score_(self) -> np.ndarray:
+        """``validation_auc`` after each iteration (only with ``validation_fraction``)."""
+        score = self._fitted_state("validation_score_").validation_score
+        if score is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
+                                 "'validation_score_' (fitted without validation_fraction)")
+        return score
 
     @property
     def n_steps_(self) -> int:

@@ -25,6 +25,7 @@ from .engine.blocks import Evaluation, StepModel
 from .features import fit_feature_map
 from .kernels import one_blas_thread, step_size
 from .progress import StepProgress
+from .validation_bits import ValidationBits
 
 DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
 
@@ -46,6 +47,7 @@ class FitSettings:
     threshold: str
     features: str
     whiten_components: int | None
+    validation_fraction: float | None
 
     @classmethod
     def of(cls, params: dict) -> "FitSettings":
@@ -85,6 +87,11 @@ class FitState:
         Cumulative training time.
     history : list of dict
         One record per iteration (``OneBitMultiLabel.history_``).
+    best_iteration : int or None
+        The iteration whose state the model holds (the last, or the best on the
+        validation bits); ``None`` for a loaded model.
+    validation_score : ndarray or None
+        ``validation_auc`` after each iteration (with ``validation_fraction``).
     """
 
     d1: int
@@ -99,6 +106,8 @@ class FitState:
     n_samples_seen: int = 0
     fit_s: float = 0.0
     history: list = field(default_factory=list)
+    best_iteration: int | None = None
+    validation_score: Any = None
 
     @property
     def width(self) -> int:
@@ -206,6 +215,11 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     if heldout is not None:
         heldout.place(engine, state.bounds)
         ranking = (heldout, source.propensities())
+    validation = None
+    if settings.validation_fraction is not None:
+        validation = ValidationBits(source, settings.n_iter + 1, settings.batch_size,
+                                    settings.n_shards, settings.validation_fraction)
+        validation.place(engine, state.bounds)
     n_iter = settings.n_iter
     with StepProgress(n_iter + 1, enabled=settings.progress) as bar:
         upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
@@ -219,18 +233,41 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             advance(settings, state, engine, *current, source, planted if due else None,
                     ranking if due else None)
             del current
+            if validation is not None:
+                _validate(state, validation, engine)
             if checkpoint is not None and checkpoint.due(t, last):
                 checkpoint.write(state, engine)
             if t < n_iter and not engine.prefetches:
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
             bar.update(state.history[-1])
+    state.best_iteration = state.n_steps
+    if validation is not None:
+        _select(state, validation, engine)
     keep(state, engine)
+
+
+def _validate(state, validation, engine) -> None:
+    """Score the iterate on the validation bits (its time counts as training time)."""
+    start = time.perf_counter()
+    record = validation.update(engine, state.top.Q, state.top, state.n_steps,
+                               state.feature_map)
+    state.fit_s += time.perf_counter() - start
+    state.history[-1].update(record, fit_s=state.fit_s)
+
+
+def _select(state, validation, engine) -> None:
+    """Take back the best iterate the validation bits selected."""
+    state.best_iteration, top = validation.finish(engine, state.n_steps)
+    if top is not None:
+        state.top = top
+    state.validation_score = np.array([h["validation_auc"] for h in state.history])
 
 
 def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None:
     """Initialise (a fresh ``state``) or take one step on the given ``shards`` (all of a
     batch), then keep the blocks."""
     advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None)
+    state.best_iteration = state.n_steps
     keep(state, engine)
 
 
