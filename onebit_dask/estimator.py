@@ -17,7 +17,8 @@ from ._validation import (RANDOM_STATE, as_generator, check_int, check_observati
                           validate_params)
 from .algorithm import init_dense, init_randomized, step
 from .engine import LocalEngine, make_engine
-from .engine.blocks import Evaluation, StepModel, best_k, evaluation_pieces, rows_of, top_k
+from .engine import topk
+from .engine.blocks import Evaluation, StepModel, evaluation_pieces, rows_of
 from .kernels import one_blas_thread, step_size
 from . import persist
 from .data.arrays import ArraySource
@@ -555,20 +556,29 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return np.zeros(self.n_labels_) if np.isscalar(b) else b
 
     def predict_top_k(self, X, k: int = 5):
-        """The ``k`` labels with the highest scores ``x^T w_j`` for each row of ``X``,
-        computed block by block where the label blocks live.
+        """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,
+        streamed: rows in chunks, each label block scored where it lives a tile at a time
+        (:mod:`onebit_dask.engine.topk`; a task holds at most ``SCORE_BUDGET`` = 64 MiB of
+        scores), only ``k`` labels per row sent back. Memory does not grow with
+        ``n x d2``, unlike :meth:`decision_function`.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n, d1)
+        k : int, default 5
+            ``1 <= k <= d2``.
 
         Returns
         -------
         labels : ndarray of shape (n, k), int64
-            Best first; ties go to the smaller label.
+            Best first; ties go to the smaller label (as a stable ``argsort`` of the
+            negated scores).
         scores : ndarray of shape (n, k)
         """
         self._check_fitted()
         k = check_int("k", k, low=1, high=self.n_labels_)
         XA = np.asarray(self._validate_X(X, reset=False).astype(np.float64) @ self.A_)
-        parts = self._live_blocks().map(top_k, XA, k)
-        return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
+        return topk.predict_top_k(self._live_blocks(), XA, k, self._bounds)
 
     def evaluate(self, problem) -> dict:
         """The test metrics of ``history_`` (``spectral_error``, ``frobenius_error``,
