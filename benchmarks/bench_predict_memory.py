@@ -12,10 +12,12 @@ an observations store of ``--rows`` rows, and runs
 
 in a fresh process for each ``W`` of ``--workers`` (0: in-process; 2: the embedded
 LocalCluster of 2 worker processes), for ``N = --rows`` and ``N = 1`` (the floor: Python,
-the package, the model's blocks). The client's peak is ``ru_maxrss`` of the CLI process;
-the workers' is ``ru_maxrss`` of its children once the cluster has closed (the largest
-of the worker and nanny processes, all reaped). The predicted labels' SHA-256 shows that
-two versions predict the same. Memory only, no timing. The last line is JSON.
+the package, the model's blocks). The client's peak is ``ru_maxrss`` of the CLI process
+(the model is built in another process, and this one imports neither NumPy nor the
+package: a process spawned by a large one starts its ``ru_maxrss`` at its parent's RSS).
+The workers' peaks are sampled every 20 ms (psutil, each worker process's RSS). The
+predicted labels' SHA-256 shows that two versions predict the same. Memory only, no
+timing. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -27,52 +29,86 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 CHILD = """
 import json, resource, sys
 from onebit_dask.cli import main
 status = main(sys.argv[1:])
-peak = lambda who: round(resource.getrusage(who).ru_maxrss / 1024, 1)
-print(json.dumps({"status": status, "client_mib": peak(resource.RUSAGE_SELF),
-                  "children_mib": peak(resource.RUSAGE_CHILDREN)}))
+print(json.dumps({"status": status,
+                  "client_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+"""
+
+BUILD = """
+import os, sys
+import numpy as np
+import onebit_dask
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.io import write_observations
+
+tmp, d1, d2, rows = sys.argv[1], *map(int, sys.argv[2:])
+problem = SyntheticProblem(d1, d2, 3, seed=0, n_test=100, max_eval_labels=100)
+est = OneBitMultiLabel(3, batch_size=200_000, n_iter=1, n_shards=4, engine="local",
+                       random_state=0).fit(problem)
+est.save(os.path.join(tmp, "model.zarr"))
+rng = np.random.default_rng(1)
+write_observations(os.path.join(tmp, "obs.zarr"), rng.standard_normal((rows, d1)),
+                   rng.integers(0, d2, rows), rng.choice([-1, 1], rows), n_labels=d2)
+print(os.path.dirname(os.path.dirname(onebit_dask.__file__)))
 """
 
 
-def build(tmp: str, d1: int, d2: int, rows: int):
-    """``(model path, observations path)``: a fitted model saved, and ``rows`` rows."""
-    import numpy as np
+def build(tmp: str, d1: int, d2: int, rows: int) -> str:
+    """Write ``tmp/model.zarr`` (a fitted model) and ``tmp/obs.zarr`` (``rows`` rows) in
+    another process; return the folder the package was imported from."""
+    proc = subprocess.run([sys.executable, "-c", BUILD, tmp, str(d1), str(d2), str(rows)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"building the model failed: {proc.stderr[-2000:]}")
+    return proc.stdout.strip()
 
-    from onebit_dask import OneBitMultiLabel, SyntheticProblem
-    from onebit_dask.io import write_observations
 
-    problem = SyntheticProblem(d1, d2, 3, seed=0, n_test=100, max_eval_labels=100)
-    est = OneBitMultiLabel(3, batch_size=200_000, n_iter=1, n_shards=4, engine="local",
-                           random_state=0).fit(problem)
-    model = est.save(os.path.join(tmp, "model.zarr"))
-    rng = np.random.default_rng(1)
-    obs = write_observations(os.path.join(tmp, "obs.zarr"), rng.standard_normal((rows, d1)),
-                             rng.integers(0, d2, rows), rng.choice([-1, 1], rows), n_labels=d2)
-    return model, obs
+def worker_peaks(proc: subprocess.Popen) -> list:
+    """Sample, until ``proc`` ends, the RSS of its worker processes (multiprocessing
+    children); each one's peak in MiB."""
+    import psutil
+
+    root, peaks = psutil.Process(proc.pid), {}
+    while proc.poll() is None:
+        try:
+            children = root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            break
+        for child in children:
+            try:
+                if "spawn_main" in " ".join(child.cmdline()):
+                    peaks[child.pid] = max(peaks.get(child.pid, 0), child.memory_info().rss)
+            except psutil.NoSuchProcess:
+                pass
+        time.sleep(0.02)
+    return sorted(round(v / 2**20, 1) for v in peaks.values())
 
 
 def predict(model: str, obs: str, rows: int, workers: int, k: int) -> dict:
-    """Peak RSS (MiB) of the client and of its children for one ``predict`` run."""
+    """Peak RSS (MiB) of the client and of its workers for one ``predict`` run."""
     argv = ["predict", model, "--data", obs, "--rows", str(rows), "--top-k", str(k), "--json",
             "--workers", str(workers)]
-    proc = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or len(lines) != 2:
-        raise SystemExit(f"predict failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    peaks = json.loads(lines[1])
-    if peaks.pop("status") != 0:
-        raise SystemExit(f"predict failed: {proc.stderr[-2000:]}")
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, *argv], stdout=out, stderr=err,
+                                text=True)
+        workers_mib = worker_peaks(proc)
+        proc.wait()
+        out.seek(0)
+        err.seek(0)
+        lines, stderr = out.read().strip().splitlines(), err.read()
+    if proc.returncode != 0 or len(lines) != 2 or json.loads(lines[1])["status"] != 0:
+        raise SystemExit(f"predict failed (exit {proc.returncode}): {stderr[-2000:]}")
     labels = json.loads(lines[0])["labels"]
-    peaks["labels_sha256"] = hashlib.sha256(json.dumps(labels).encode()).hexdigest()[:16]
-    if workers == 0:
-        del peaks["children_mib"]  # no worker processes
-    else:
-        peaks["worker_mib"] = peaks.pop("children_mib")
-    return peaks
+    run = {"client_mib": json.loads(lines[1])["client_mib"],
+           "labels_sha256": hashlib.sha256(json.dumps(labels).encode()).hexdigest()[:16]}
+    if workers:
+        run["worker_mib"] = workers_mib
+    return run
 
 
 def main(argv=None) -> int:
@@ -86,19 +122,19 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.smoke:
         args.d1, args.d2, args.rows, args.workers = 20, 3000, 50, "0"
-    import onebit_dask
-
-    results = {"code": os.path.dirname(os.path.dirname(os.path.abspath(onebit_dask.__file__))),
-               "d1": args.d1, "d2": args.d2, "rows": args.rows, "top_k": args.top_k, "runs": []}
+    results = {"d1": args.d1, "d2": args.d2, "rows": args.rows, "top_k": args.top_k,
+               "runs": []}
     with tempfile.TemporaryDirectory(prefix="bench_predict_") as tmp:
-        model, obs = build(tmp, args.d1, args.d2, args.rows)
+        results["code"] = build(tmp, args.d1, args.d2, args.rows)
+        model, obs = os.path.join(tmp, "model.zarr"), os.path.join(tmp, "obs.zarr")
+        print(f"onebit_dask from {results['code']}", flush=True)
         for workers in (int(w) for w in args.workers.split(",")):
             for rows in (args.rows, 1):
                 run = {"workers": workers, "rows": rows,
                        **predict(model, obs, rows, workers, args.top_k)}
                 results["runs"].append(run)
                 print(f"workers={workers} rows={rows:6d}  client {run['client_mib']:8.1f} MiB"
-                      + (f"  largest worker {run['worker_mib']:8.1f} MiB" if workers else "")
+                      + (f"  workers {run['worker_mib']} MiB" if workers else "")
                       + f"  labels {run['labels_sha256']}", flush=True)
     print(json.dumps(results))
     return 0
