@@ -16,8 +16,9 @@ the package, the model's blocks). The client's peak is ``ru_maxrss`` of the CLI 
 (the model is built in another process, and this one imports neither NumPy nor the
 package: a process spawned by a large one starts its ``ru_maxrss`` at its parent's RSS).
 The workers' peaks are sampled every 20 ms (psutil, each worker process's RSS). The
-predicted labels' SHA-256 shows that two versions predict the same. Memory only, no
-timing. The last line is JSON.
+predicted labels' SHA-256 shows that two versions predict the same. The children run in
+the temporary folder, so ``PYTHONPATH`` picks the version (not a checkout in the current
+folder). Memory only, no timing. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def build(tmp: str, d1: int, d2: int, rows: int) -> str:
     """Write ``tmp/model.zarr`` (a fitted model) and ``tmp/obs.zarr`` (``rows`` rows) in
     another process; return the folder the package was imported from."""
     proc = subprocess.run([sys.executable, "-c", BUILD, tmp, str(d1), str(d2), str(rows)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, cwd=tmp)
     if proc.returncode != 0:
         raise SystemExit(f"building the model failed: {proc.stderr[-2000:]}")
     return proc.stdout.strip()
@@ -95,7 +96,7 @@ def predict(model: str, obs: str, rows: int, workers: int, k: int) -> dict:
             "--workers", str(workers)]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-c", CHILD, *argv], stdout=out, stderr=err,
-                                text=True)
+                                text=True, cwd=os.path.dirname(model))
         workers_mib = worker_peaks(proc)
         proc.wait()
         out.seek(0)
