@@ -66,16 +66,16 @@ def tile_scores(XA: np.ndarray, B_rows: np.ndarray, b=None) -> np.ndarray:
         The tile's thresholds.
     """
     n, l = XA.shape
-    Bt = np.ascontiguousarray(B_rows.T)
-    S = np.empty((n, Bt.shape[1]))
+    w = B_rows.shape[0]
+    S = np.empty((n, w))
     step = max(1, SLAB // max(n, 1))
-    tmp = np.empty((n, min(step, Bt.shape[1])))
-    for c in range(0, Bt.shape[1], step):
+    tmp = np.empty((n, min(step, w)))
+    for c in range(0, w, step):
         out = S[:, c: c + step]
         t = tmp[:, : out.shape[1]]
-        np.multiply(XA[:, :1], Bt[0, c: c + step], out=out)
+        np.multiply(XA[:, :1], B_rows[c: c + step, 0], out=out)
         for q in range(1, l):
-            np.multiply(XA[:, q: q + 1], Bt[q, c: c + step], out=t)
+            np.multiply(XA[:, q: q + 1], B_rows[c: c + step, q], out=t)
             out += t
         if b is not None:
             out += b[c: c + step]
