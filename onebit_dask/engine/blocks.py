@@ -355,4 +355,5 @@ def ranking_pieces(block: Block, Y_test, XA, k: int) -> Block:
         truth = np.ascontiguousarray(Y_test[:, a: a + width].T.toarray() > 0)
         aucs.append(auc_rows(truth, np.ascontiguousarray(sc.T)))
         best = topk.add_tile(best, sc, block.lo + a, k)
+        del sc, truth  # before the next tile's
     return block.evolve(out=(np.concatenate(aucs), *best))

@@ -156,9 +156,10 @@ def top_k(block, XA: np.ndarray, k: int, width: int):
     """
     B_rows, b = block.slots["B"], block.slots.get("b")
     best = no_candidates(XA.shape[0])
-    for a in range(0, B_rows.shape[0], width):
-        S = tile_scores(XA, B_rows[a: a + width], None if b is None else b[a: a + width])
-        best = add_tile(best, S, block.lo + a, k)
+    for a in range(0, B_rows.shape[0], width):  # one tile alive at a time
+        best = add_tile(best, tile_scores(XA, B_rows[a: a + width],
+                                          None if b is None else b[a: a + width]),
+                        block.lo + a, k)
     return block.evolve(out=best)
 
 
