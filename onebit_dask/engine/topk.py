@@ -30,8 +30,9 @@ import numpy as np
 SCORE_BUDGET = 64 * 2**20
 """Bytes of float64 scores a prediction task holds at once (a tile of ``rows x width``
 scores, ``rows x width x 8 <= SCORE_BUDGET`` unless one row of a block is larger). A
-task's working memory is about 1.4 times this (the tile, its selection's masks and the
-partition of an eighth of its rows), plus its label block and its ``rows x k`` results."""
+task's working memory is about 1.2 times this (the tile, then either the partition of an
+eighth of its rows or its selection's mask), plus its label block and its ``rows x k``
+results."""
 
 SLAB = 2**16
 """Scores per slab of a tile in :func:`tile_scores` (512 KiB: the products of a slab
@@ -94,8 +95,9 @@ def select(S: np.ndarray, k: int) -> np.ndarray:
     if n == 0 or k >= w:
         return np.broadcast_to(np.arange(w), (n, w))
     group = max(1, -(-n // 8))
-    t = np.concatenate([np.partition(S[r: r + group], w - k, axis=1)[:, w - k]
-                        for r in range(0, n, group)])[:, None]
+    t = np.empty((n, 1))
+    for r in range(0, n, group):  # one partitioned copy alive at a time
+        t[r: r + group, 0] = np.partition(S[r: r + group], w - k, axis=1)[:, w - k]
     keep = S >= t
     over = np.flatnonzero(keep.sum(axis=1) > k)  # rows with ties at t
     for r in range(0, over.size, group):
