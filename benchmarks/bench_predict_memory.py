@@ -36,8 +36,8 @@ CHILD = """
 import json, resource, sys
 from onebit_dask.cli import main
 status = main(sys.argv[1:])
-print(json.dumps({"status": status,
-                  "client_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"status": status, "client_mib": round(peak, 1)}))
 """
 
 BUILD = """

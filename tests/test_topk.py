@@ -58,7 +58,8 @@ def local_engine(Bm, b):
 
 def test_tile_scores_have_the_same_bits_in_any_tile():
     rng = np.random.default_rng(0)
-    XA, Bm, b = rng.standard_normal((300, 6)), rng.standard_normal((1000, 6)), rng.standard_normal(1000)
+    XA, Bm = rng.standard_normal((300, 6)), rng.standard_normal((1000, 6))
+    b = rng.standard_normal(1000)
     full = topk.tile_scores(XA, Bm, b)
     np.testing.assert_array_equal(full, reference_scores(XA, Bm, b))
     np.testing.assert_allclose(full, XA @ Bm.T + b, rtol=1e-13, atol=1e-13)

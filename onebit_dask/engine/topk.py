@@ -66,7 +66,7 @@ def tile_scores(XA: np.ndarray, B_rows: np.ndarray, b=None) -> np.ndarray:
     b : ndarray of shape (w,), optional
         The tile's thresholds.
     """
-    n, l = XA.shape
+    n, components = XA.shape
     w = B_rows.shape[0]
     S = np.empty((n, w))
     step = max(1, SLAB // max(n, 1))
@@ -75,7 +75,7 @@ def tile_scores(XA: np.ndarray, B_rows: np.ndarray, b=None) -> np.ndarray:
         out = S[:, c: c + step]
         t = tmp[:, : out.shape[1]]
         np.multiply(XA[:, :1], B_rows[c: c + step, 0], out=out)
-        for q in range(1, l):
+        for q in range(1, components):
             np.multiply(XA[:, q: q + 1], B_rows[c: c + step, q], out=t)
             out += t
         if b is not None:
