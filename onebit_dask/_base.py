@@ -77,7 +77,12 @@ class FactorPredictor(ClassifierMixin):
         return np.array([0, 1])
 
     def decision_function(self, X, labels=None):
-        """Scores ``X W``.
+        """Scores ``X W`` (plus the thresholds of a model that has them).
+
+        Dense by contract: the result holds ``n x d2`` float64 numbers (or ``n x
+        len(labels)``), formed in this process. For each row's best labels among many
+        use ``predict_top_k`` where the estimator has it (:class:`OneBitMultiLabel`),
+        whose memory is bounded by a tile of scores, not by ``n x d2``.
 
         Parameters
         ----------
@@ -112,7 +117,8 @@ class FactorPredictor(ClassifierMixin):
         return 0.0
 
     def predict(self, X, labels=None):
-        """The multi-label indicator ``1[X W >= 0]``.
+        """The multi-label indicator ``1[X W >= 0]``, dense ``(n, d2)`` by contract as
+        :meth:`decision_function`.
 
         Returns
         -------

@@ -18,8 +18,8 @@ from .data.arrays import ArraySource
 from .data.heldout import HeldOut
 from .data.inputs import as_source
 from .data.source import warn_if_cycling
-from .engine import LocalEngine, placement
-from .engine.blocks import best_k, evaluation_pieces, top_k
+from .engine import LocalEngine, placement, topk
+from .engine.blocks import evaluation_pieces
 from .engine.placement import use_client
 from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .synthetic import FullObservationProblem, SyntheticProblem
@@ -480,20 +480,29 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return project(X, self.A_, self.feature_map_)
 
     def predict_top_k(self, X, k: int = 5):
-        """The ``k`` labels with the highest scores ``x^T w_j`` for each row of ``X``,
-        computed block by block where the label blocks live.
+        """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,
+        streamed: rows in chunks, each label block scored where it lives a tile at a time
+        (:mod:`onebit_dask.engine.topk`; a task holds at most ``SCORE_BUDGET`` = 64 MiB of
+        scores), only ``k`` labels per row sent back. Memory does not grow with
+        ``n x d2``, unlike :meth:`decision_function`.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n, d1)
+        k : int, default 5
+            ``1 <= k <= d2``.
 
         Returns
         -------
         labels : ndarray of shape (n, k), int64
-            Best first; ties go to the smaller label.
+            Best first; ties go to the smaller label (as a stable ``argsort`` of the
+            negated scores).
         scores : ndarray of shape (n, k)
         """
         self._check_fitted()
         k = check_int("k", k, low=1, high=self.n_labels_)
         XA = self._project(self._validate_X(X, reset=False))
-        parts = self._live_blocks().map(top_k, XA, k)
-        return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
+        return topk.predict_top_k(self._live_blocks(), XA, k, self._state.bounds)
 
     def evaluate(self, problem) -> dict:
         """The test metrics of ``history_`` (``spectral_error``, ``frobenius_error``,

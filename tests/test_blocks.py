@@ -177,16 +177,6 @@ def test_blockwise_cholqr_falls_back_to_shifted_cholqr3():
     np.testing.assert_allclose(Q @ (Q.T @ Y), Y, rtol=1e-6, atol=1e-6 * np.abs(Y).max())
 
 
-def test_top_k_in_chunks_equals_argsort():
-    rng = np.random.default_rng(7)
-    Bm, XA = rng.standard_normal((300, L)), rng.standard_normal((5, L))
-    blk = B.top_k(B.Block(100, 400, {"B": Bm}), XA, 7, chunk=64)
-    scores = XA @ Bm.T
-    ref = np.argsort(-scores, axis=1)[:, :7]
-    np.testing.assert_array_equal(blk.out[0], ref + 100)
-    np.testing.assert_allclose(blk.out[1], np.take_along_axis(scores, ref, axis=1))
-
-
 def misaligned(a):
     """A copy of ``a`` whose data start 2 bytes past a 64-byte boundary."""
     out = at_address(a, 2)

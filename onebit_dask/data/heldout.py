@@ -3,7 +3,7 @@ r"""Ranking metrics of a model on held-out data ``(X_test, Y_test)``, block by b
 Each label block scores the test rows on its own labels, ``X_test A b_j + b_j0``
 (:func:`onebit_dask.engine.blocks.ranking_pieces`), and returns its labels' ROC AUCs and,
 per row, its ``K`` best labels; the client merges the candidates
-(:func:`~onebit_dask.engine.blocks.best_k`) and computes, from the top ``K`` labels of
+(:func:`~onebit_dask.engine.topk.best_k`) and computes, from the top ``K`` labels of
 each row, precision@k, nDCG@k and (with the training labels' propensities)
 propensity-scored precision@k (:mod:`onebit_dask.ranking`). Nothing of size
 ``n_test x d2`` is formed on the client.
@@ -15,6 +15,7 @@ import numpy as np
 
 from .._validation import check_features
 from ..engine import blocks as B
+from ..engine import topk
 from .label_matrix import check_label_matrix
 
 TOP_K = 5  # precision, nDCG and PSP at 1, 3, 5
@@ -59,7 +60,7 @@ class HeldOut:
         k = min(TOP_K, self.Y.shape[1])
         outs = engine.map(B.ranking_pieces, XA, k, per_block=self._blocks)
         aucs = np.concatenate([o[0] for o in outs])
-        top, _ = B.best_k(np.hstack([o[1] for o in outs]), np.hstack([o[2] for o in outs]), k)
+        top, _ = topk.best_k(np.hstack([o[1] for o in outs]), np.hstack([o[2] for o in outs]), k)
         scores = {"auc": float(np.nanmean(aucs)) if np.isfinite(aucs).any() else float("nan")}
         ks = tuple(j for j in (1, 3, 5) if j <= k)  # d2 < 5: the k that exist
         scores.update(ranking.top_k_metrics(self.Y, top, propensities, ks=ks))

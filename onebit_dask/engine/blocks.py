@@ -31,6 +31,7 @@ from .. import thresholds
 from ..data.shards import ShardKind, active_sums, row_scaled
 from ..kernels import ActiveRows, aligned, row_norms
 from ..metrics import auc_rows
+from . import topk
 
 THRESHOLD_SLOTS = ("b", "p", "v")
 """The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
@@ -331,61 +332,33 @@ def rows_of(block: Block, slot: str, labels=None) -> Block:
     return block.evolve(out=M)
 
 
-def best_k(labels: np.ndarray, scores: np.ndarray, k: int):
-    """Per row, the ``k`` best candidates (highest score, then smallest label), best first."""
-    order = np.argsort(labels, axis=1, kind="stable")
-    labels, scores = (np.take_along_axis(a, order, axis=1) for a in (labels, scores))
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(labels, order, axis=1), np.take_along_axis(scores, order, axis=1)
-
-
-def top_k(block: Block, XA, k: int, chunk: int = 65_536) -> Block:
-    """``out = (labels, scores)``, each ``(n, min(k, hi - lo))``: per row the block's ``k``
-    best labels by score ``x^T A B_j (+ b_j)``, best first; ``n x chunk`` scores at a time."""
-    Bm = block.slots["B"]
-    b = block.slots.get("b")
-    n = XA.shape[0]
-    labels, scores = np.empty((n, 0), dtype=np.int64), np.empty((n, 0))
-    for a in range(0, Bm.shape[0], chunk):
-        sc = XA @ Bm[a: a + chunk].T
-        if b is not None:
-            sc += b[a: a + chunk]
-        kk = min(k, sc.shape[1])
-        idx = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
-            np.broadcast_to(np.arange(sc.shape[1]), sc.shape)
-        labels, scores = best_k(np.hstack([labels, idx + block.lo + a]),
-                                np.hstack([scores, np.take_along_axis(sc, idx, axis=1)]), k)
-    return block.evolve(out=(labels, scores))
-
-
 def evaluation_pieces(block: Block, evaluation: Evaluation) -> Block:
     """``out`` = the block's evaluation pieces (as :func:`commit` reports them)."""
     return block.evolve(out=_evaluation(block, evaluation))
 
 
-def ranking_pieces(block: Block, Y_test, XA, k: int, chunk: int = 1024) -> Block:
+def ranking_pieces(block: Block, Y_test, XA, k: int) -> Block:
     """``out = (auc, labels, scores)`` of the block's labels on a held-out set: the ROC AUC
     of each label (NaN where the test set has one class) and, per test row, the block's
-    ``k`` best labels by score ``x^T A b_j + b_j0`` and their scores, best first.
+    ``k`` best labels by score ``x^T A b_j + b_j0`` and their scores, best first (as
+    :func:`~onebit_dask.engine.topk.top_k`).
 
     ``Y_test`` is the ``(n_test, hi - lo)`` 0/1 CSR matrix of the block's labels, ``XA``
     the ``(n_test, l)`` products ``X_test A``; ``b_j0`` the block's thresholds (slot
-    ``"b"``, 0 without it). ``n_test x chunk`` scores at a time.
+    ``"b"``, 0 without it). A label's AUC needs all its test scores: ``n_test x width``
+    scores at a time, a quarter of :data:`~onebit_dask.engine.topk.SCORE_BUDGET` (the
+    AUC holds about four copies of them), at least one label.
     """
     Bm = block.slots["B"]
     b = block.slots.get("b")
     n = XA.shape[0]
-    labels, scores = np.empty((n, 0), dtype=np.int64), np.empty((n, 0))
+    width = max(1, topk.SCORE_BUDGET // (4 * 8 * max(n, 1)))
+    best = topk.no_candidates(n)
     aucs = []
-    for a in range(0, Bm.shape[0], chunk):
-        sc = XA @ Bm[a: a + chunk].T
-        if b is not None:
-            sc += b[a: a + chunk]
-        truth = np.ascontiguousarray(Y_test[:, a: a + chunk].T.toarray() > 0)
+    for a in range(0, Bm.shape[0], width):
+        sc = topk.tile_scores(XA, Bm[a: a + width], None if b is None else b[a: a + width])
+        truth = np.ascontiguousarray(Y_test[:, a: a + width].T.toarray() > 0)
         aucs.append(auc_rows(truth, np.ascontiguousarray(sc.T)))
-        kk = min(k, sc.shape[1])
-        idx = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
-            np.broadcast_to(np.arange(sc.shape[1]), sc.shape)
-        labels, scores = best_k(np.hstack([labels, idx + block.lo + a]),
-                                np.hstack([scores, np.take_along_axis(sc, idx, axis=1)]), k)
-    return block.evolve(out=(np.concatenate(aucs), labels, scores))
+        best = topk.add_tile(best, sc, block.lo + a, k)
+        del sc, truth  # before the next tile's
+    return block.evolve(out=(np.concatenate(aucs), *best))
