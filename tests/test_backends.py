@@ -193,12 +193,13 @@ def test_slurm_fit_equals_in_process(slurm, in_process_fit, tmp_path):
 ])
 def test_slurm_refused_job_is_one_line(slurm, tmp_path, change, reason):
     config = slurm_config(tmp_path, **change)
-    start = time.monotonic()
-    proc = cli(*FIT, "--cluster", config, env=slurm.env, timeout=120)
+    # sbatch's reason in the line: the refusal was seen, not waited out (cli's timeout
+    # only stops a hang)
+    proc = cli(*FIT, "--cluster", config, env=slurm.env)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(config) in lines[0] and reason in lines[0], proc.stderr
-    assert time.monotonic() - start < 60 and not slurm.jobs()
+    assert not slurm.jobs()
 
 
 @pytest.mark.parametrize("walltime", [

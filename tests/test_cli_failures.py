@@ -85,10 +85,10 @@ def test_invalid_pem_files_say_what_failed(tmp_path):
         (tmp_path / name).write_text("not a certificate\n")
     tls = ["--tls-ca-file", tmp_path / "ca.pem", "--tls-cert", tmp_path / "cert.pem",
            "--tls-key", tmp_path / "key.pem"]
-    start = time.perf_counter()
+    # refused before connecting: a connection to port 1 would be exit 1 "could not reach"
     line = one_line(run_cli(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
     assert "--tls-ca-file=" in line and "is not a PEM CA certificate" in line
-    assert "could not reach" not in line and time.perf_counter() - start < 60
+    assert "could not reach" not in line
     # valid files with a tcp:// scheduler: the options do not apply
     good = make_certificates(tmp_path)
     tls = ["--tls-ca-file", good["ca_file"], "--tls-cert", good["cert"], "--tls-key", good["key"]]
@@ -126,11 +126,9 @@ def lone_scheduler(tmp_path_factory):
 
 
 def test_scheduler_without_workers_times_out_with_one_line(lone_scheduler):
-    procs = lone_scheduler
-    start = time.perf_counter()
+    procs = lone_scheduler  # (run_cli's timeout only stops a hang)
     line = one_line(run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "3"), 1)
     assert f"no worker joined the scheduler at {procs.address} within 3 s" in line
-    assert time.perf_counter() - start < 60
 
 
 def test_debug_shows_the_traceback(lone_scheduler):

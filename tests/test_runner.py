@@ -352,6 +352,15 @@ def test_two_runners_on_one_store(tmp_path, in_process):
     xr.testing.assert_equal(cube_values(shared), cube_values(in_process))
 
 
+def wait_until(done, timeout=300.0):
+    """Return once ``done()`` is true (checked every 20 ms); the timeout only stops a
+    hang."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "hung"
+        time.sleep(0.02)
+
+
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
     from onebit_dask.stores.lock import StoreLock, StoreLockedError
 
@@ -376,15 +385,13 @@ def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
     assert not os.path.exists(f"{out}.lock")
     # a runner whose lock was taken over (it froze too long) stops before its next write
     with StoreLock(out, heartbeat=0.05) as lock:
-        before = os.stat(f"{out}.lock").st_mtime_ns
-        time.sleep(0.3)
-        assert os.stat(f"{out}.lock").st_mtime_ns > before  # the heartbeat
+        os.utime(f"{out}.lock", (old, old))
+        wait_until(lambda: os.stat(f"{out}.lock").st_mtime > old + 1800)  # the heartbeat
         lock.check()
         with open(f"{out}.lock", "w") as fh:
             json.dump({"host": "elsewhere", "pid": 7, "started": "now", "token": "z"}, fh)
         with pytest.raises(StoreLockedError, match="taken over by elsewhere pid 7"):
-            time.sleep(0.3)
-            lock.check()
+            lock.check()  # reads the lock itself, whether or not a heartbeat came since
     assert json.load(open(f"{out}.lock"))["token"] == "z"  # not removed: not ours
 
 
