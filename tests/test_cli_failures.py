@@ -113,6 +113,32 @@ def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
     assert not (tmp_path / "x.zarr").exists()
 
 
+def test_test_data_that_does_not_match_the_training_data_exits_2(tmp_path):
+    """``fit --data TRAIN --test-data TEST``: a test file with other sizes, a missing one
+    and a directory that is not a store are named with the flags and both files."""
+    train = tmp_path / "train.txt"
+    train.write_text("3 4 3\n0,1 0:1.0 2:0.5\n1 1:1.0 3:2.0\n2 0:0.5\n")
+    wide = tmp_path / "wide.txt"
+    wide.write_text("2 5 3\n0 0:1.0 4:0.5\n1 1:1.0\n")
+    fewer = tmp_path / "fewer.txt"
+    fewer.write_text("2 4 2\n0 0:1.0\n1 1:1.0\n")
+    base = ["fit", "--data", train, "--rank", "1", "--n-iter", "1", "--workers", "0", "--quiet"]
+    line = one_line(run_cli(*base, "--test-data", wide), 2)  # a real process
+    assert (f"--test-data {str(wide)!r} has 5 features and 3 labels (its header), but "
+            f"--data {str(train)!r} has 4 features and 3 labels") in line
+    assert "n_features" not in line and "n_labels" not in line
+    line = one_line(run_main(*base, "--test-data", fewer), 2)
+    assert (f"--test-data {str(fewer)!r} has 4 features and 2 labels (its header), but "
+            f"--data {str(train)!r} has 4 features and 3 labels") in line
+    line = one_line(run_main(*base, "--test-data", tmp_path / "nosuch.txt"), 2)
+    assert f"--test-data {str(tmp_path / 'nosuch.txt')!r} does not exist" in line
+    line = one_line(run_main(*base, "--test-data", tmp_path), 2)
+    assert f"--test-data {str(tmp_path)!r} is a directory but not a CSR store" in line
+    line = one_line(run_main("fit", "--data", tmp_path / "nosuch.txt", "--workers", "0"), 2)
+    assert f"--data {str(tmp_path / 'nosuch.txt')!r} does not exist" in line
+    assert run_main(*base, "--test-data", train).returncode == 0  # the same sizes
+
+
 # --- runtime failures: exit 1 --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -413,3 +439,28 @@ def test_a_spec_with_a_duplicate_key_exits_2_naming_file_and_line(tmp_path):
     line = one_line(run_main("sweep", spec, "--out", tmp_path / "c.zarr", "--workers", "0"), 2)
     assert f"{spec}: line 6: key 'd1' is given twice (first on line 2)" in line
     assert not (tmp_path / "c.zarr").exists()
+
+
+# --- what stderr holds when nothing failed ------------------------------------------------
+
+def test_local_config_with_a_dashboard_port_in_use_writes_no_warning(tmp_path):
+    """A local cluster config whose ``dashboard_address`` is taken (a port this test
+    holds): distributed's 4-line warning is not shown; the only line about the dashboard
+    is the documented ``dask dashboard: URL`` (cluster/README.md), on another port."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_yaml(tmp_path / "local.yaml", {
+            "kind": "local", "options": {"n_workers": 1,
+                                         "dashboard_address": f"127.0.0.1:{port}"}})
+        quiet = run_cli(*FIT, "--cluster", config)  # FIT has --quiet
+        loud = run_cli(*[a for a in FIT if a != "--quiet"], "--cluster", config)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert loud.returncode == 0, loud.stderr
+    lines = [ln for ln in loud.stderr.replace("\r", "\n").splitlines()
+             if ln.strip() and not ln.startswith("step:")]  # the progress bar's redraws
+    assert len(lines) == 1 and lines[0].startswith("dask dashboard: http://127.0.0.1:"), lines
+    assert f":{port}/" not in lines[0]
