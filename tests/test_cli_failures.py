@@ -113,6 +113,22 @@ def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
     assert not (tmp_path / "x.zarr").exists()
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["--workers", "-1"], "argument --workers: '-1' is not allowed: give an integer >= 0"),
+    (["--d2", "0"], "argument --d2: '0' is not allowed: give an integer >= 1"),
+    (["--n-test", "0"], "argument --n-test: '0' is not allowed: give an integer >= 1"),
+    (["--max-eval-labels", "0"], "argument --max-eval-labels: '0' is not allowed"),
+    (["--checkpoint-every", "0"], "argument --checkpoint-every: '0' is not allowed"),
+    (["--threshold", "some"], "argument --threshold: invalid choice: 'some'"),
+    (["--flip", "nan"], "argument --flip: 'nan' is not allowed: give a number in [0, 0.5)"),
+    (["--checkpoint", ""], "--checkpoint='' is not allowed: give the path of the checkpoint"),
+])
+def test_bad_flag_values_name_the_flag(args, fragment):
+    # in-process: test_cli.py::test_bad_input_exits_2_with_one_line runs both paths for real
+    line = one_line(run_main(*FIT, *args), 2)
+    assert fragment in line
+
+
 def test_test_data_that_does_not_match_the_training_data_exits_2(tmp_path):
     """``fit --data TRAIN --test-data TEST``: a test file with other sizes, a missing one
     and a directory that is not a store are named with the flags and both files."""
