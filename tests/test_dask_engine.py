@@ -232,7 +232,7 @@ def test_unreachable_scheduler_is_a_clear_error():
 @pytest.mark.parametrize("address", ["127.0.0.1:8786", "http://x:1", "tcp://host"])
 def test_bad_scheduler_address(address):
     proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--scheduler", address],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "tcp://HOST:PORT" in proc.stderr
 
 

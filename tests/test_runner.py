@@ -117,7 +117,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, in_process, request)
     proc = subprocess.Popen([sys.executable, "-c", HELD_SWEEP, *_sweep_cmd(spec_path, killed)[3:]],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: proc.poll() is None and proc.kill())
-    deadline = time.time() + 240
+    deadline = time.time() + 600  # only stops a hang
     n_done = 0
     while time.time() < deadline and proc.poll() is None and n_done < 3:
         try:
@@ -171,7 +171,7 @@ def test_cli_failures_exit_1_and_bad_spec_exits_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(SPEC_TEXT.replace("rank: [2]", "rank: [50]"))
     proc = subprocess.run(_sweep_cmd(bad, tmp_path / "x.zarr"), capture_output=True, text=True,
-                          timeout=60)
+                          timeout=600)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "grid.rank: rank=50 is not allowed" in proc.stderr
     assert not (tmp_path / "x.zarr").exists()
@@ -297,7 +297,7 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
             summary=run_sweep(spec, path, client, progress=False)))
         runner.start()
         victim = None
-        deadline = time.time() + 120
+        deadline = time.time() + 600  # only stops a hang
         while victim is None and time.time() < deadline:
             for worker, keys in client.processing().items():
                 if any(str(k).startswith("compute_cell") for k in keys):
