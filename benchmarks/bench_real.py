@@ -2,13 +2,22 @@
 
 For each data set (XC text files, train and test) and seed, ``--bits`` (instance, label)
 pairs are drawn uniformly from the training label matrix; each bit is ``2 Y_ij - 1``.
-Every method sees the same bits and the same features (standardised with the training
-split's mean and deviation; ``--whiten`` also whitens them, for every method). Reported on the test split: macro AUC (labels with
-both classes), P@1/3/5 and the training time, means over seeds. The upper bound is
-one-vs-rest logistic regression on the full training label matrix::
+Every method sees the same bits. The baselines get the features standardised with the
+training split's mean and deviation (``--whiten`` also whitens them) as a dense array.
+The one-bit models (``paper``, ``thresholded``) get the raw features (CSR, as read) and
+the same map through the estimator's ``features`` parameter (``--whiten top:Q``:
+``features="whiten", whiten_components=Q``; ``none``: ``features="standardize"``),
+estimated from the rows of their bits and applied through the factors;
+``--feature-path prewhiten`` gives them the baselines' dense transformed features instead
+(``features="none"``), to compare. Reported on the test split: macro AUC (labels with
+both classes), P@1/3/5 and the training time (the map's estimation included), means over
+seeds. The upper bound is one-vs-rest logistic regression on the full training label
+matrix::
 
     python benchmarks/bench_real.py --data-dir ../shared/data --seeds 5
     python benchmarks/bench_real.py --sets emotions --seeds 1 --whiten top:200
+    python benchmarks/bench_real.py --sets emotions --seeds 1 --whiten top:200 \
+        --feature-path prewhiten --methods paper thresholded
 """
 
 from __future__ import annotations
@@ -109,7 +118,17 @@ def _scores_metrics(Y_test, S, propensities):
     return out
 
 
-def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
+def package_features(whiten: str) -> dict:
+    """The estimator's parameters for ``--whiten`` (``lw`` has no package analogue)."""
+    if whiten == "none":
+        return {"features": "standardize"}
+    if whiten.startswith("top:"):
+        return {"features": "whiten", "whiten_components": int(whiten[4:])}
+    raise SystemExit(f"--whiten {whiten} is not a feature map of the package: use "
+                     "--feature-path prewhiten")
+
+
+def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path):
     X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
     X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
     Y_train, Y_test = Y_train.toarray().astype(np.int8), Y_test.toarray().astype(np.int8)
@@ -118,6 +137,10 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
     rng = np.random.default_rng(seed)
     i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
     X, y = Z_train[i], 2 * Y_train[i, j].astype(np.int64) - 1
+    if path == "package":  # raw CSR rows, the map in the estimator
+        X_own, X_own_test, mapping = X_train[i], X_test, package_features(whiten)
+    else:
+        X_own, X_own_test, mapping = X, Z_test, {}
     k = min(rank, d2)
     m = n_bits // (n_iter + 1)
     builders = {
@@ -126,11 +149,12 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
         "leml": lambda: LEML(k, random_state=seed).fit(X, j, y, n_labels=d2),
         "ovr_bits": lambda: _OneVsRestBits().fit(X, j, y, d2),
         "paper": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter, step="averaged",
-                                          threshold="none", random_state=seed).fit(X, j, y,
-                                                                                    n_labels=d2),
+                                          threshold="none", random_state=seed,
+                                          **mapping).fit(X_own, j, y, n_labels=d2),
         "thresholded": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
                                                 step=step, threshold="estimated",
-                                                random_state=seed).fit(X, j, y, n_labels=d2),
+                                                random_state=seed, **mapping).fit(
+            X_own, j, y, n_labels=d2),
         "ovr_full": lambda: _ovr_full(Z_train, Y_train),
     }
     rows = {}
@@ -138,14 +162,16 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step):
         start = time.perf_counter()
         model = builders[method]()
         seconds = time.perf_counter() - start
-        rows[method] = {**_scores_metrics(Y_test, np.asarray(model.decision_function(Z_test)),
-                                          None), "fit_s": seconds}
+        own = method in ("paper", "thresholded")
+        scores = model.decision_function(X_own_test if own else Z_test)
+        rows[method] = {**_scores_metrics(Y_test, np.asarray(scores), None), "fit_s": seconds}
         if method == "thresholded":
+            # its first batch (rows [0, m)) alone, with the map of all its bits' rows
             initial = OneBitMultiLabel(k, batch_size=m, n_iter=0, threshold="estimated",
-                                       random_state=seed).fit(X[:m], j[:m], y[:m],
-                                                              n_labels=d2)
+                                       random_state=seed, **mapping).fit(
+                X_own, j, y, n_labels=d2)
             rows["thresholded_initial"] = _scores_metrics(
-                Y_test, initial.decision_function(Z_test), None)
+                Y_test, initial.decision_function(X_own_test), None)
     return rows
 
 
@@ -161,15 +187,20 @@ def main(argv=None):
     ap.add_argument("--whiten", default="none",
                     help="none, lw (Ledoit-Wolf) or top:Q (the Q leading principal directions)")
     ap.add_argument("--step", default="harmonic", help="the thresholded model's step rule")
+    ap.add_argument("--feature-path", default="package", choices=("package", "prewhiten"),
+                    help="the one-bit models' features: raw, with the map in the estimator "
+                         "(package), or transformed beforehand as the baselines' (prewhiten)")
     ap.add_argument("--json", help="write every row to this file")
     args = ap.parse_args(argv)
     results = {}
     for name in args.sets:
         per_seed = [run(name, args.data_dir, s, args.bits, args.rank, args.n_iter,
-                        args.methods, args.whiten, args.step) for s in range(args.seeds)]
+                        args.methods, args.whiten, args.step, args.feature_path)
+                    for s in range(args.seeds)]
         results[name] = per_seed
         print(f"{name} ({args.seeds} seeds, {args.bits} bits, rank {args.rank}, features "
-              f"standardised, whitening {args.whiten}, thresholded step {args.step})")
+              f"standardised, whitening {args.whiten} ({args.feature_path} for the one-bit "
+              f"models), thresholded step {args.step})")
         for method in per_seed[0]:
             mean = {key: np.mean([r[method][key] for r in per_seed])
                     for key in per_seed[0][method]}

@@ -97,8 +97,11 @@ class FactorPredictor(ClassifierMixin):
                     labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
                 raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
                                  f"of integers in [0, {self.n_labels_})")
-        return (np.asarray(X.astype(np.float64) @ self.A_) @ self._B_rows(labels).T
-                + self._b_rows(labels))
+        return self._project(X) @ self._B_rows(labels).T + self._b_rows(labels)
+
+    def _project(self, X) -> np.ndarray:
+        """``X A_`` of shape ``(n, l)``, float64: the rows in the factor's space."""
+        return np.asarray(X.astype(np.float64) @ self.A_)
 
     def _B_rows(self, labels=None) -> np.ndarray:
         """Rows of ``B_`` at ``labels`` (all rows for ``None``), in the order given."""

@@ -170,6 +170,14 @@ def _add_fit(sub):
                    metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "
                         "bits (for labels that are rarely positive)")
+    e.add_argument("--features", default="none", metavar="{none,standardize,whiten}",
+                   help="feature map estimated from the training features and applied "
+                        "through the factors (sparse data stay sparse): none, standardize, "
+                        "or whiten (also the leading principal directions to unit variance; "
+                        "for real features, not with the synthetic problem)")
+    e.add_argument("--whiten-components", type=_integer(1), default=None, metavar="Q",
+                   help="with --features whiten: the directions whitened (default "
+                        "min(d1, 200))")
     e.add_argument("--seed", type=_integer(0), default=0,
                    help="seed of the start (and of the synthetic data)")
     e.add_argument("--shards", type=_integer(1), default=4,
@@ -204,13 +212,16 @@ def _fit_inputs(args):
     from . import OneBitMultiLabel, SyntheticProblem
     from .data.inputs import as_source
     from .estimator import check_params
+    from .features import check_source
     from .limits import check_sizes
     from .synthetic import SAMPLERS, parse_positive_rate
     from .stores.paths import is_url
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
-                           progress=not args.quiet, threshold=args.threshold)
+                           progress=not args.quiet, threshold=args.threshold,
+                           features=args.features,
+                           whiten_components=args.whiten_components)
     sizes = {"rank": args.rank, "batch_size": args.batch_size, "n_iter": args.n_iter}
     if args.data is None:
         _check_rank(args.rank, args.d1, args.d2, "--d1 and --d2 give")
@@ -222,6 +233,7 @@ def _fit_inputs(args):
                                    seed=args.seed, n_test=args.n_test,
                                    max_eval_labels=args.max_eval_labels, sampler=args.sampler)
         check_params(est.get_params(), problem.d1, problem.d2)
+        check_source(est.features, problem)
         return (problem,), as_source(problem), est, problem.d1, problem.d2
     path = os.fspath(args.data)
     if not is_url(path) and not os.path.exists(path):

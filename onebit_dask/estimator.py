@@ -12,6 +12,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import metrics
+from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, \
+    fit_feature_map, project
 from ._base import FactorPredictor
 from ._validation import (RANDOM_STATE, as_generator, check_int, check_observations, check_rank,
                           validate_params)
@@ -46,6 +48,8 @@ PARAMETER_CONSTRAINTS = {
     "eval_every": [Interval(Integral, 0, None, closed="left")],
     "progress": ["boolean"],
     "threshold": [StrOptions({"none", "estimated"})],
+    "features": [StrOptions(set(FEATURE_KINDS))],
+    "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
 }
 
 
@@ -71,6 +75,7 @@ def check_params(params: dict, d1: int, d2: int) -> None:
         raise ValueError(f"{unknown[0]}={params[unknown[0]]!r} is not allowed: not a parameter "
                          f"of OneBitMultiLabel (choose from {', '.join(PARAMETER_CONSTRAINTS)})")
     validate_params(PARAMETER_CONSTRAINTS, params, "OneBitMultiLabel")
+    check_feature_params(params.get("features", "none"), params.get("whiten_components"))
     if "rank" in params:
         check_rank(params["rank"], d1, d2)
 
@@ -182,6 +187,21 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         power iteration on ``M diag(phi(b_j) / phi(0))``, and the initial batch's bits
         centred on each label's mean (``docs/ALGORITHM.md`` section 9). On balanced labels
         it gives the paper's errors; on rare labels the paper's model collapses.
+    features : {"none", "standardize", "whiten"}, default "none"
+        The feature map ``phi(x) = T^T D^{-1} (x - mu)`` the model is learned through,
+        estimated once before the fit from the training features (every row of a label
+        matrix, file or store; the observations' rows for ``fit(X, labels, bits)``;
+        the first call's rows for ``partial_fit``) and applied through the factors: a
+        sparse ``X`` stays sparse (``docs/ALGORITHM.md`` section 10). ``"none"``: the
+        features as they are (the paper's setting). ``"standardize"``: each feature
+        centred and divided by its deviation. ``"whiten"``: also the ``whiten_components``
+        leading principal directions of the standardised features scaled to unit
+        variance (exact up to 4096 features, ARPACK above). Real features need it: a
+        full step assumes ``E[x x^T] = I`` and overshoots along their leading
+        directions. Not with a planted problem (its features are ``N(0, I)``).
+    whiten_components : int or None, default None
+        With ``features="whiten"``: the directions whitened (``None``: ``min(d1, 200)``);
+        not allowed with the other maps.
 
     Attributes
     ----------
@@ -201,6 +221,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Steps done after the initialisation.
     n_samples_seen_ : int
         Observations used, the initial batch included.
+    feature_map_ : FeatureMap or None
+        The fitted map (:class:`onebit_dask.features.FeatureMap`: ``mean``, ``scale``,
+        ``directions``, ``factors``); ``None`` for ``features="none"``. ``A_``, ``Q_``,
+        ``V_`` and ``coef_`` live in the mapped space; every score is
+        ``phi(x)^T W + b``.
     intercept_ : ndarray of shape (d2,)
         The thresholds ``b`` (zeros for ``threshold="none"``): scores are
         ``x^T W + b``.
@@ -217,7 +242,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
-                 eval_every=1, progress=False, threshold="estimated"):
+                 eval_every=1, progress=False, threshold="estimated", features="none",
+                 whiten_components=None):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -230,6 +256,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.eval_every = eval_every
         self.progress = progress
         self.threshold = threshold
+        self.features = features
+        self.whiten_components = whiten_components
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
@@ -237,6 +265,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def _check_params(self, d1: int, d2: int) -> None:
         """The parameter table (``_validate_params``) and ``rank <= min(d1, d2)``."""
         self._validate_params()
+        check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, d1, d2)
 
     def _make_engine(self):
@@ -313,6 +342,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._validate_params()  # the table, before the data are read
         source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
         self._check_params(source.d1, source.d2)
+        check_source(self.features, source.planted)
         heldout = None
         if eval_set is not None:
             if source.planted is not None:
@@ -351,6 +381,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         engine = self._make_engine()
         if first:
             self._start(X.shape[1], d2)
+            self.feature_map_ = fit_feature_map(X, self.features, self.whiten_components,
+                                                self._rng)
             engine.start(self._bounds)
         else:
             engine = self._blocks_on(engine)
@@ -394,6 +426,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         if checkpoint is not None and checkpoint.resume(self, engine):
             first = self.n_steps_ + 1
         else:
+            start = time.perf_counter()
+            self.feature_map_ = None if self.features == "none" else fit_feature_map(
+                source.features(), self.features, self.whiten_components, self._rng)
+            self._fit_s += time.perf_counter() - start
             engine.start(self._bounds)
         source = source.place(engine, self._bounds)
         batches = lambda t: source.batch(t, self.batch_size, self.n_shards)  # noqa: E731
@@ -444,7 +480,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             record.update(self._metrics(source.planted, self._test_set, outs))
         if ranking is not None:
             with one_blas_thread():
-                record.update(ranking[0].metrics(engine, self.A_, ranking[1]))
+                record.update(ranking[0].metrics(engine, self.A_, ranking[1],
+                                                 self.feature_map_))
         self.history_.append(record)
 
     def _update(self, engine, data, n_obs, projection, evaluation):
@@ -452,7 +489,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         pieces)``."""
         d1, d2 = self.n_features_in_, self.n_labels_
         if self.n_steps_ < 0:
-            model = StepModel(None, projection(None), self.threshold == "estimated")
+            model = StepModel(None, projection(None), self.threshold == "estimated",
+                              self.feature_map_)
             if self._dense_init(d1, d2):
                 self._top, outs = init_dense(engine, data, model, n_obs, d1, d2, self.rank,
                                              self._bounds, evaluation)
@@ -462,7 +500,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             n_active = n_obs
         else:
             eta = step_size(self.step, self.n_steps_)
-            model = StepModel(self.A_, projection(self.A_), self.threshold == "estimated")
+            model = StepModel(self.A_, projection(self.A_), self.threshold == "estimated",
+                              self.feature_map_)
             self._top, n_active, outs = step(engine, data, model, self._top, n_obs, d2, eta,
                                              evaluation)
         self.A_ = self._top.Q
@@ -554,6 +593,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         b = self._b_rows()
         return np.zeros(self.n_labels_) if np.isscalar(b) else b
 
+    def _project(self, X) -> np.ndarray:
+        """``phi(X) A_`` (``X A_`` for ``features="none"``), through the fitted map."""
+        return project(X, self.A_, self.feature_map_)
+
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j`` for each row of ``X``,
         computed block by block where the label blocks live.
@@ -566,7 +609,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """
         self._check_fitted()
         k = check_int("k", k, low=1, high=self.n_labels_)
-        XA = np.asarray(self._validate_X(X, reset=False).astype(np.float64) @ self.A_)
+        XA = self._project(self._validate_X(X, reset=False))
         parts = self._live_blocks().map(top_k, XA, k)
         return best_k(np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
 
@@ -587,6 +630,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             raise ValueError(f"problem has d1={problem.d1}, d2={problem.d2}, but the model was "
                              f"fitted with d1={self.n_features_in_}, d2={self.n_labels_}: "
                              "pass a problem of the same shape")
+        check_source(self.features, problem)
         test_set = problem.test_set()
         outs = self._live_blocks().map(evaluation_pieces,
                                        per_block=self._evaluations(problem, test_set.labels))

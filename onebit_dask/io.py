@@ -242,6 +242,18 @@ class ZarrSource:
     def projection(self, A=None):
         return None
 
+    def features(self, chunk_rows: int = 100_000):
+        """Every row of ``X``, read ``chunk_rows`` at a time and checked as a shard's."""
+        from .features import RowChunks
+
+        path = self.path
+
+        def read(lo, hi):
+            X = zarr.open_group(path, mode="r")["X"]
+            return check_features(read_rows(path, "X", X, lo, hi), row_offset=lo)
+
+        return RowChunks(self.n, self.d1, read, chunk_rows)
+
     def place(self, engine, bounds):
         return self
 

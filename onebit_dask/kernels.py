@@ -118,6 +118,8 @@ class ActiveRows(NamedTuple):
     #                        the active ones)
     X_neg: np.ndarray | None = None  # thresholded model's initial batch: X holds the sums of
     #                                  the positive bits' rows, X_neg of the negative ones
+    features: object = None  # a FeatureMap: X (and X_neg) hold homogeneous rows [S_j, mass_j]
+    #                          (d1 + 1 columns), read through it (onebit_dask.features)
 
 
 PRODUCT_BYTES = 1 << 18
@@ -145,14 +147,18 @@ def rows_product(X: np.ndarray, M: np.ndarray) -> np.ndarray:
     return out
 
 
-def residuals(X, labels, y, A, B_rows, offset: int = 0, b_rows=None) -> np.ndarray:
+def residuals(X, labels, y, A, B_rows, offset: int = 0, b_rows=None,
+              features=None) -> np.ndarray:
     """``r = y - sign(x_i^T A B[j_i] + b[j_i])`` in ``{-2, 0, 2}`` (float64); ``B_rows`` and
     ``b_rows`` (the thresholds, ``None`` for the paper's model) hold rows ``offset..``.
 
     The scores are one pass over ``X`` (:func:`rows_product`), in the dtype of ``X``
-    (float32 features give float32 scores, as :func:`shard_scores`).
+    (float32 features give float32 scores, as :func:`shard_scores`). With a feature map
+    (:class:`~onebit_dask.features.FeatureMap`) they are ``phi(x_i)^T A B[j_i]``, in
+    float64, from ``X`` as it is (:meth:`~onebit_dask.features.FeatureMap.product`).
     """
-    XA = rows_product(X, A.astype(X.dtype, copy=False))
+    XA = (rows_product(X, A.astype(X.dtype, copy=False)) if features is None
+          else features.product(X, A))
     s = np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
     if b_rows is not None:
         s += b_rows[labels - offset].astype(s.dtype, copy=False)
@@ -195,6 +201,13 @@ def weighted_label_sums(X, labels, weights, rows=None):
         block = X[a:z] if rows is None else X[rows[a:z]]
         S[u] += E @ block.astype(np.float64, copy=False)
     return uniq, S
+
+
+def label_mass(uniq: np.ndarray, labels: np.ndarray, weights) -> np.ndarray:
+    """``mass[u] = sum_{i: labels_i = uniq[u]} w_i`` (``uniq`` sorted, holding every
+    label): the weights' sums that go with :func:`weighted_label_sums`."""
+    return np.bincount(np.searchsorted(uniq, labels), weights=np.asarray(weights, dtype=float),
+                       minlength=uniq.size)
 
 
 def scatter_rows(labels: np.ndarray, rows: np.ndarray, weights: np.ndarray | None = None):

@@ -4,13 +4,17 @@ Layout of a model store (no pickle)::
 
     MODEL.zarr/
         Q_top, V_top      (d1, 2k) float64: the client's share of the state (A_ = Q_top)
+        feature_mean, feature_scale (d1,), feature_directions (d1, q), feature_factors (q,)
+                          float64: the feature map (onebit_dask.features), when the
+                          model has one (attrs feature_components = q)
         blocks/<s>/       one group per label block s, attrs {"lo", "hi"}:
             Q, V, B       (hi - lo, 2k) float64: the block's rows of Q_bot, V_bot and B_
         attrs:  format, version, params (get_params() without engine), n_features_in,
                 n_labels, n_steps, n_samples_seen, fit_s, bounds, history (the list of
                 dicts), data (what the model was fitted on: a synthetic problem's fields,
                 an observations store's path and shape, ...; None after partial_fit),
-                rng_state, versions (package, numpy, zarr, python) and, in a checkpoint,
+                rng_state, feature_components (q, or None without a feature map),
+                versions (package, numpy, zarr, python) and, in a checkpoint,
                 checkpoint = {"fingerprint": ...}
 
 Each block is written, and read back, by the task that holds it (:func:`write_block`,
@@ -49,11 +53,13 @@ from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, check_arra
                                  check_finite, format_attrs)
 
 FORMAT = "onebit-dask/model"
-VERSION = 2  # 2: checksums, dimension names, rng_state integers as decimal strings
+VERSION = 3  # 2: checksums, dimension names, rng_state integers as decimal strings;
+#             3: the feature map
 SLOTS = ("Q", "V", "B")
 CHUNK_ROWS = 65_536  # label rows per chunk of a block's arrays
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 TOP_DIMS = ("feature", "component")
+FEATURE_ARRAYS = ("mean", "scale", "directions", "factors")  # FeatureMap's fields
 BLOCK_DIMS = ("label", "component")
 
 
@@ -189,14 +195,19 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
-def write_store(path: str, top, engine, attrs: dict) -> None:
-    """Write a whole store at ``path`` (a new, empty, marked directory): the tops from this
-    process, each block from the task that holds it on ``engine``, then ``attrs`` (with the
-    format and the checksums), which mark the store complete."""
+def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
+    """Write a whole store at ``path`` (a new, empty, marked directory): the tops and the
+    feature map (``None``: none) from this process, each block from the task that holds it
+    on ``engine``, then ``attrs`` (with the format and the checksums), which mark the store
+    complete."""
     root = zarr.open_group(path, mode="a", zarr_format=3)
     sums = {}
-    for name, array in (("Q_top", top.Q), ("V_top", top.V)):
-        root.create_array(name, data=array, config=ALL_CHUNKS, dimension_names=TOP_DIMS)
+    arrays = [("Q_top", top.Q), ("V_top", top.V)]
+    if features is not None:
+        arrays += [(f"feature_{name}", getattr(features, name)) for name in FEATURE_ARRAYS]
+    for name, array in arrays:
+        root.create_array(name, data=array, config=ALL_CHUNKS,
+                          dimension_names=TOP_DIMS[: array.ndim])
         sums[name] = digest(array)
     root.create_group("blocks")
     written = engine.map(write_block, path, per_block=list(range(len(attrs["bounds"]) - 1)))
@@ -209,7 +220,7 @@ def write_store(path: str, top, engine, attrs: dict) -> None:
                             "checksums": sums})
 
 
-def write_store_atomic(path: str, top, engine, attrs: dict) -> None:
+def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> None:
     """:func:`write_store` into a marked temporary next to ``path``, then moved into place
     (:func:`onebit_dask.stores.atomic.replace`); on any failure the temporary is removed
     and what was at ``path`` is unchanged. The caller holds ``path``'s lock.
@@ -222,12 +233,12 @@ def write_store_atomic(path: str, top, engine, attrs: dict) -> None:
         if paths.exists(path):
             paths.remove(paths.join(path, "zarr.json"))
             paths.remove(path)
-        write_store(path, top, engine, attrs)
+        write_store(path, top, engine, attrs, features)
         return
     atomic.recover(path, temporaries=True)
     tmp = atomic.new_temporary(path)
     try:
-        write_store(tmp, top, engine, attrs)
+        write_store(tmp, top, engine, attrs, features)
         atomic.replace(tmp, path)
     except BaseException:
         atomic.discard(tmp)
@@ -291,6 +302,10 @@ def check_attrs(attrs: dict, where: str) -> None:
         if len(blocks) != len(bounds) - 1 or not all(isinstance(b, dict) for b in blocks):
             raise DamagedStoreError(f"{where} is damaged: checksums.blocks does not have one "
                                     f"record per block ({len(bounds) - 1})")
+    q = attr(attrs, "feature_components", int, where, low=0, optional=True)
+    if (q is None) != (params.get("features", "none") == "none"):
+        raise DamagedStoreError(f"{where} is damaged: the attribute feature_components={q!r} "
+                                f"does not go with params features={params.get('features')!r}")
     rng_state(attrs, where)
 
 
@@ -356,6 +371,38 @@ def read_top(path: str, attrs: dict):
                                     "(its SHA-256 does not match the checksums)")
         out.append(values)
     return tuple(out)
+
+
+def read_features(path: str, attrs: dict):
+    """The :class:`~onebit_dask.features.FeatureMap` of the store at ``path`` (``None``
+    without one): each array's dtype, shape, finite values and checksum checked, and
+    positive scales and factors."""
+    from .features import FeatureMap
+
+    q = attrs.get("feature_components")
+    if q is None:
+        return None
+    where = f"model store {path!r}"
+    d1 = attrs["n_features_in"]
+    shapes = {"mean": (d1,), "scale": (d1,), "directions": (d1, q), "factors": (q,)}
+    sums = attrs.get("checksums") or {}
+    try:
+        root = zarr.open_group(path, mode="r", zarr_format=3)
+        arrays = {name: root[f"feature_{name}"] for name in FEATURE_ARRAYS}
+    except (OSError, KeyError, ValueError) as exc:
+        raise DamagedStoreError(f"{where} is damaged: its feature map cannot be read "
+                                f"({type(exc).__name__}: {exc})") from None
+    values = {}
+    for name, array in arrays.items():
+        part = f"feature_{name}"
+        check_array(array, where, part, dtype=np.float64, shape=shapes[name])
+        values[name] = check_finite(array[...], where, part)
+        if digest(values[name]) != sums.get(part):
+            raise DamagedStoreError(f"{where} is damaged: {part} differs from what was written "
+                                    "(its SHA-256 does not match the checksums)")
+        if name in ("scale", "factors") and np.any(values[name] <= 0):
+            raise DamagedStoreError(f"{where} is damaged: {part} holds values <= 0")
+    return FeatureMap(**values)
 
 
 def read_blocks(path: str, engine, attrs: dict) -> None:

@@ -106,6 +106,8 @@ def model_attrs(est) -> dict:
         "bounds": list(est._bounds), "history": est.history_,
         "data": getattr(est, "_data", None),
         "rng_state": None if rng is None else model_io.encode_rng_state(rng.bit_generator.state),
+        "feature_components": (None if est.feature_map_ is None
+                               else est.feature_map_.n_components),
     })
 
 
@@ -124,6 +126,7 @@ def restore(est, path: str, attrs: dict, engine) -> None:
     rng = model_io.rng_state(attrs, f"model store {path!r}")
     if rng is not None:
         est._rng = rng
+    est.feature_map_ = model_io.read_features(path, attrs)
     model_io.read_blocks(path, engine, attrs)
     est._top = TopState(Q_top, V_top)
     est.A_ = Q_top
@@ -158,7 +161,8 @@ def save(est, path, overwrite: bool = False) -> str:
         if paths.exists(path):
             model_io.read_attrs(path, "path")  # a model store may be replaced, nothing else
         try:
-            model_io.write_store_atomic(path, est._top, est._live_blocks(), attrs)
+            model_io.write_store_atomic(path, est._top, est._live_blocks(), attrs,
+                                        est.feature_map_)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise
@@ -260,4 +264,4 @@ class Checkpoint:
                  "checkpoint": {"step": est.n_steps_, "fingerprint": self.fingerprint}}
         if self.lock is not None:
             self.lock.check()
-        model_io.write_store_atomic(self.path, est._top, engine, attrs)
+        model_io.write_store_atomic(self.path, est._top, engine, attrs, est.feature_map_)

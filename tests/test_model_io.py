@@ -73,7 +73,7 @@ def test_save_load_round_trip(reference, tmp_path):
     assert (model.n_features_in_, model.n_labels_) == (20, 30)
     # the store: tops, one group per label block (sizes differ by one), versions, no pickle
     root = zarr.open_group(path, mode="r")
-    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 2
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 3
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,

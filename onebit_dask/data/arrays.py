@@ -70,6 +70,10 @@ class ArraySource:
     def projection(self, A=None):
         return None
 
+    def features(self):
+        """The observations' rows (a row observed twice counts twice)."""
+        return self.X
+
     def place(self, engine, bounds):
         return self
 

@@ -85,6 +85,13 @@ class CsrStoreSource:
     def projection(self, A=None):
         return None
 
+    def features(self, chunk_rows: int = 100_000):
+        """Every row of the store, read ``chunk_rows`` at a time (CSR)."""
+        from ..features import RowChunks
+
+        store = self.store
+        return RowChunks(self.n, self.d1, lambda lo, hi: store.rows(lo, hi)[0], chunk_rows)
+
     def place(self, engine, bounds):
         return self
 

@@ -92,13 +92,14 @@ class HeldOut:
         self._blocks = [engine.share(self.Y[:, lo:hi]) for lo, hi in zip(bounds[:-1],
                                                                         bounds[1:])]
 
-    def metrics(self, engine, A, propensities=None) -> dict:
+    def metrics(self, engine, A, propensities=None, feature_map=None) -> dict:
         """``auc`` (macro over the labels with both classes in the test set),
         ``precision_at_k``, ``ndcg_at_k`` and, with ``propensities``, ``psp_at_k`` for
-        ``k = 1, 3, 5``, of the blocks on ``engine`` with the features' factor ``A``."""
+        ``k = 1, 3, 5``, of the blocks on ``engine`` with the features' factor ``A``
+        (on ``phi(X_test)`` with a :class:`~onebit_dask.features.FeatureMap`)."""
         from .. import ranking
 
-        XA = np.asarray(self.X @ A)
+        XA = np.asarray(self.X @ A) if feature_map is None else feature_map.product(self.X, A)
         k = min(TOP_K, self.Y.shape[1])
         outs = engine.map(B.ranking_pieces, XA, k, per_block=self._blocks)
         aucs = np.concatenate([o[0] for o in outs])

@@ -143,6 +143,10 @@ class LabelMatrixSource:
     def projection(self, A=None):
         return None
 
+    def features(self):
+        """Every instance's row."""
+        return self.X
+
     def propensities(self) -> np.ndarray:
         """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""
         from .. import ranking

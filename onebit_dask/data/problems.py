@@ -33,6 +33,13 @@ class ProblemSource:
     def projection(self, A=None):
         return self.planted.projection(A)
 
+    def features(self):
+        """None to estimate a feature map from: refused
+        (:func:`onebit_dask.features.check_source`)."""
+        from ..features import check_source
+
+        check_source("whiten", self.planted)
+
     def place(self, engine, bounds):
         return self
 

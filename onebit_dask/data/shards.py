@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
-from ..kernels import ActiveRows, aligned, residuals, weighted_label_sums
+from ..kernels import ActiveRows, aligned, label_mass, residuals, weighted_label_sums
 
 
 class ShardKind(enum.Enum):
@@ -76,7 +76,10 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
         The bits, ``-1`` or ``+1``.
     model : StepModel
         ``model.A`` of shape ``(d1, l)``, or ``None`` for the initial batch (every row
-        weighted by its bit); ``model.thresholds``: the thresholded model.
+        weighted by its bit); ``model.thresholds``: the thresholded model;
+        ``model.features``: a :class:`~onebit_dask.features.FeatureMap` (or ``None``),
+        through which the scores are computed and with which the sums are kept in
+        homogeneous coordinates ``[S_j, sum_i w_i]``.
     B_rows : list of ndarray, or None
         The blocks' rows of ``B`` (``None`` for the initial batch).
     bounds : sequence of int
@@ -100,17 +103,28 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     y = aligned(np.asarray(y))
     bounds = np.asarray(bounds)
     S_neg = None
+    features = model.features
     if model.A is None and model.thresholds:
         uniq, S, S_neg = _signed_label_sums(X, labels, y)
         rows = None
-    elif model.A is None:
-        weights, rows = np.asarray(y, dtype=np.float64), None
-        uniq, S = weighted_label_sums(X, labels, weights, rows)
+        if features is not None:
+            positive = np.asarray(y) > 0
+            S = features.homogeneous(S, label_mass(uniq, labels[positive],
+                                                   np.ones(positive.sum())))
+            S_neg = features.homogeneous(S_neg, label_mass(uniq, labels[~positive],
+                                                           np.ones((~positive).sum())))
     else:
-        b = None if b_rows is None else np.concatenate(b_rows)
-        weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows), bounds[0], b)
-        rows = np.flatnonzero(weights)
+        if model.A is None:
+            weights, rows = np.asarray(y, dtype=np.float64), None
+        else:
+            b = None if b_rows is None else np.concatenate(b_rows)
+            weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows),
+                                bounds[0], b, features)
+            rows = np.flatnonzero(weights)
         uniq, S = weighted_label_sums(X, labels, weights, rows)
+        if features is not None:
+            S = features.homogeneous(S, label_mass(
+                uniq, *((labels, weights) if rows is None else (labels[rows], weights[rows]))))
     n_blocks = bounds.size - 1
     owner = np.searchsorted(bounds, labels, side="right") - 1
     n_obs = np.bincount(owner, minlength=n_blocks)
@@ -126,7 +140,8 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
             *(v[count_cut[s]: count_cut[s + 1]] for v in counts))
         pieces.append((ActiveRows(S[a:z], uniq[a:z], np.ones(z - a), int(n_obs[s]),
                                   by_label=True, counts=part,
-                                  X_neg=None if S_neg is None else S_neg[a:z]),
+                                  X_neg=None if S_neg is None else S_neg[a:z],
+                                  features=features),
                        int(n_active[s])))
     return pieces
 
@@ -189,4 +204,4 @@ class Pieces(NamedTuple):
                 if S_neg is not None:
                     S_neg[at] += a.X_neg
         return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, by_label=True, counts=counts,
-                          X_neg=S_neg), n_active
+                          X_neg=S_neg, features=parts[0].features), n_active

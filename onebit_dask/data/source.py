@@ -48,6 +48,12 @@ class Source(Protocol):
         (``engine.share``), for label blocks ``bounds``; sources whose shards carry or
         read their own data return themselves."""
 
+    def features(self):
+        """The training features a feature map is estimated from
+        (:func:`onebit_dask.features.fit_feature_map`): an ``(n, d1)`` array, a CSR
+        matrix or :class:`~onebit_dask.features.RowChunks` (rows read from a store).
+        Sources of a planted problem have none (the map is refused for them)."""
+
     def propensities(self) -> np.ndarray | None:
         """The training labels' propensities (propensity-scored metrics), or ``None``
         when the data are not a label matrix."""

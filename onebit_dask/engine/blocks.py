@@ -39,12 +39,15 @@ positive bits they are estimated from, with its variance ``v``."""
 
 class StepModel(NamedTuple):
     """What activating a batch needs of the model: ``A`` (``None`` for the initial batch,
-    every row weighted by its bit), a projected sampler's :class:`Projection`, and whether
-    the model has per-label thresholds (:mod:`onebit_dask.thresholds`)."""
+    every row weighted by its bit), a projected sampler's :class:`Projection`, whether
+    the model has per-label thresholds (:mod:`onebit_dask.thresholds`), and the feature
+    map the model is learned through (:class:`~onebit_dask.features.FeatureMap`, ``None``:
+    the features as they are)."""
 
     A: np.ndarray | None
     projection: Any = None
     thresholds: bool = False
+    features: Any = None
 
 
 class Evaluation(NamedTuple):
@@ -206,14 +209,21 @@ def label_sums(block: Block) -> Block:
     """``out = (labels, S)``: the per-label sums ``S_j = sum_i w_i x_i`` of the active rows."""
     a = block.active
     if a.by_label:
-        return block.evolve(out=(a.labels, row_scaled(a.weights, a.X)))
-    return block.evolve(out=scatter_rows(a.labels, a.X, a.weights))
+        uniq, rows = a.labels, row_scaled(a.weights, a.X)
+    else:
+        uniq, rows = scatter_rows(a.labels, a.X, a.weights)
+    if a.features is not None:  # homogeneous sums mapped: dense (n_labels, d1)
+        rows = a.features.lower(rows.T).T
+    return block.evolve(out=(uniq, rows))
 
 
 def _product(block: Block, P_rows, P_top, AtP, scale):
-    """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring)."""
+    """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring);
+    with a feature map the rows are homogeneous and read through it (``phi(X_s)``)."""
     a = block.active
     top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
+    if a.features is not None:
+        top, P_top = a.features.lower(top), a.features.lift(P_top)
     if a.by_label:  # one row per label: nothing to add up
         uniq, rows = a.labels, a.weights[:, None] * np.asarray(a.X @ P_top)
     else:

@@ -1,0 +1,295 @@
+r"""Feature maps applied through the factors (``docs/ALGORITHM.md`` section 10).
+
+The model is learned on the mapped features
+
+.. math:: \phi(x) = T^T D^{-1} (x - \mu), \qquad
+          T = I + U (\mathrm{diag}(s) - I) U^T,
+
+with ``mu`` the training features' mean, ``D`` their per-feature deviations and ``T``
+the whitening of the ``q`` leading principal directions ``U`` of the standardised
+features (``s_i = lambda_i^{-1/2}``; ``T = I`` for standardisation alone). ``phi(X)`` is
+never formed: every product the fit and predict need is
+
+.. math:: \phi(X) M = X (D^{-1} T M) - 1 (\mu^T D^{-1} T M), \qquad
+          \phi(X)^T R = T^T D^{-1} (X^T R - \mu 1^T R),
+
+at the cost of a product with ``X`` (``nnz(X) l``) plus ``O(d1 q l)``, so a sparse ``X``
+stays sparse. Per-label sums ``S_j = sum_i w_i x_i`` are carried in homogeneous
+coordinates ``[S_j, sum_i w_i]`` (:meth:`FeatureMap.homogeneous`): scaling and adding such
+rows is linear, and :meth:`FeatureMap.lift` / :meth:`FeatureMap.lower` map them.
+
+Pure NumPy and SciPy (no Dask import).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+
+from .kernels import aligned, one_blas_thread, rows_product
+
+KINDS = ("none", "standardize", "whiten")
+DEFAULT_COMPONENTS = 200
+"""Directions ``whiten`` scales to unit variance when ``n_components`` is ``None``."""
+EXACT_FEATURES = 4096
+"""Up to this many features the directions come from the exact ``d1 x d1`` covariance
+(one pass over the rows, then ``eigh``); above, from ARPACK (``scipy.sparse.linalg.svds``)
+on the implicitly centred and scaled rows."""
+RANK_TOLERANCE = 1e-10
+"""Directions whose variance is below this fraction of the largest are left as they
+are (a rank-deficient covariance has no scale to undo there)."""
+DENSE_SHARE = 8
+"""CSR rows with more than ``1 / DENSE_SHARE`` of their entries non-zero are multiplied
+as dense chunks in the covariance (``sum_i nnz(x_i)^2`` sparse work is then slower)."""
+CHUNK_BYTES = 1 << 24
+"""Bytes of dense rows read at a time while the map is estimated (16 MiB)."""
+
+
+@dataclass(frozen=True)
+class FeatureMap:
+    """The affine map ``phi(x) = T^T D^{-1} (x - mu)`` (module docstring).
+
+    Attributes
+    ----------
+    mean : ndarray of shape (d1,)
+        ``mu``.
+    scale : ndarray of shape (d1,)
+        The diagonal of ``D`` (positive; 1 for a constant feature).
+    directions : ndarray of shape (d1, q)
+        ``U``, orthonormal columns (``q = 0``: standardisation alone).
+    factors : ndarray of shape (q,)
+        ``s``: direction ``u_i`` of the standardised features is scaled by ``s_i``.
+    """
+
+    mean: np.ndarray
+    scale: np.ndarray
+    directions: np.ndarray
+    factors: np.ndarray
+
+    @property
+    def n_features(self) -> int:
+        return self.mean.shape[0]
+
+    @property
+    def n_components(self) -> int:
+        return self.directions.shape[1]
+
+    def whiten(self, M: np.ndarray) -> np.ndarray:
+        """``T M = M + U ((s - 1) * (U^T M))`` (``T`` is symmetric), ``O(d1 q l)``."""
+        U = aligned(self.directions)
+        if U.shape[1] == 0:
+            return M
+        return M + U @ ((aligned(self.factors) - 1.0)[:, None] * (U.T @ M))
+
+    def lift(self, M: np.ndarray) -> np.ndarray:
+        """The ``(d1 + 1, l)`` coefficients ``[C; -mu^T C]``, ``C = D^{-1} T M``: rows in
+        homogeneous coordinates ``[x, c]`` times them give ``(x - c mu)^T D^{-1} T M``."""
+        C = self.whiten(np.asarray(M, dtype=np.float64)) / aligned(self.scale)[:, None]
+        return np.vstack([C, -(aligned(self.mean) @ C)[None]])
+
+    def lower(self, G) -> np.ndarray:
+        """``T^T D^{-1} (G[:d1] - mu G[d1])`` of shape ``(d1, l)`` for ``G`` of shape
+        ``(d1 + 1, l)`` (dense or sparse): ``Z^T R`` of homogeneous rows ``Z`` mapped."""
+        G = G.toarray() if scipy.sparse.issparse(G) else np.asarray(G, dtype=np.float64)
+        mean, scale = aligned(self.mean), aligned(self.scale)
+        return self.whiten((G[:-1] - np.outer(mean, G[-1])) / scale[:, None])
+
+    def product(self, X, M: np.ndarray) -> np.ndarray:
+        """``phi(X) M = X (D^{-1} T M) - 1 (mu^T D^{-1} T M)``, shape ``(n, l)`` float64,
+        for rows ``X`` of shape ``(n, d1)`` (dense, or CSR kept sparse)."""
+        L = self.lift(M)
+        return rows_product(X, L[:-1]) + L[-1]
+
+    def transpose_product(self, X, R: np.ndarray) -> np.ndarray:
+        """``phi(X)^T R = T^T D^{-1} (X^T R - mu 1^T R)``, shape ``(d1, l)``."""
+        R = np.asarray(R, dtype=np.float64)
+        return self.lower(np.vstack([np.asarray(X.T @ R), R.sum(axis=0)[None]]))
+
+    def homogeneous(self, S, mass: np.ndarray):
+        """``[S, mass]``: rows ``S_j = sum_i w_i x_i`` with their weights' sums
+        ``mass_j = sum_i w_i`` (the mapped row is ``T^T D^{-1} (S_j - mass_j mu)``);
+        CSR for a sparse ``S``."""
+        mass = np.asarray(mass, dtype=np.float64)[:, None]
+        if scipy.sparse.issparse(S):
+            return scipy.sparse.hstack([S, scipy.sparse.csr_matrix(mass)], format="csr")
+        return np.hstack([S, mass])
+
+    def transform(self, X) -> np.ndarray:
+        """``phi(X)`` as a dense ``(n, d1)`` array: a reference for small ``X`` (the fit
+        never forms it)."""
+        X = X.toarray() if scipy.sparse.issparse(X) else np.asarray(X, dtype=np.float64)
+        return self.whiten(((X - self.mean) / self.scale).T).T
+
+
+class RowChunks(NamedTuple):
+    """Rows ``[lo, hi)`` of ``n`` training feature rows, read ``chunk`` at a time by
+    ``read(lo, hi)`` (dense or CSR): features that are not in memory (a store)."""
+
+    n: int
+    d1: int
+    read: Callable
+    chunk: int
+
+    def __iter__(self):
+        for lo in range(0, self.n, self.chunk):
+            yield self.read(lo, min(lo + self.chunk, self.n))
+
+
+def as_chunks(X) -> RowChunks:
+    """In-memory ``X`` (dense or CSR) as :class:`RowChunks` of about :data:`CHUNK_BYTES`
+    of dense rows (``X`` itself when it is smaller); :class:`RowChunks` as they are."""
+    if isinstance(X, RowChunks):
+        return X
+    n, d1 = X.shape
+    chunk = max(1, CHUNK_BYTES // (8 * max(1, d1)))
+    return RowChunks(n, d1, lambda lo, hi: X if (lo, hi) == (0, n) else X[lo:hi], chunk)
+
+
+def check_feature_params(features: str, whiten_components) -> None:
+    """``whiten_components`` counts whitened directions: refused unless
+    ``features="whiten"`` (the table ``_parameter_constraints`` checks each value alone)."""
+    if whiten_components is not None and features != "whiten":
+        raise ValueError(f"whiten_components={whiten_components!r} is not allowed with "
+                         f"features={features!r}: it is the number of whitened directions; "
+                         "pass features='whiten', or whiten_components=None")
+
+
+def check_source(features: str, planted) -> None:
+    """A feature map is refused for a planted problem (before any work)."""
+    if features != "none" and planted is not None:
+        raise ValueError(
+            f"features={features!r} is not allowed with fit(problem): a problem's features "
+            "are N(0, I) already and its recovery metrics compare W with the planted W* in "
+            "that space; pass features='none' (the map is for real features)")
+
+
+def fit_feature_map(X, features: str, n_components=None, random_state=None):
+    r"""The :class:`FeatureMap` of the training features ``X``, or ``None``.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse CSR matrix of shape (n, d1), or RowChunks
+        The training features (every row the source has), read in row chunks; a sparse
+        ``X`` is never densified (at most a chunk of rows for the covariance).
+    features : {"none", "standardize", "whiten"}
+        ``"none"``: no map (``None``). ``"standardize"``: ``T = I``, ``phi(x) =
+        D^{-1} (x - mu)`` with the mean and the (population) deviation of each feature.
+        ``"whiten"``: also the ``q`` leading principal directions ``u_i`` of the
+        standardised features scaled by ``s_i = lambda_i^{-1/2}`` (their variances
+        become 1; the other directions keep theirs).
+    n_components : int or None
+        ``q`` (``None``: ``min(d1, 200)``; at most ``d1``). Directions with a variance
+        below ``1e-10`` of the largest are left out.
+    random_state : int, Generator or None
+        Seeds ARPACK's start vector (``d1 > 4096`` only).
+
+    Notes
+    -----
+    ``d1 <= 4096``: the covariance ``C = Z^T Z / n`` of the standardised rows ``Z`` in
+    one pass (centred dense chunks; ``X^T X / n - mu mu^T`` for CSR, cost
+    ``sum_i nnz(x_i)^2``, or ``nnz d1`` for chunks more than 1/8 non-zero), then ``eigh``
+    (``O(d1^3)``): exact. In one BLAS thread, as the fit. Above: the top-``q``
+    singular vectors of ``Z`` by ``scipy.sparse.linalg.svds`` on a
+    ``LinearOperator`` that centres and scales implicitly (each product one pass over
+    ``X``: ``O(nnz(X) q)``), with ``q < min(n, d1)``.
+    """
+    if features == "none":
+        return None
+    with one_blas_thread():  # as the fit's products: the same bits on every machine load
+        return _fit(as_chunks(X), features, n_components, random_state)
+
+
+def _fit(rows: RowChunks, features: str, n_components, random_state) -> FeatureMap:
+    mean, scale = _moments(rows)
+    empty = FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
+    if features == "standardize":
+        return empty
+    q = min(DEFAULT_COMPONENTS if n_components is None else int(n_components), rows.d1)
+    if rows.d1 <= EXACT_FEATURES:
+        lam, U = np.linalg.eigh(_covariance(rows, mean, scale))
+        lam, U = lam[::-1][:q], U[:, ::-1][:, :q]
+    else:
+        lam, U = _leading(rows, mean, scale, min(q, min(rows.n, rows.d1) - 1), random_state)
+    keep = lam > RANK_TOLERANCE * max(lam[0] if lam.size else 0.0, 0.0)
+    lam, U = lam[keep], U[:, keep]
+    return FeatureMap(mean, scale, np.ascontiguousarray(U), 1.0 / np.sqrt(lam))
+
+
+def _moments(rows: RowChunks):
+    """Mean and deviation of each feature (deviation 1 where it is 0)."""
+    total, squares, sparse = np.zeros(rows.d1), np.zeros(rows.d1), False
+    for chunk in rows:
+        sparse = scipy.sparse.issparse(chunk)
+        if sparse:
+            chunk = chunk.astype(np.float64, copy=False)
+            squares += np.asarray(chunk.multiply(chunk).sum(axis=0)).ravel()
+        total += np.asarray(chunk.sum(axis=0, dtype=np.float64)).ravel()
+    mean = total / rows.n
+    if sparse:  # E[x^2] - mean^2: the non-zeros alone
+        var = squares / rows.n - mean * mean
+        var[var <= 4 * np.finfo(float).eps * mean * mean] = 0.0  # constant up to rounding
+    else:  # a second, centred pass
+        for chunk in rows:
+            squares += ((chunk - mean) ** 2).sum(axis=0)
+        var = squares / rows.n
+    scale = np.sqrt(np.maximum(var, 0.0))
+    scale[scale == 0] = 1.0
+    return mean, scale
+
+
+def _covariance(rows: RowChunks, mean, scale) -> np.ndarray:
+    """``C = Z^T Z / n`` of the standardised rows ``Z = (X - mu) / sd``."""
+    C = np.zeros((rows.d1, rows.d1))
+    sparse = False
+    for chunk in rows:
+        if scipy.sparse.issparse(chunk):
+            sparse = True
+            chunk = chunk.astype(np.float64, copy=False)
+            if chunk.nnz * DENSE_SHARE < chunk.shape[0] * rows.d1:  # sparse rows
+                C += (chunk.T @ chunk).toarray()
+            else:  # dense-ish rows (a chunk of them is at most CHUNK_BYTES dense)
+                C += np.asarray(chunk.T @ chunk.toarray())
+        else:
+            Z = (chunk - mean) / scale
+            C += Z.T @ Z
+    C /= rows.n
+    if sparse:
+        C = (C - np.outer(mean, mean)) / np.outer(scale, scale)
+    return (C + C.T) / 2
+
+
+def _leading(rows: RowChunks, mean, scale, q: int, random_state):
+    """The ``q`` leading variances and directions of ``Z = (X - 1 mu^T) D^{-1}`` by ARPACK
+    on an implicit operator (every product one pass over the rows)."""
+    def matmat(V):
+        V = np.asarray(V, dtype=np.float64).reshape(rows.d1, -1) / scale[:, None]
+        return np.vstack([np.asarray(c @ V) for c in rows]) - mean @ V
+
+    def rmatmat(U):
+        U = np.asarray(U, dtype=np.float64).reshape(rows.n, -1)
+        out, lo = np.zeros((rows.d1, U.shape[1])), 0
+        for c in rows:
+            out += np.asarray(c.T @ U[lo: lo + c.shape[0]])
+            lo += c.shape[0]
+        return (out - np.outer(mean, U.sum(axis=0))) / scale[:, None]
+
+    op = scipy.sparse.linalg.LinearOperator(
+        (rows.n, rows.d1), matvec=matmat, rmatvec=rmatmat, matmat=matmat, rmatmat=rmatmat,
+        dtype=np.float64)
+    seed = (int(random_state.integers(2**32)) if isinstance(random_state, np.random.Generator)
+            else random_state)
+    _, sigma, Vt = scipy.sparse.linalg.svds(op, k=q, random_state=seed,
+                                            return_singular_vectors="vh")
+    order = np.argsort(sigma)[::-1]
+    return sigma[order] ** 2 / rows.n, Vt[order].T
+
+
+def project(X, A: np.ndarray, feature_map: FeatureMap | None) -> np.ndarray:
+    """``phi(X) A`` (``X A`` without a map), ``(n, l)`` float64, for predictions."""
+    if feature_map is None:
+        return np.asarray(X.astype(np.float64) @ A)
+    return feature_map.product(X, A)
