@@ -88,7 +88,7 @@ def cell_in_sweep(args, tmp: str) -> dict:
     return cell
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny problem, one pair")
     parser.add_argument("--d1", type=int, default=100)
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2, help="pairs of runs (a b a b ...)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.smoke:
         args.d2, args.batch_size, args.n_iter, args.n_test, args.repeat = 2000, 20_000, 2, 500, 1
     tmp = tempfile.mkdtemp(prefix="bench-bigcell-")

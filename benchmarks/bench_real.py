@@ -38,8 +38,8 @@ from onebit_dask.metrics import auc_rows
 from onebit_dask.ranking import top_k_metrics
 
 SETS = ("bibtex", "enron", "yeast", "scene", "emotions")
-METHODS = ("popularity", "centroid", "leml", "ovr_bits", "paper", "thresholded",
-           "ovr_full")
+METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper",
+           "thresholded", "thresholded_val", "ovr_full")
 
 
 class _Popularity:
@@ -73,6 +73,25 @@ class _OneVsRestBits:
         return X @ self.W_ + self.b_
 
 
+class _TruncatedCentroid:
+    """The centroid's unit columns ``colnorm(sum y x)``, truncated to its ``rank`` leading
+    singular directions (then normalised again): the centroid at the one-bit models' rank."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def fit(self, X, labels, y, n_labels):
+        W = ColumnwiseOneBit().fit(X, labels, y, n_labels=n_labels).coef_
+        U, s, Vt = np.linalg.svd(W, full_matrices=False)
+        W = (U[:, :self.rank] * s[:self.rank]) @ Vt[:self.rank]
+        norms = np.linalg.norm(W, axis=0)
+        self.W_ = W / np.where(norms > 0, norms, 1.0)
+        return self
+
+    def decision_function(self, X):
+        return X @ self.W_
+
+
 def _ovr_full(X, Y):
     model = _OneVsRestBits()
     n, d2 = Y.shape
@@ -84,6 +103,29 @@ def _ovr_full(X, Y):
         else:
             model.b_[j] = 10.0 if Y[0, j] else -10.0
     return model
+
+
+def _with_validation(features, Y_train, rank, n_bits, n_iter, step, seed, eval_set=None,
+                     mapping=None):
+    """The thresholded model keeping its best iterate (``validation_fraction=1``) within the
+    same ``n_bits``: ``n_iter + 2`` batches, the last one the validation bits, drawn from a
+    tenth of the training instances that the training bits never see (bits of the same
+    instances would overlap the training pairs: at 110 000 bits a small set's
+    ``n x d2`` cells are each observed several times). ``features``: the training
+    instances' rows (dense, or CSR with a ``mapping`` of the estimator's feature map)."""
+    n, d2 = Y_train.shape
+    m = n_bits // (n_iter + 2)
+    rng = np.random.default_rng([seed, 1])
+    order = rng.permutation(n)
+    held, kept = order[: n // 10], order[n // 10:]
+    i = np.concatenate([kept[rng.integers(0, kept.size, m * (n_iter + 1))],
+                        held[rng.integers(0, held.size, m)]])
+    j = rng.integers(0, d2, i.size)
+    y = 2 * Y_train[i, j].astype(np.int64) - 1
+    return OneBitMultiLabel(rank, batch_size=m, n_iter=n_iter, step=step,
+                            threshold="estimated", validation_fraction=1.0,
+                            random_state=seed, **(mapping or {})).fit(
+        features[i], j, y, n_labels=d2, eval_set=eval_set)
 
 
 def _features(train, test, whiten: str):
@@ -146,6 +188,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
     builders = {
         "popularity": lambda: _Popularity().fit(X, j, y, d2),
         "centroid": lambda: ColumnwiseOneBit().fit(X, j, y, n_labels=d2),
+        "centroid_rank": lambda: _TruncatedCentroid(k).fit(X, j, y, d2),
         "leml": lambda: LEML(k, random_state=seed).fit(X, j, y, n_labels=d2),
         "ovr_bits": lambda: _OneVsRestBits().fit(X, j, y, d2),
         "paper": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter, step="averaged",
@@ -155,6 +198,9 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
                                                 step=step, threshold="estimated",
                                                 random_state=seed, **mapping).fit(
             X_own, j, y, n_labels=d2),
+        "thresholded_val": lambda: _with_validation(
+            X_train if path == "package" else Z_train, Y_train, k, n_bits, n_iter, step, seed,
+            mapping=mapping),
         "ovr_full": lambda: _ovr_full(Z_train, Y_train),
     }
     rows = {}
@@ -162,7 +208,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
         start = time.perf_counter()
         model = builders[method]()
         seconds = time.perf_counter() - start
-        own = method in ("paper", "thresholded")
+        own = method in ("paper", "thresholded", "thresholded_val")
         scores = model.decision_function(X_own_test if own else Z_test)
         rows[method] = {**_scores_metrics(Y_test, np.asarray(scores), None), "fit_s": seconds}
         if method == "thresholded":
@@ -173,6 +219,90 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
             rows["thresholded_initial"] = _scores_metrics(
                 Y_test, initial.decision_function(X_own_test), None)
     return rows
+
+
+def trace(name, data_dir, seed, n_bits, rank, n_iter, whiten, step):
+    """The thresholded model's held-out AUC after every iteration, without and with the
+    validation bits (same ``n_bits`` in all; the features transformed before the fit, as
+    ``--feature-path prewhiten``): ``{"plain": [...], "val": [...],
+    "val_score": [...], "val_pairs": [...], "best": i, "returned": auc}``."""
+    X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
+    Y_train = Y_train.toarray().astype(np.int8)
+    Z_train, Z_test = _features(X_train.toarray(), X_test.toarray(), whiten)
+    n, d2 = Y_train.shape
+    rng = np.random.default_rng(seed)
+    i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
+    X, y = Z_train[i], 2 * Y_train[i, j].astype(np.int64) - 1
+    k = min(rank, d2)
+    plain = OneBitMultiLabel(k, batch_size=n_bits // (n_iter + 1), n_iter=n_iter, step=step,
+                             random_state=seed).fit(X, j, y, n_labels=d2,
+                                                    eval_set=(Z_test, Y_test))
+    val = _with_validation(Z_train, Y_train, k, n_bits, n_iter, step, seed, (Z_test, Y_test))
+    return {"plain": [h["auc"] for h in plain.history_],
+            "val": [h["auc"] for h in val.history_],
+            "val_score": [h["validation_auc"] for h in val.history_],
+            "val_pairs": [h["validation_pairs_auc"] for h in val.history_],
+            "best": int(val.best_iteration_),
+            "returned": val.history_[val.best_iteration_]["auc"]}
+
+
+def main_trace(args):
+    """``--trace``: per set, seed, step rule and number of steps, the AUC trajectories."""
+    out = {}
+    for name in args.sets:
+        for n_iter in args.trace_n_iter:
+            for step in args.trace_steps:
+                runs = [trace(name, args.data_dir, s, args.bits, args.rank, n_iter,
+                              args.whiten, step) for s in range(args.seeds)]
+                out[f"{name}/{n_iter}/{step}"] = runs
+                mean = lambda key: np.mean([r[key] for r in runs], axis=0)  # noqa: E731
+                print(f"{name} n_iter {n_iter} {step} whiten {args.whiten}: initial "
+                      f"{mean('plain')[0]:.3f} last {mean('plain')[-1]:.3f} min step "
+                      f"{np.mean([min(r['plain'][1:]) for r in runs]):.3f} | validated "
+                      f"{mean('returned'):.3f} (its last {mean('val')[-1]:.3f}, best "
+                      f"iterations {[r['best'] for r in runs]})", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
+
+
+FAST = ("popularity", "centroid", "centroid_rank", "paper", "thresholded", "thresholded_val")
+
+
+def main_bits_figure(args):
+    """``--figure PATH``: test AUC against the number of bits (``--bits-grid``) for the
+    fast methods, mean over ``--seeds``; one panel per set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = [m for m in args.methods if m in FAST]
+    fig, axes = plt.subplots(1, len(args.sets), figsize=(3.2 * len(args.sets), 3.0),
+                             squeeze=False)
+    out = {}
+    for ax, name in zip(axes[0], args.sets):
+        curves = {m: [] for m in methods}
+        for bits in args.bits_grid:
+            rows = [run(name, args.data_dir, s, bits, args.rank, args.n_iter, methods,
+                        args.whiten, args.step, args.feature_path) for s in range(args.seeds)]
+            for m in methods:
+                curves[m].append(float(np.mean([r[m]["auc"] for r in rows])))
+            print(name, bits, {m: round(c[-1], 3) for m, c in curves.items()}, flush=True)
+        out[name] = curves
+        for m in methods:
+            ax.plot(args.bits_grid, curves[m], marker="o", label=m)
+        ax.set_xscale("log")
+        ax.set_title(name)
+        ax.set_xlabel("one-bit observations")
+    axes[0][0].set_ylabel("test macro AUC")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.figure, dpi=110)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"bits": args.bits_grid, "auc": out}, fh, indent=1)
 
 
 def main(argv=None):
@@ -191,7 +321,19 @@ def main(argv=None):
                     help="the one-bit models' features: raw, with the map in the estimator "
                          "(package), or transformed beforehand as the baselines' (prewhiten)")
     ap.add_argument("--json", help="write every row to this file")
+    ap.add_argument("--trace", action="store_true",
+                    help="the thresholded model's test AUC after every step (main_trace)")
+    ap.add_argument("--trace-n-iter", nargs="+", type=int, default=[2, 5, 10])
+    ap.add_argument("--trace-steps", nargs="+", default=["averaged", "harmonic"])
+    ap.add_argument("--figure", help="write the figure of AUC against the number of bits "
+                    "(main_bits_figure) to this PNG")
+    ap.add_argument("--bits-grid", nargs="+", type=int, default=[11_000, 33_000, 110_000,
+                                                                   330_000])
     args = ap.parse_args(argv)
+    if args.figure:
+        return main_bits_figure(args)
+    if args.trace:
+        return main_trace(args)
     results = {}
     for name in args.sets:
         per_seed = [run(name, args.data_dir, s, args.bits, args.rank, args.n_iter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -29,6 +29,7 @@ from .data.source import warn_if_cycling
 from .persist import Checkpoint, fingerprint
 from .progress import StepProgress
 from .synthetic import FullObservationProblem, SyntheticProblem
+from .validation_bits import ValidationBits, check_fraction
 
 DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
 KEEP_LOCAL_LIMIT = 3_000_000  # label-side numbers (Q, V, B; 24 MB) gathered here after a fit
@@ -50,6 +51,7 @@ PARAMETER_CONSTRAINTS = {
     "threshold": [StrOptions({"none", "estimated"})],
     "features": [StrOptions(set(FEATURE_KINDS))],
     "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
+    "validation_fraction": [None, Interval(Real, 0, 1, closed="right")],
 }
 
 
@@ -202,6 +204,20 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     whiten_components : int or None, default None
         With ``features="whiten"``: the directions whitened (``None``: ``min(d1, 200)``);
         not allowed with the other maps.
+    validation_fraction : float in (0, 1] or None, default None
+        Keep the best iterate on a validation split of the bits (``fit`` only;
+        :mod:`onebit_dask.validation_bits`). The validation bits are the first
+        ``ceil(validation_fraction * n_s)`` observations of each shard of batch
+        ``n_iter + 1`` of the data (the batch after the training batches: a further
+        ``validation_fraction * batch_size`` bits, none of the training bits), drawn
+        once. After the initial batch and after every step, each label block scores its
+        labels' validation bits; the fit returns the iterate with the best macro
+        AUC on them (the mean of the labels' AUCs over the validation bits). While fitting, every
+        label block keeps a copy of its best state (``Q``, ``V``, ``B``, thresholds):
+        twice the label blocks' memory. ``None``: the last iterate. Not with
+        ``checkpoint`` nor ``partial_fit``. A label matrix's validation pairs are of the
+        training instances; when the bits cover its ``n x d2`` cells several times, pass
+        observations whose rows after the training rows are of held-out instances.
 
     Attributes
     ----------
@@ -237,13 +253,21 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         in-process) and, when the data come with a test
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``; with
         ``fit(..., eval_set=...)``, the held-out ranking metrics (``auc``,
-        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``).
+        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``); with
+        ``validation_fraction``, ``validation_auc`` (the selection score: the mean of
+        the labels' AUCs on the validation bits) and ``validation_pairs_auc`` (the same
+        AUCs weighted by their pairs).
+    best_iteration_ : int
+        The iteration whose factors and thresholds the model holds (with
+        ``validation_fraction``, the best by ``validation_auc``; else the last).
+    validation_score_ : ndarray of shape (n_iter + 1,)
+        ``validation_auc`` after each iteration (only with ``validation_fraction``).
     """
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
                  eval_every=1, progress=False, threshold="estimated", features="none",
-                 whiten_components=None):
+                 whiten_components=None, validation_fraction=None):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -258,6 +282,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.threshold = threshold
         self.features = features
         self.whiten_components = whiten_components
+        self.validation_fraction = validation_fraction
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
@@ -349,6 +374,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
                                 "is evaluated")
             heldout = HeldOut(eval_set, source.d1, source.d2)
+        if self.validation_fraction is not None and checkpoint is not None:
+            raise ValueError(f"validation_fraction={self.validation_fraction!r} is not allowed "
+                             "with checkpoint: a checkpoint does not hold the best iterate; "
+                             "drop one of them")
+        check_fraction(self.validation_fraction, self.n_iter, source, self.batch_size)
         warn_if_cycling(source, self.batch_size, self.n_iter + 1)
         data = source.identity()
         return self._fit_source(source, data, self._checkpoint(checkpoint, checkpoint_every,
@@ -364,6 +394,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         -------
         self
         """
+        if self.validation_fraction is not None:
+            raise ValueError(f"validation_fraction={self.validation_fraction!r} is not allowed "
+                             "in partial_fit (it has no validation bits): pass "
+                             "validation_fraction=None, or use fit")
         first = not hasattr(self, "A_")
         if first and n_labels is None:
             raise TypeError("n_labels=None is not allowed on the first call to partial_fit: "
@@ -387,6 +421,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         else:
             engine = self._blocks_on(engine)
         self._advance(engine, *self._prepare(engine, shards), None, None, None)
+        self.best_iteration_ = self.n_steps_
         self._keep(engine)
         return self
 
@@ -396,7 +431,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return None if path is None else Checkpoint(path, every, fingerprint(self, data))
 
     def _start(self, d1, d2):
-        for attr in ("A_", "_top", "_blocks"):
+        for attr in ("A_", "_top", "_blocks", "validation_score_"):
             self.__dict__.pop(attr, None)
         self.n_features_in_, self.n_labels_ = d1, d2
         self.n_steps_ = -1  # the first batch initialises
@@ -441,6 +476,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         if heldout is not None:
             heldout.place(engine, self._bounds)
             ranking = (heldout, source.propensities())
+        validation = None
+        if self.validation_fraction is not None:
+            validation = ValidationBits(source, self.n_iter + 1, self.batch_size, self.n_shards,
+                                        self.validation_fraction)
+            validation.place(engine, self._bounds)
         with StepProgress(self.n_iter + 1, enabled=self.progress) as bar:
             upcoming = self._prepare(engine, batches(first)) if first <= self.n_iter else None
             for t in range(first, self.n_iter + 1):
@@ -453,13 +493,34 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                 self._advance(engine, *current, source, evaluation if due else None,
                               ranking if due else None)
                 del current
+                if validation is not None:
+                    self._validate(validation, engine)
                 if checkpoint is not None and checkpoint.due(t, last):
                     checkpoint.write(self, engine)
                 if t < self.n_iter and not engine.prefetches:
                     upcoming = self._prepare(engine, batches(t + 1))
                 bar.update(self.history_[-1])
+        self.best_iteration_ = self.n_steps_
+        if validation is not None:
+            self._select(validation, engine)
         self._keep(engine)
         return self
+
+    def _validate(self, validation, engine) -> None:
+        """Score the iterate on the validation bits (its time counts as training time)."""
+        start = time.perf_counter()
+        record = validation.update(engine, self.A_, self._top, self.n_steps_,
+                                   self.feature_map_)
+        self._fit_s += time.perf_counter() - start
+        self.history_[-1].update(record, fit_s=self._fit_s)
+
+    def _select(self, validation, engine) -> None:
+        """Take back the best iterate the validation bits selected."""
+        self.best_iteration_, top = validation.finish(engine, self.n_steps_)
+        if top is not None:
+            self._top = top
+            self.A_ = top.Q
+        self.validation_score_ = np.array([h["validation_auc"] for h in self.history_])
 
     def _advance(self, engine, data, n_obs, source, evaluation, ranking):
         """Initialise (first batch) or take one step, then record the iteration (with the

@@ -52,6 +52,30 @@ def run_main(*args) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
 
 
+def run_bench(script, *args) -> subprocess.CompletedProcess:
+    """``python benchmarks/SCRIPT ARGS`` run in this process (its ``main(argv)``, the
+    environment restored after it), as a finished process: exit status, stdout, stderr."""
+    import importlib.util
+    import os
+
+    path = ROOT / "benchmarks" / script
+    spec = importlib.util.spec_from_file_location(f"_bench_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out, err, environ = io.StringIO(), io.StringIO(), dict(os.environ)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = module.main([*map(str, args)]) or 0
+        except SystemExit as exc:  # argparse's errors, a benchmark's own exit
+            status = exc.code if isinstance(exc.code, int) else 1
+            if not isinstance(exc.code, (int, type(None))):
+                print(exc.code, file=sys.stderr)
+        finally:
+            os.environ.clear()
+            os.environ.update(environ)
+    return subprocess.CompletedProcess([script, *args], status, out.getvalue(), err.getvalue())
+
+
 def one_line(proc, status) -> str:
     """The process exited with ``status`` and wrote one line on stderr, the CLI's error
     line, without a traceback; that line."""

@@ -1,19 +1,17 @@
-"""A tiny smoke run of the benchmark command (no timing is asserted)."""
+"""A tiny smoke run of each benchmark command (no timing is asserted), through its
+``main(argv)`` in this process (the clusters and commands it starts are real)."""
 
 import json
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
+from helpers import run_bench
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-BENCH = pathlib.Path(__file__).parents[1] / "benchmarks" / "bench_engine.py"
 
 
 def test_engine_benchmark_smoke():
-    proc = subprocess.run([sys.executable, str(BENCH), "--smoke"], capture_output=True,
-                          text=True, timeout=300)
+    proc = run_bench("bench_engine.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "speedup dask/in-process" in out and "dask / data floor" in out
@@ -24,8 +22,7 @@ def test_engine_benchmark_smoke():
 
 
 def test_peers_benchmark_smoke():
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_peers.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_peers.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
     assert len(lines) == 1 + 7 + 3 and "LEML" in proc.stdout and "one-vs-rest" in proc.stdout
@@ -33,8 +30,7 @@ def test_peers_benchmark_smoke():
 
 
 def test_labels_benchmark_smoke():
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_labels.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_labels.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["d2"] == 2000 and 0.5 < result["auc"] <= 1
@@ -42,8 +38,7 @@ def test_labels_benchmark_smoke():
 
 def test_levers_benchmark_smoke():
     # the benchmark checks that every scatter-add alternative gives the kept result
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_levers.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_levers.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "ms |" not in line]
     levers = ("normals", "scores", "active rows", "scatter-add", "Cholesky-QR2", "initialisation")
@@ -51,8 +46,7 @@ def test_levers_benchmark_smoke():
 
 
 def test_sampler_benchmark_smoke():
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_sampler.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_sampler.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     for row in ("explicit", "projected", "conditional", "projected floor", "conditional floor"):
         assert any(line.startswith(row + " ") for line in proc.stdout.splitlines()), row
@@ -60,8 +54,7 @@ def test_sampler_benchmark_smoke():
 
 
 def test_table1_benchmark_smoke():
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_table1.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_table1.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| explicit")
             or line.startswith("| conditional")]
@@ -70,8 +63,7 @@ def test_table1_benchmark_smoke():
 
 def test_bigcell_benchmark_smoke():
     # a one-cell sweep fitted across 2 workers is the same fit as `onebit-dask fit`
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_bigcell.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_bigcell.py", "--smoke")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1 |")]
     assert len(rows) == 1 and len(rows[0].split("|")) == 9, proc.stdout
@@ -81,10 +73,9 @@ def test_bigcell_benchmark_smoke():
 
 
 def test_accuracy_benchmark_smoke(tmp_path):
-    script = str(BENCH.parent / "bench_accuracy.py")
     out, fig = tmp_path / "traces", tmp_path / "fig.png"
-    proc = subprocess.run([sys.executable, script, "--smoke", "--out", str(out), "--figure",
-                           str(fig)], capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_accuracy.py", "--smoke", "--out", str(out), "--figure",
+                     str(fig))
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = {p.stem for p in out.glob("*.json")}
     assert names == {f"onebit-{step}-{sampler}" for step in ("paper", "averaged")
@@ -107,12 +98,11 @@ def test_accuracy_benchmark_smoke(tmp_path):
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the table and the figure again from the JSON files alone, with one method rerun alone
     fig.unlink()
-    proc = subprocess.run([sys.executable, script, "--smoke", "--out", str(out), "--figure",
-                           str(fig), "--methods", "ovr"], capture_output=True, text=True,
-                          timeout=300)
+    proc = run_bench("bench_accuracy.py", "--smoke", "--out", str(out), "--figure",
+                     str(fig), "--methods", "ovr")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    proc = subprocess.run([sys.executable, script, "--plot-only", "--out", str(out),
-                           "--figure", str(fig)], capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_accuracy.py", "--plot-only", "--out", str(out),
+                     "--figure", str(fig))
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(names)
@@ -120,9 +110,8 @@ def test_accuracy_benchmark_smoke(tmp_path):
 
 
 def test_accuracy_benchmark_refuses_unknown_sampler(tmp_path):
-    proc = subprocess.run([sys.executable, str(BENCH.parent / "bench_accuracy.py"), "--smoke",
-                           "--out", str(tmp_path), "--samplers", "projected", "bogus"],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_bench("bench_accuracy.py", "--smoke",
+                     "--out", str(tmp_path), "--samplers", "projected", "bogus")
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "sampler='bogus'" in proc.stderr
     assert not list(tmp_path.glob("*.json"))

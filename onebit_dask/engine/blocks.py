@@ -287,7 +287,8 @@ def commit(block: Block, Q: str, V: str, gram_A, evaluation: Evaluation | None =
     temporaries and active rows are dropped. ``out`` = the evaluation pieces or ``None``."""
     Qs = block.slots[Q] if Q_rows is None else Q_rows
     Vs = block.slots[V] if V_rows is None else V_rows
-    kept = {k: block.slots[k] for k in THRESHOLD_SLOTS if k in block.slots}
+    kept = {k: v for k, v in block.slots.items()
+            if k in THRESHOLD_SLOTS or k.startswith("best_")}  # best_*: validation_bits
     new = Block(block.lo, block.hi,
                 {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept})
     return replace(new, out=_evaluation(new, evaluation))
