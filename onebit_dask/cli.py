@@ -66,6 +66,50 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _integer(low: int):
+    """An argparse type: an integer ``>= low``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: give an integer "
+                                             f">= {low}")
+        return value
+    return parse
+
+
+def _number(low: float, high: float | None = None):
+    """An argparse type: a finite number in ``[low, high)`` (``>= low`` without ``high``)."""
+    allowed = f"in [{low:g}, {high:g})" if high is not None else f">= {low:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < low or (high is not None and value >= high):
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: give a number "
+                                             f"{allowed}")
+        return value
+    return parse
+
+
+def _positive_rate(text: str) -> str:
+    """An argparse type: ``none``, a rate ``P`` or a range ``P_MIN:P_MAX`` (checked by
+    :func:`onebit_dask.synthetic.parse_positive_rate`, kept as text)."""
+    from .synthetic import parse_positive_rate
+
+    try:
+        parse_positive_rate(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: give none, a rate P with 0 < P < 1, or a range "
+            "P_MIN:P_MAX with 0 < P_MIN <= P_MAX < 1") from None
+    return text
+
+
 def _common(p) -> None:
     p.add_argument("--debug", action="store_true",
                    help="show the traceback of a failure (and Dask's log messages)")
@@ -96,31 +140,34 @@ def _add_fit(sub):
                    help="with --data: a held-out XC/svmlight file whose ranking metrics "
                         "(auc, precision/ndcg/psp at 1, 3, 5) are reported per iteration")
     g = p.add_argument_group("the synthetic problem (not with --data)")
-    g.add_argument("--d1", type=int, default=500, action=_Given, help="feature dimension")
-    g.add_argument("--d2", type=int, default=200, action=_Given, help="number of labels")
-    g.add_argument("--flip", type=float, default=0.0, action=_Given,
+    g.add_argument("--d1", type=_integer(1), default=500, action=_Given, help="feature dimension")
+    g.add_argument("--d2", type=_integer(1), default=200, action=_Given, help="number of labels")
+    g.add_argument("--flip", type=_number(0.0, 0.5), default=0.0, action=_Given,
                    help="probability a bit is flipped")
-    g.add_argument("--noise-std", type=float, default=0.0, action=_Given,
+    g.add_argument("--noise-std", type=_number(0.0), default=0.0, action=_Given,
                    help="std of Gaussian noise added to x^T w_j")
-    g.add_argument("--positive-rate", default="none", action=_Given, metavar="P|P_MIN:P_MAX",
+    g.add_argument("--positive-rate", type=_positive_rate, default="none", action=_Given, metavar="P|P_MIN:P_MAX",
                    help="label priors of the clean bits sign(x^T w*_j + b*_j): none (the "
                         "paper's balanced model), one rate P in (0, 1), or a range spread "
                         "log-uniformly over the labels in a seeded order")
-    g.add_argument("--n-test", type=int, default=10_000, action=_Given, help="test instances")
-    g.add_argument("--max-eval-labels", type=int, default=1000, action=_Given,
+    g.add_argument("--n-test", type=_integer(1), default=10_000, action=_Given, help="test instances")
+    g.add_argument("--max-eval-labels", type=_integer(1), default=1000, action=_Given,
                    help="labels scored for AUC/Hamming above this many labels")
     g.add_argument("--sampler", default="conditional", action=_Given,
+                   choices=("conditional", "projected", "explicit"),
                    metavar="{conditional,projected,explicit}",
                    help="how batches are drawn, all exact in law: conditional (only the "
                         "active rows), projected (3k numbers a row, features of the active "
                         "rows) or explicit (every feature)")
     e = p.add_argument_group("the estimator")
-    e.add_argument("--rank", type=int, default=3, help="rank k")
-    e.add_argument("--batch-size", type=int, default=100_000, help="observations per batch m")
-    e.add_argument("--n-iter", type=int, default=10, help="steps after the initial batch")
-    e.add_argument("--step", default="paper", metavar="{paper,averaged,harmonic}",
+    e.add_argument("--rank", type=_integer(1), default=3, help="rank k")
+    e.add_argument("--batch-size", type=_integer(1), default=100_000, help="observations per batch m")
+    e.add_argument("--n-iter", type=_integer(0), default=10, help="steps after the initial batch")
+    e.add_argument("--step", default="paper", choices=("paper", "averaged", "harmonic"),
+                   metavar="{paper,averaged,harmonic}",
                    help="step size rule")
-    e.add_argument("--threshold", default="estimated", metavar="{none,estimated}",
+    e.add_argument("--threshold", default="estimated", choices=("none", "estimated"),
+                   metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "
                         "bits (for labels that are rarely positive)")
     e.add_argument("--features", default="none", metavar="{none,standardize,whiten}",
@@ -128,12 +175,12 @@ def _add_fit(sub):
                         "through the factors (sparse data stay sparse): none, standardize, "
                         "or whiten (also the leading principal directions to unit variance; "
                         "for real features, not with the synthetic problem)")
-    e.add_argument("--whiten-components", type=int, default=None, metavar="Q",
+    e.add_argument("--whiten-components", type=_integer(1), default=None, metavar="Q",
                    help="with --features whiten: the directions whitened (default "
                         "min(d1, 200))")
-    e.add_argument("--seed", type=int, default=0,
+    e.add_argument("--seed", type=_integer(0), default=0,
                    help="seed of the start (and of the synthetic data)")
-    e.add_argument("--shards", type=int, default=4,
+    e.add_argument("--shards", type=_integer(1), default=4,
                    help="shards per batch, independent of the workers")
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -153,7 +200,7 @@ def _add_model_options(p):
     g.add_argument("--checkpoint", default=None, metavar="PATH",
                    help="checkpoint store: written during the fit; rerunning the same command "
                         "resumes from it")
-    g.add_argument("--checkpoint-every", type=int, default=None, metavar="N",
+    g.add_argument("--checkpoint-every", type=_integer(1), default=None, metavar="N",
                    help="iterations between checkpoints (1 when not given)")
 
 
@@ -168,6 +215,7 @@ def _fit_inputs(args):
     from .features import check_source
     from .limits import check_sizes
     from .synthetic import SAMPLERS, parse_positive_rate
+    from .stores.paths import is_url
 
     est = OneBitMultiLabel(args.rank, batch_size=args.batch_size, n_iter=args.n_iter,
                            step=args.step, n_shards=args.shards, random_state=args.seed,
@@ -176,6 +224,7 @@ def _fit_inputs(args):
                            whiten_components=args.whiten_components)
     sizes = {"rank": args.rank, "batch_size": args.batch_size, "n_iter": args.n_iter}
     if args.data is None:
+        _check_rank(args.rank, args.d1, args.d2, "--d1 and --d2 give")
         check_sizes({"d1": args.d1, "d2": args.d2, **sizes, "n_test": args.n_test},
                     args.sampler if args.sampler in SAMPLERS else "explicit", args.allow_large)
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
@@ -186,6 +235,10 @@ def _fit_inputs(args):
         check_params(est.get_params(), problem.d1, problem.d2)
         check_source(est.features, problem)
         return (problem,), as_source(problem), est, problem.d1, problem.d2
+    path = os.fspath(args.data)
+    if not is_url(path) and not os.path.exists(path):
+        raise FileNotFoundError(f"--data {path!r} does not exist: give a data file (XC or "
+                                "svmlight format), a CSR store or an observations store")
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
         names = ", ".join("--" + g.replace("_", "-") for g in given)
@@ -195,12 +248,18 @@ def _fit_inputs(args):
     from .data.xc import read_xc
 
     check_int("batch_size", args.batch_size, low=1)
-    path = os.fspath(args.data)
     data = read_xc(path) if os.path.isfile(path) else (path,)
     source = as_source(*data, random_state=args.seed)
+    _check_rank(args.rank, source.d1, source.d2, f"--data {args.data!r} has")
     check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
     check_params(est.get_params(), source.d1, source.d2)
     return data, source, est, source.d1, source.d2
+
+
+def _check_rank(rank: int, d1: int, d2: int, what: str) -> None:
+    if rank > min(d1, d2):
+        raise ValueError(f"--rank {rank} is not allowed: give at most min(d1, d2) = "
+                         f"{min(d1, d2)} ({what} {d1} features and {d2} labels)")
 
 
 def _run_fit(args) -> int:
@@ -214,10 +273,10 @@ def _run_fit(args) -> int:
         data, source, est, d1, d2 = _fit_inputs(args)
         fit_options = _check_model_options(args, est, source)
         if args.test_data is not None:
-            from .data.csr_store import load
-            from .data.heldout import HeldOut
+            from .data.heldout import HeldOut, read_test_data
 
-            test = load(os.fspath(args.test_data), n_features=d1, n_labels=d2)
+            test = read_test_data(args.test_data, d1, d2, name="--test-data",
+                                  training=f"--data {args.data!r}")
             HeldOut(test, d1, d2)  # checked before any work
             fit_options["eval_set"] = test
     except (TypeError, ValueError, FileNotFoundError, FileExistsError) as exc:
@@ -296,6 +355,7 @@ def _check_model_options(args, est, source) -> dict:
         if args.checkpoint_every is not None:
             raise ValueError("--checkpoint-every needs --checkpoint PATH")
         return {}
+    check_target(args.checkpoint, overwrite=False, kind="checkpoint", name="--checkpoint")
     Checkpoint(args.checkpoint, args.checkpoint_every, est.get_params(deep=False),
                source.identity())
     return {"checkpoint": args.checkpoint, "checkpoint_every": args.checkpoint_every}
@@ -460,7 +520,7 @@ def _client(*, debug: bool, **options):
 
 def _add_target(p, default="an embedded LocalCluster, one worker a core"):
     g = p.add_argument_group(f"where it runs (default: {default})")
-    g.add_argument("--workers", type=int, default=None,
+    g.add_argument("--workers", type=_integer(0), default=None,
                    help="embedded LocalCluster of N worker processes on 127.0.0.1; 0: "
                         "in-process")
     g.add_argument("--scheduler", default=None, help="address of a running scheduler, "
@@ -500,7 +560,7 @@ def _add_sweep(sub):
     p.add_argument("--allow-large", action="store_true",
                    help="allow a grid of more than 10^6 cells")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--retries", type=int, default=0,
+    p.add_argument("--retries", type=_integer(0), default=0,
                    help="run a cell that raised up to N more times (Dask's task retries; "
                         "a cell whose worker died is rescheduled by Dask anyway)")
     p.add_argument("--retry-failed", action="store_true",
@@ -536,8 +596,6 @@ def _run_sweep(args) -> int:
     from .sweep.store import check_output
 
     adapt = _parse_adapt(args.adapt)
-    if args.retries < 0:
-        raise UsageError(f"--retries {args.retries} is not allowed: give an integer >= 0")
     if adapt is not None and (args.scheduler is not None or args.workers is not None):
         raise UsageError("--adapt needs a cluster this command starts (--cluster or the "
                          "embedded one): not with --scheduler or --workers")

@@ -479,6 +479,7 @@ def _start(config: ClusterConfig):
 
         opts.setdefault("host", "127.0.0.1")
         opts.setdefault("threads_per_worker", 1)
+        opts.setdefault("dashboard_address", f"{opts['host']}:0")  # a free port
         return LocalCluster(**opts, **extra)
     if config.kind == "ssh":
         from distributed import SSHCluster
@@ -509,13 +510,18 @@ def make_cluster(config: ClusterConfig, adapt_range=None):
     a cluster class fails.
     """
     import logging
+    import warnings
 
     check_runnable(config)
     spec_log = logging.getLogger("distributed.deploy.spec")
     level = spec_log.level
     spec_log.setLevel(logging.ERROR)  # "Cluster closed without starting up": said below
     try:
-        cluster = _start(config)
+        with warnings.catch_warnings():  # a dashboard port in use: another port is taken,
+            # and the CLI's "dask dashboard:" line gives it (4 lines of warning otherwise)
+            warnings.filterwarnings("ignore", message=r"\s*Port \d+ is already in use",
+                                    category=UserWarning)
+            cluster = _start(config)
     except (ClusterConfigError, ClusterStartError):
         raise
     except Exception as exc:

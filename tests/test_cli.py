@@ -38,19 +38,23 @@ def test_fit_human_summary(capsys):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--rank", "0"], "rank=0 is not allowed"),
-    (["--rank", "11"], "rank=11 is not allowed: rank must be <= min(d1, d2) = 10"),
-    (["--batch-size", "0"], "batch_size=0 is not allowed"),
-    (["--n-iter", "-1"], "n_iter=-1 is not allowed"),
-    (["--flip", "0.5"], "flip=0.5 is not allowed"),
-    (["--noise-std", "-0.1"], "noise_std=-0.1 is not allowed"),
-    (["--step", "fast"], "step='fast' is not allowed"),
-    (["--seed", "-3"], "seed=-3 is not allowed"),
-    (["--d1", "abc"], "argument --d1: invalid int value: 'abc'"),
+    (["--rank", "0"], "argument --rank: '0' is not allowed: give an integer >= 1"),
+    (["--rank", "11"], "--rank 11 is not allowed: give at most min(d1, d2) = 10 (--d1 and "
+                       "--d2 give 20 features and 10 labels)"),
+    (["--batch-size", "0"], "argument --batch-size: '0' is not allowed: give an integer >= 1"),
+    (["--n-iter", "-1"], "argument --n-iter: '-1' is not allowed: give an integer >= 0"),
+    (["--flip", "0.5"], "argument --flip: '0.5' is not allowed: give a number in [0, 0.5)"),
+    (["--noise-std", "-0.1"], "argument --noise-std: '-0.1' is not allowed: give a number >= 0"),
+    (["--step", "fast"], "argument --step: invalid choice: 'fast'"),
+    (["--seed", "-3"], "argument --seed: '-3' is not allowed: give an integer >= 0"),
+    (["--shards", "0"], "argument --shards: '0' is not allowed: give an integer >= 1"),
+    (["--positive-rate", "0.5:0.1"], "argument --positive-rate: '0.5:0.1' is not allowed: "
+                                     "give none, a rate P with 0 < P < 1, or a range"),
+    (["--d1", "abc"], "argument --d1: 'abc' is not an integer"),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_input_exits_2_with_one_line(args, fragment, capsys):
-    if args in (["--rank", "0"], ["--d1", "abc"]):  # real processes: a parameter check, argparse
+    if args in (["--rank", "11"], ["--d1", "abc"]):  # real processes: a check, argparse
         proc = run_cli(*SMALL, *args)
         status, out, err = proc.returncode, proc.stdout, proc.stderr
     else:  # the same two paths of main(), in this process (no interpreter start, ~2 s)
@@ -73,7 +77,7 @@ def test_fit_sampler_option():
     # in this process: test_bad_input_exits_2_with_one_line runs real ones
     proc = run_main(*args, "--sampler", "implicit")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    assert "sampler='implicit' is not allowed" in proc.stderr
+    assert "argument --sampler: invalid choice: 'implicit'" in proc.stderr
     out = run_main(*args, "--sampler", "explicit")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
@@ -103,7 +107,9 @@ def test_fit_positive_rate(capsys):
     assert result["positive_rate"] == [0.05, 0.3]
     assert main([*SMALL, "--quiet", "--positive-rate", "0:0.3"]) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "positive_rate[0]=0.0 is not allowed" in err
+    assert len(err.strip().splitlines()) == 1
+    assert ("argument --positive-rate: '0:0.3' is not allowed: give none, a rate P with "
+            "0 < P < 1, or a range P_MIN:P_MAX with 0 < P_MIN <= P_MAX < 1") in err
 
 
 def test_predict_takes_the_files_fit_takes(tmp_path):

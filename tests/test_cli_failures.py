@@ -85,10 +85,10 @@ def test_invalid_pem_files_say_what_failed(tmp_path):
         (tmp_path / name).write_text("not a certificate\n")
     tls = ["--tls-ca-file", tmp_path / "ca.pem", "--tls-cert", tmp_path / "cert.pem",
            "--tls-key", tmp_path / "key.pem"]
-    start = time.perf_counter()
+    # refused before connecting: a connection to port 1 would be exit 1 "could not reach"
     line = one_line(run_cli(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
     assert "--tls-ca-file=" in line and "is not a PEM CA certificate" in line
-    assert "could not reach" not in line and time.perf_counter() - start < 60
+    assert "could not reach" not in line
     # valid files with a tcp:// scheduler: the options do not apply
     good = make_certificates(tmp_path)
     tls = ["--tls-ca-file", good["ca_file"], "--tls-cert", good["cert"], "--tls-key", good["key"]]
@@ -113,6 +113,48 @@ def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
     assert not (tmp_path / "x.zarr").exists()
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["--workers", "-1"], "argument --workers: '-1' is not allowed: give an integer >= 0"),
+    (["--d2", "0"], "argument --d2: '0' is not allowed: give an integer >= 1"),
+    (["--n-test", "0"], "argument --n-test: '0' is not allowed: give an integer >= 1"),
+    (["--max-eval-labels", "0"], "argument --max-eval-labels: '0' is not allowed"),
+    (["--checkpoint-every", "0"], "argument --checkpoint-every: '0' is not allowed"),
+    (["--threshold", "some"], "argument --threshold: invalid choice: 'some'"),
+    (["--flip", "nan"], "argument --flip: 'nan' is not allowed: give a number in [0, 0.5)"),
+    (["--checkpoint", ""], "--checkpoint='' is not allowed: give the path of the checkpoint"),
+])
+def test_bad_flag_values_name_the_flag(args, fragment):
+    # in-process: test_cli.py::test_bad_input_exits_2_with_one_line runs both paths for real
+    line = one_line(run_main(*FIT, *args), 2)
+    assert fragment in line
+
+
+def test_test_data_that_does_not_match_the_training_data_exits_2(tmp_path):
+    """``fit --data TRAIN --test-data TEST``: a test file with other sizes, a missing one
+    and a directory that is not a store are named with the flags and both files."""
+    train = tmp_path / "train.txt"
+    train.write_text("3 4 3\n0,1 0:1.0 2:0.5\n1 1:1.0 3:2.0\n2 0:0.5\n")
+    wide = tmp_path / "wide.txt"
+    wide.write_text("2 5 3\n0 0:1.0 4:0.5\n1 1:1.0\n")
+    fewer = tmp_path / "fewer.txt"
+    fewer.write_text("2 4 2\n0 0:1.0\n1 1:1.0\n")
+    base = ["fit", "--data", train, "--rank", "1", "--n-iter", "1", "--workers", "0", "--quiet"]
+    line = one_line(run_cli(*base, "--test-data", wide), 2)  # a real process
+    assert (f"--test-data {str(wide)!r} has 5 features and 3 labels (its header), but "
+            f"--data {str(train)!r} has 4 features and 3 labels") in line
+    assert "n_features" not in line and "n_labels" not in line
+    line = one_line(run_main(*base, "--test-data", fewer), 2)
+    assert (f"--test-data {str(fewer)!r} has 4 features and 2 labels (its header), but "
+            f"--data {str(train)!r} has 4 features and 3 labels") in line
+    line = one_line(run_main(*base, "--test-data", tmp_path / "nosuch.txt"), 2)
+    assert f"--test-data {str(tmp_path / 'nosuch.txt')!r} does not exist" in line
+    line = one_line(run_main(*base, "--test-data", tmp_path), 2)
+    assert f"--test-data {str(tmp_path)!r} is a directory but not a CSR store" in line
+    line = one_line(run_main("fit", "--data", tmp_path / "nosuch.txt", "--workers", "0"), 2)
+    assert f"--data {str(tmp_path / 'nosuch.txt')!r} does not exist" in line
+    assert run_main(*base, "--test-data", train).returncode == 0  # the same sizes
+
+
 # --- runtime failures: exit 1 --------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -126,11 +168,9 @@ def lone_scheduler(tmp_path_factory):
 
 
 def test_scheduler_without_workers_times_out_with_one_line(lone_scheduler):
-    procs = lone_scheduler
-    start = time.perf_counter()
+    procs = lone_scheduler  # (run_cli's timeout only stops a hang)
     line = one_line(run_cli(*FIT, "--scheduler", procs.address, "--worker-timeout", "3"), 1)
     assert f"no worker joined the scheduler at {procs.address} within 3 s" in line
-    assert time.perf_counter() - start < 60
 
 
 def test_debug_shows_the_traceback(lone_scheduler):
@@ -278,14 +318,14 @@ def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
             [sys.executable, "-m", "onebit_dask", "sweep", str(spec), "--out", str(out),
              "--scheduler", procs.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
-        deadline = time.time() + 240
+        deadline = time.time() + 600  # only stops a hang
         while time.time() < deadline and sweep.poll() is None:  # wait for a cell to be done
             with contextlib.suppress(Exception):
                 if open_cube(out)["done"].values.any():
                     break
             time.sleep(0.3)
         procs.scheduler.send_signal(signal.SIGKILL)
-        _, stderr = sweep.communicate(timeout=120)
+        _, stderr = sweep.communicate(timeout=600)
     finally:
         go.touch()
         procs.close()
@@ -415,3 +455,28 @@ def test_a_spec_with_a_duplicate_key_exits_2_naming_file_and_line(tmp_path):
     line = one_line(run_main("sweep", spec, "--out", tmp_path / "c.zarr", "--workers", "0"), 2)
     assert f"{spec}: line 6: key 'd1' is given twice (first on line 2)" in line
     assert not (tmp_path / "c.zarr").exists()
+
+
+# --- what stderr holds when nothing failed ------------------------------------------------
+
+def test_local_config_with_a_dashboard_port_in_use_writes_no_warning(tmp_path):
+    """A local cluster config whose ``dashboard_address`` is taken (a port this test
+    holds): distributed's 4-line warning is not shown; the only line about the dashboard
+    is the documented ``dask dashboard: URL`` (cluster/README.md), on another port."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = write_yaml(tmp_path / "local.yaml", {
+            "kind": "local", "options": {"n_workers": 1,
+                                         "dashboard_address": f"127.0.0.1:{port}"}})
+        quiet = run_cli(*FIT, "--cluster", config)  # FIT has --quiet
+        loud = run_cli(*[a for a in FIT if a != "--quiet"], "--cluster", config)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert loud.returncode == 0, loud.stderr
+    lines = [ln for ln in loud.stderr.replace("\r", "\n").splitlines()
+             if ln.strip() and not ln.startswith("step:")]  # the progress bar's redraws
+    assert len(lines) == 1 and lines[0].startswith("dask dashboard: http://127.0.0.1:"), lines
+    assert f":{port}/" not in lines[0]

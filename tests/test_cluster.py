@@ -62,7 +62,7 @@ def test_local_configs_start_and_fit(name):
     with make_cluster(config) as cluster, Client(cluster) as client:
         if config.security:
             assert client.scheduler.address.startswith("tls://127.0.0.1:")
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=300)
         est = OneBitMultiLabel(2, engine="dask", **params).fit(problem)  # the default client
     np.testing.assert_array_equal(est.Q_, OneBitMultiLabel(2, **params).fit(problem).Q_)
 
@@ -143,7 +143,7 @@ def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--d1", "20", "--d2", "10",
                            "--rank", "2", "--n-iter", "1", "--quiet", "--cluster", str(config)],
                           env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "sbatch is not on PATH" in lines[0], proc.stderr

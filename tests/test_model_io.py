@@ -106,25 +106,31 @@ def test_predict_top_k_of_loaded_model_is_argsort_of_dense_scores(reference, tmp
 
 
 def _block_writers(stream, name):
-    return {t["worker"] for t in stream if name in str(t["key"])}
+    """The workers of the tasks of ``name`` in a task stream, one entry per task."""
+    return [t["worker"] for t in stream if name in str(t["key"])]
 
 
 def test_save_and_load_on_cluster_each_block_by_its_worker(explicit_reference, cluster, tmp_path,
                                                            monkeypatch):
-    """Blocks kept on the workers (as for a large model) are written and read there."""
+    """Blocks kept on the workers (as for a large model) are written and read there: one
+    task per block, on the cluster's workers (which worker runs which block is Dask's
+    choice: under load both blocks may be placed on one worker)."""
     reference = explicit_reference
     monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)
     with cluster.as_current():
         est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT)
     assert isinstance(est._state.blocks, DaskEngine)
     workers = set(cluster.scheduler_info()["workers"])
-    holders = {w for h in est._state.blocks.handles for w in cluster.who_has(h)[h.key]}
+    n_blocks = len(est._state.blocks.handles)
+    assert {w for h in est._state.blocks.handles for w in cluster.who_has(h)[h.key]} <= workers
     with get_task_stream(cluster) as ts:
         path = est.save(tmp_path / "model.zarr")
-    assert _block_writers(ts.data, "write_block") == holders == workers
+    writers = _block_writers(ts.data, "write_block")
+    assert len(writers) == n_blocks and set(writers) <= workers
     with get_task_stream(cluster) as ts, cluster.as_current():
         on_cluster = OneBitMultiLabel.load(path, engine="dask")
-    assert _block_writers(ts.data, "read_block") == workers
+    readers = _block_writers(ts.data, "read_block")
+    assert len(readers) == n_blocks and set(readers) <= workers
     assert isinstance(on_cluster._state.blocks, DaskEngine)
     assert_same_model(on_cluster, reference)
     monkeypatch.undo()
@@ -195,7 +201,7 @@ KILLED_FIT = textwrap.dedent("""
             out = write_block(*args)
             calls.append(1)
             if len(calls) == 3 * 4 + 1:
-                time.sleep(120)
+                time.sleep(3600)
             return out
         model_io.write_block = hang_in_write
     else:  # ... after iteration 3, before its checkpoint
@@ -203,7 +209,7 @@ KILLED_FIT = textwrap.dedent("""
         def hang_after_step(settings, state, *args):
             advance(settings, state, *args)
             if state.n_steps == 3:
-                time.sleep(120)
+                time.sleep(3600)
         fitting.advance = hang_after_step
     problem = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300, sampler=sampler)
     OneBitMultiLabel(2, batch_size=4000, n_iter=4, n_shards=4, random_state=0).fit(
@@ -224,7 +230,7 @@ def kill_mid_fit(path, phase, sampler):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.Popen([sys.executable, "-c", KILLED_FIT, phase, str(path), sampler], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
+    deadline = time.time() + 300  # only stops a hang: the child waits an hour
     try:
         while time.time() < deadline and proc.poll() is None:
             ready = _checkpointed_steps(path) == 2

@@ -48,11 +48,11 @@ def test_tables_and_pngs(cube, tmp_path):
 @pytest.mark.integration
 def test_report_cli(cube, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "onebit_dask", "report", cube, "--plots",
-                           str(tmp_path / "p")], capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "p")], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "frobenius_error" in proc.stdout and proc.stdout.count("wrote ") == 3
     bad = subprocess.run([sys.executable, "-m", "onebit_dask", "report", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "is not an onebit-dask sweep store" in bad.stderr
 
 

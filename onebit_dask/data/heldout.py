@@ -11,6 +11,8 @@ propensity-scored precision@k (:mod:`onebit_dask.ranking`). Nothing of size
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .._validation import check_features
@@ -19,6 +21,48 @@ from ..engine import topk
 from .label_matrix import check_label_matrix
 
 TOP_K = 5  # precision, nDCG and PSP at 1, 3, 5
+
+
+def read_test_data(path, d1: int, d2: int, *, name: str, training: str):
+    """``(X_test, Y_test)`` of the data file (XC or svmlight format) or CSR store at
+    ``path``, whole, after checking that its declared sizes (a file's header, a store's
+    attributes) are the training data's ``d1`` features and ``d2`` labels.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    d1, d2 : int
+        The training data's features and labels.
+    name, training : str
+        What the caller calls the test and the training data, in the messages (the
+        command line: ``"--test-data"``, ``"--data 'train.txt'"``).
+
+    Returns
+    -------
+    X_test : scipy.sparse.csr_matrix of shape (n, d1)
+    Y_test : scipy.sparse.csr_matrix of int8 of shape (n, d2)
+    """
+    from .csr_store import is_csr_store, load, open_csr_store
+    from .xc import _header
+
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        if not is_csr_store(path):
+            raise ValueError(f"{name} {path!r} is a directory but not a CSR store: give a "
+                             "data file (XC or svmlight format) or a CSR store")
+        store = open_csr_store(path)
+        declared, where = (store.d1, store.d2), "the store's attributes"
+    elif os.path.isfile(path):
+        header = _header(path)
+        declared, where = (None if header is None else header[1:]), "its header"
+    else:
+        raise FileNotFoundError(f"{name} {path!r} does not exist: give a data file (XC or "
+                                "svmlight format) or a CSR store")
+    if declared is not None and tuple(declared) != (d1, d2):
+        raise ValueError(f"{name} {path!r} has {declared[0]} features and {declared[1]} "
+                         f"labels ({where}), but {training} has {d1} features and {d2} "
+                         "labels: give test data with the training data's features and labels")
+    return load(path, n_features=d1, n_labels=d2)
 
 
 class HeldOut:
