@@ -20,64 +20,11 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.multiclass import type_of_target
 
-MAX_SEED = 2**32 - 1
+from ._checks import MAX_SEED, _show, check_int
+
 RANDOM_STATE = [None, Interval(numbers.Integral, 0, MAX_SEED, closed="both"),
                 np.random.RandomState, np.random.Generator]  # what as_generator takes
 FLOAT_DTYPES = (np.float64, np.float32)  # float32 stays float32, anything else becomes float64
-
-
-def _show(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as an ``int`` if it is an integer in ``[low, high]``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}={_show(value)} is not allowed: {name} must be an integer")
-    value = int(value)
-    if low is not None and value < low:
-        raise ValueError(f"{name}={value} is not allowed: {name} must be >= {low}")
-    if high is not None and value > high:
-        raise ValueError(f"{name}={value} is not allowed: {name} must be <= {high}")
-    return value
-
-
-def check_float(name: str, value, *, low: float, high: float | None = None,
-                high_open: bool = False) -> float:
-    """Return ``value`` as a finite ``float`` in ``[low, high]`` (or ``[low, high)``)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}={_show(value)} is not allowed: {name} must be a number")
-    value = float(value)
-    bracket = ")" if high_open else "]"
-    allowed = f"[{low}, {high}{bracket}" if high is not None else f">= {low}"
-    if not np.isfinite(value) or value < low or (
-        high is not None and (value >= high if high_open else value > high)
-    ):
-        raise ValueError(f"{name}={value} is not allowed: {name} must be in {allowed}")
-    return value
-
-
-def check_choice(name: str, value, choices) -> str:
-    if value not in choices:
-        raise ValueError(
-            f"{name}={_show(value)} is not allowed: choose one of {', '.join(map(repr, choices))}"
-        )
-    return value
-
-
-def check_seed(name: str, value) -> int:
-    return check_int(name, value, low=0, high=MAX_SEED)
-
-
-def check_rank(rank, d1: int, d2: int) -> int:
-    rank = check_int("rank", rank, low=1)
-    if rank > min(d1, d2):
-        raise ValueError(
-            f"rank={rank} is not allowed: rank must be <= min(d1, d2) = {min(d1, d2)} "
-            f"(d1={d1}, d2={d2})"
-        )
-    return rank
 
 
 def validate_params(constraints: dict, params: dict, owner: str) -> None:
@@ -265,12 +212,3 @@ def check_observations(X, labels, y, *, n_labels: int | None = None,
             f"[0, {n_labels}) (n_labels={n_labels})"
         )
     return X, labels, y, n_labels
-
-
-def as_generator(random_state) -> np.random.Generator:
-    """A NumPy ``Generator`` from ``None``, an int seed, a ``Generator`` or a ``RandomState``."""
-    if random_state is None or isinstance(random_state, np.random.Generator):
-        return np.random.default_rng(random_state)
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(0, MAX_SEED, dtype=np.int64))
-    return np.random.default_rng(check_seed("random_state", random_state))

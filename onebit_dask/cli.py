@@ -244,7 +244,7 @@ def _fit_inputs(args):
         names = ", ".join("--" + g.replace("_", "-") for g in given)
         raise ValueError(f"{names} set the synthetic problem: they do not apply with --data "
                          f"{args.data!r} (the store gives d1, d2 and the bits)")
-    from ._validation import check_int
+    from ._checks import check_int
     from .data.xc import read_xc
 
     check_int("batch_size", args.batch_size, low=1)

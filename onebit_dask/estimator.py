@@ -13,7 +13,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import fitting, persist
 from ._base import FactorPredictor
-from ._validation import RANDOM_STATE, check_int, check_observations, check_rank, validate_params
+from ._checks import check_int, check_rank
+from ._validation import RANDOM_STATE, check_observations, validate_params
 from .data.arrays import ArraySource
 from .data.heldout import HeldOut
 from .data.inputs import as_source

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import metrics
-from ._validation import as_generator
+from ._checks import as_generator
 from .algorithm import TopState, init_dense, init_randomized, step
 from .engine import placement
 from .engine.blocks import Evaluation, StepModel

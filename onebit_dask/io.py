@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from ._validation import check_features, check_int, check_observations
+from ._checks import check_int
+from ._validation import check_features, check_observations
 from .data.shards import ShardKind, n_row_batches, row_batch, row_bounds
 from .data.source import BaseSource
 from .stores import atomic, paths

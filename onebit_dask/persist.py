@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from . import model_io
-from ._validation import check_int
+from ._checks import check_int
 from .errors import RunError
 from .stores import atomic, paths
 from .stores.lock import StoreLock

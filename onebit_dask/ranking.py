@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_float, check_int
+from ._checks import check_float, check_int
 
 
 def _positives(Y_true) -> sp.csr_matrix:

@@ -15,7 +15,7 @@ import os
 import re
 import ssl
 
-from ._validation import check_int
+from ._checks import check_int
 from .cluster import check_pem, check_runnable, load_cluster_config
 from .errors import RunError
 

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import ndtri
 
-from ._validation import _show, check_choice, check_float, check_int, check_rank, check_seed
+from ._checks import _show, check_choice, check_float, check_int, check_rank, check_seed
 from .data.shards import ShardKind, active_sums
 from .kernels import sign
 from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,

@@ -20,7 +20,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._base import FactorPredictor
-from .._validation import RANDOM_STATE, check_fit_data, check_float, check_rank
+from .._checks import check_float, check_rank
+from .._validation import RANDOM_STATE, check_fit_data
 from ..kernels import column_norms, label_sums, scatter_rows
 from ._select import best, held_out, sign_error
 

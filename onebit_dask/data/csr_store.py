@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 
-from .._validation import check_int
+from .._checks import check_int
 from ..stores.zarr_format import DamagedStoreError
 from .xc import iter_xc, read_xc, xc_sizes
 

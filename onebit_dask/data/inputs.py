@@ -7,7 +7,8 @@ import os
 import numpy as np
 import scipy.sparse
 
-from .._validation import as_generator, check_features, check_observations, check_seed
+from .._checks import as_generator, check_seed
+from .._validation import check_features, check_observations
 from ..synthetic import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
 from .label_matrix import LabelMatrixSource, check_label_matrix

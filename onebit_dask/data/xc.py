@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from .._validation import check_int
+from .._checks import check_int
 
 _HEADER = re.compile(rb"^\s*(\d+)\s+(\d+)\s+(\d+)\s*$")
 _BISECT_LINES = 64  # below this many lines, look for a malformed line one by one

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .._validation import check_float
+from .._checks import check_float
 from ..errors import SpecError
 
 NOISE = re.compile(r"^(none|flip=(?P<flip>[0-9.eE+-]+)|gaussian=(?P<gauss>[0-9.eE+-]+))$")

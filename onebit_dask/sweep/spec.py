@@ -57,7 +57,7 @@ import os
 from dataclasses import dataclass
 
 from .. import limits
-from .._validation import check_int, check_rank, check_seed
+from .._checks import check_int, check_rank, check_seed
 from .._yaml import YamlError, parse_yaml, read_text
 from ..errors import SpecError
 from ..synthetic import SAMPLERS, parse_positive_rate
