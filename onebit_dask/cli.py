@@ -170,7 +170,8 @@ def _add_fit(sub):
                    metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "
                         "bits (for labels that are rarely positive)")
-    e.add_argument("--features", default="none", metavar="{none,standardize,whiten}",
+    e.add_argument("--features", default="none", choices=("none", "standardize", "whiten"),
+                   metavar="{none,standardize,whiten}",
                    help="feature map estimated from the training features and applied "
                         "through the factors (sparse data stay sparse): none, standardize, "
                         "or whiten (also the leading principal directions to unit variance; "
@@ -226,7 +227,8 @@ def _fit_inputs(args):
     if args.data is None:
         _check_rank(args.rank, args.d1, args.d2, "--d1 and --d2 give")
         check_sizes({"d1": args.d1, "d2": args.d2, **sizes, "n_test": args.n_test},
-                    args.sampler if args.sampler in SAMPLERS else "explicit", args.allow_large)
+                    args.sampler if args.sampler in SAMPLERS else "explicit", args.allow_large,
+                    FLAGS)
         problem = SyntheticProblem(args.d1, args.d2, args.rank, flip=args.flip,
                                    noise_std=args.noise_std,
                                    positive_rate=parse_positive_rate(args.positive_rate),
@@ -251,9 +253,16 @@ def _fit_inputs(args):
     data = read_xc(path) if os.path.isfile(path) else (path,)
     source = as_source(*data, random_state=args.seed)
     _check_rank(args.rank, source.d1, source.d2, f"--data {args.data!r} has")
-    check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large)
+    check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large,
+                {**FLAGS, "d1": f"the features of --data {path!r}",
+                 "d2": f"the labels of --data {path!r}"})
     check_params(est.get_params(), source.d1, source.d2)
     return data, source, est, source.d1, source.d2
+
+
+FLAGS = {name: "--" + name.replace("_", "-")
+         for name in ("d1", "d2", "rank", "batch_size", "n_iter", "n_test")}
+"""The command line's flag for each size :func:`onebit_dask.limits.check_sizes` checks."""
 
 
 def _check_rank(rank: int, d1: int, d2: int, what: str) -> None:

@@ -34,11 +34,13 @@ HARD = {"d1": MAX_SIZE, "d2": MAX_SIZE, "batch_size": MAX_SIZE, "n_test": MAX_SI
         "n_train": MAX_SIZE, "n_iter": MAX_N_ITER}
 
 
-def check_hard(name: str, value: int) -> None:
-    """``ValueError`` when ``value`` exceeds the hard limit of ``name`` (if it has one)."""
+def check_hard(name: str, value: int, shown: str | None = None) -> None:
+    """``ValueError`` when ``value`` exceeds the hard limit of ``name`` (if it has one);
+    the message calls it ``shown`` (``name`` by default; the command line's flag)."""
     high = HARD.get(name)
+    shown = shown or name
     if high is not None and value > high:
-        raise ValueError(f"{name}={value} is not allowed: {name} must be <= {high:,} "
+        raise ValueError(f"{shown}={value} is not allowed: {shown} must be <= {high:,} "
                          "(a fixed limit of onebit-dask, see onebit_dask.limits)")
 
 
@@ -65,16 +67,19 @@ def largest_array(sizes: dict, sampler: str = "explicit") -> tuple[str, int]:
     return name, arrays[name]
 
 
-def check_sizes(sizes: dict, sampler: str = "explicit", allow_large: bool = False) -> None:
+def check_sizes(sizes: dict, sampler: str = "explicit", allow_large: bool = False,
+                names: dict | None = None) -> None:
     """Check every size of a fit against the hard limits, and (unless ``allow_large``)
-    its largest array against :data:`MAX_ENTRIES`; ``ValueError`` naming the size."""
+    its largest array against :data:`MAX_ENTRIES`; ``ValueError`` naming the size, as
+    ``names`` calls it (the command line's flags; a size's own name by default)."""
+    names = names or {}
     for name, value in sizes.items():
-        check_hard(name, value)
+        check_hard(name, value, names.get(name))
     if allow_large:
         return
     what, n = largest_array(sizes, sampler)
     if n > MAX_ENTRIES:
-        shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        shown = ", ".join(f"{names.get(k, k)}={v}" for k, v in sizes.items())
         raise ValueError(f"{shown}: {what} would hold {n:,} numbers, more than {MAX_ENTRIES:,} "
                          "(8 GiB of float64): pass --allow-large (allow_large=True) if you "
                          "mean it")

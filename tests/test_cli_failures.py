@@ -434,17 +434,19 @@ def test_sizes_beyond_the_fixed_limits_exit_2_before_any_work(obs_store, tmp_pat
     import zarr
 
     line = one_line(run_main(*FIT, "--workers", "0", "--n-iter", str(10**12)), 2)
-    assert "n_iter=1000000000000 is not allowed: n_iter must be <= 1,000,000" in line
+    assert "--n-iter=1000000000000 is not allowed: --n-iter must be <= 1,000,000" in line
     line = one_line(run_main(*FIT, "--workers", "0", "--n-test", str(10**23)), 2)
-    assert f"n_test={10**23} is not allowed" in line
+    assert f"--n-test={10**23} is not allowed" in line
     line = one_line(run_main(*FIT, "--workers", "0", "--d1", str(10**6), "--n-test",
                              str(10**4)), 2)
     assert "would hold 10,000,000,000 numbers" in line and "--allow-large" in line
+    assert "--d1=1000000 " in line or "--d1=1000000," in line
     zarr.open_group(obs_store, mode="r+").attrs["n_labels"] = 10**15
     line = one_line(run_main("fit", "--data", obs_store, "--rank", "2", "--batch-size",
                              "2000", "--n-iter", "2", "--workers", "0", "--save",
                              tmp_path / "m.zarr"), 2)
-    assert f"d2={10**15} is not allowed: d2 must be <= 2,147,483,647" in line
+    assert (f"the labels of --data {str(obs_store)!r}={10**15} is not allowed: the labels of "
+            f"--data {str(obs_store)!r} must be <= 2,147,483,647") in line
     assert not (tmp_path / "m.zarr").exists()
 
 

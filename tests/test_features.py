@@ -325,4 +325,9 @@ def test_cli_fit_features_and_predict(tmp_path):
         -scores, axis=1, kind="stable")[:, :3].tolist()
     bad = run_main("fit", "--data", train, "--workers", 0, "--quiet", "--features", "pca")
     line = one_line(bad, 2)
-    assert "features='pca'" in line and "whiten" in line
+    assert "--features" in line and "'pca'" in line and "whiten" in line
+    from onebit_dask.cli import build_parser
+    from onebit_dask.features import KINDS
+    action = next(a for a in build_parser()._subparsers._group_actions[0].choices["fit"]._actions
+                  if "--features" in a.option_strings)
+    assert tuple(action.choices) == KINDS  # the flag offers what the estimator takes
