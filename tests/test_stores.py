@@ -51,6 +51,29 @@ def test_replace_and_recover_touch_only_marked_directories(tmp_path):
 
 
 # -- typed attributes and chunks ---------------------------------------------------------------
+def test_a_discarded_temporary_outlives_no_write_still_running(tmp_path):
+    # a failed write's sibling chunk writes go on in zarr's event loop after the failure
+    # reaches the caller: one landing after the temporary was removed would make its
+    # directory again (seen as a leftover .NAME.onebit-tmp-* after a full disk)
+    import asyncio
+
+    from zarr.core.sync import _get_loop
+
+    tmp = atomic.new_temporary(str(tmp_path / "m.zarr"))
+    late = os.path.join(tmp, "blocks", "0", "B", "c", "0", "0")
+
+    async def late_write():
+        await asyncio.sleep(0.5)
+        os.makedirs(os.path.dirname(late), exist_ok=True)
+        with open(late, "wb") as file:
+            file.write(b"chunk")
+
+    running = asyncio.run_coroutine_threadsafe(late_write(), _get_loop())
+    atomic.discard(tmp)
+    running.result(timeout=600)
+    assert os.listdir(tmp_path) == []
+
+
 def test_attr_checks_type_and_bound():
     attrs = {"n": 3, "flag": True, "s": "four", "x": 1.5}
     assert attr(attrs, "n", int, "store") == 3

@@ -18,6 +18,7 @@ name and marker carry the same token are recognised as the package's own
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import json
 import os
@@ -73,9 +74,31 @@ def leftovers(path: str, kind: str) -> list[str]:
     return sorted(d for d in found if os.path.isdir(d) and _token_of(d) is not None)
 
 
+def settle_writes(timeout: float = 600.0) -> None:
+    """Wait until the writes zarr still runs have finished.
+
+    zarr writes an array's chunks concurrently (``asyncio.gather`` in its I/O thread's
+    event loop): when one write fails (a full disk), the failure reaches the caller
+    while the other chunks' writes go on, and one that lands after a temporary was
+    removed would create its directory again. ``timeout`` only guards against a hang.
+    """
+    from zarr.core.sync import _get_loop, sync
+
+    async def drain():
+        me = asyncio.current_task()
+        pending = [task for task in asyncio.all_tasks() if task is not me]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    if _get_loop().is_running():
+        sync(drain())
+
+
 def discard(directory: str) -> None:
-    """Remove ``directory`` if it is one of the package's marked temporaries."""
+    """Remove ``directory`` if it is one of the package's marked temporaries, once the
+    writes into it have finished (:func:`settle_writes`)."""
     if os.path.isdir(directory) and _token_of(directory) is not None:
+        settle_writes()
         shutil.rmtree(directory, ignore_errors=True)
 
 
