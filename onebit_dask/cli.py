@@ -241,6 +241,15 @@ def _fit_inputs(args):
     if not is_url(path) and not os.path.exists(path):
         raise FileNotFoundError(f"--data {path!r} does not exist: give a data file (XC or "
                                 "svmlight format), a CSR store or an observations store")
+    if not is_url(path) and os.path.isdir(path):
+        from .data.csr_store import FORMAT as CSR_FORMAT
+        from .data.inputs import store_format
+        from .io import FORMAT as OBSERVATIONS_FORMAT
+
+        if store_format(path) not in (CSR_FORMAT, OBSERVATIONS_FORMAT):
+            raise ValueError(f"--data {path!r} is a directory but not a CSR store or an "
+                             "observations store (no onebit-dask format in its zarr.json): "
+                             "give one of those, or a data file (XC or svmlight format)")
     given = sorted(set(getattr(args, "given", ())) & set(SYNTHETIC_ONLY))
     if given:
         names = ", ".join("--" + g.replace("_", "-") for g in given)

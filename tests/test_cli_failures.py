@@ -482,3 +482,11 @@ def test_local_config_with_a_dashboard_port_in_use_writes_no_warning(tmp_path):
              if ln.strip() and not ln.startswith("step:")]  # the progress bar's redraws
     assert len(lines) == 1 and lines[0].startswith("dask dashboard: http://127.0.0.1:"), lines
     assert f":{port}/" not in lines[0]
+
+
+def test_data_directory_that_is_not_a_store_is_named_as_the_flag(tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    line = one_line(run_main(*FIT, "--workers", "0", "--data", tmp_path / "notes"), 2)
+    assert f"--data {str(tmp_path / 'notes')!r} is a directory but not a CSR store" in line
+    assert list((tmp_path / "notes").iterdir()) == [tmp_path / "notes" / "a.txt"]

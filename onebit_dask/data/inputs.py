@@ -55,7 +55,7 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
             features, labels = read_xc(path)
             return LabelMatrixSource(features, check_label_matrix(labels, features.shape[0]),
                                      batch_seed(random_state))
-        if _format_of(path) == CSR_FORMAT:
+        if store_format(path) == CSR_FORMAT:
             from .csr_source import CsrStoreSource
             from .csr_store import open_csr_store
 
@@ -88,7 +88,7 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
 CSR_FORMAT = "onebit-dask/csr"  # a CSR store's format attribute (data.csr_store)
 
 
-def _format_of(path: str):
+def store_format(path: str):
     """The ``format`` attribute of the zarr group at ``path``, or ``None``."""
     import json
 
