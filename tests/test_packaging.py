@@ -1,5 +1,7 @@
-"""The package as installed: shipped specs and configs, metadata, and the wheel itself."""
+"""The package as installed: shipped specs and configs, metadata, declared dependencies and
+the wheel itself."""
 
+import ast
 import os
 import pathlib
 import re
@@ -68,11 +70,64 @@ def test_shipped_files_are_named_without_a_path(tmp_path, monkeypatch, capsys):
     assert "onebit-dask list shows them" in capsys.readouterr().err
 
 
+def _third_party_imports():
+    """``{top-level module: [files]}`` of every absolute import in the package that is not
+    the standard library's or the package's own, found by reading the source."""
+    found = {}
+    for path in sorted((ROOT / "onebit_dask").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for top in {name.split(".")[0] for name in names} - set(sys.stdlib_module_names):
+                if top != "onebit_dask":
+                    found.setdefault(top, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def _names(requirements):
+    return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower().replace("_", "-")
+            for r in requirements}
+
+
+def test_every_import_of_the_package_is_a_declared_dependency():
+    """What a clean install brings: every third-party module the package imports belongs
+    to a distribution of ``dependencies`` (or, for the cluster back ends, of the
+    ``cluster`` extra), not one that happens to come with another."""
+    import importlib.metadata
+
+    owners = importlib.metadata.packages_distributions()
+    core = _names(PYPROJECT["project"]["dependencies"])
+    extra = _names(PYPROJECT["project"]["optional-dependencies"]["cluster"])
+    imports = _third_party_imports()
+    assert {"numpy", "dask", "zarr", "sklearn"} <= set(imports)  # the scan sees imports
+    undeclared = {}
+    for module, files in imports.items():
+        dists = {d.lower().replace("_", "-") for d in owners.get(module, [module])}
+        if not dists & (core | extra):
+            undeclared[module] = files
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+    for module in ("asyncssh", "dask_jobqueue", "dask_kubernetes"):  # only with the extra
+        dists = {d.lower() for d in owners.get(module, [module])}
+        assert dists & extra and not dists & core, module
+
+
 @pytest.mark.slow
-def test_the_wheel_in_a_clean_venv_runs_the_quickstart_outside_the_checkout(tmp_path):
-    """pip wheel, a venv of its own (no site packages of another), install the wheel and its
-    dependencies (pip's cache), then the quickstart by name from a directory outside the
-    checkout, with nothing of the checkout on the path."""
+def test_the_wheel_in_a_venv_of_its_own_runs_the_quickstart_outside_the_checkout(tmp_path):
+    """pip wheel (build isolation: only pyproject.toml's build requirements), install it
+    alone into a venv of its own, and run the quickstart by name from a directory outside
+    the checkout, with nothing of the checkout on the path.
+
+    The venv reaches the dependencies already installed here through a ``.pth`` line (the
+    site directories of this interpreter, without running their ``.pth`` files: the
+    editable install of the checkout stays out); that every import is declared is
+    :func:`test_every_import_of_the_package_is_a_declared_dependency`'s part, and ``.ci/run``
+    installs the declared ones into a fresh venv."""
+    import site
+
     wheels, venv, work = tmp_path / "wheels", tmp_path / "venv", tmp_path / "work"
     assert not str(tmp_path).startswith(str(ROOT))
     source = tmp_path / "source"  # a copy: the build leaves nothing in the checkout
@@ -86,8 +141,12 @@ def test_the_wheel_in_a_clean_venv_runs_the_quickstart_outside_the_checkout(tmp_
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
                    timeout=120)
     python = venv / "bin" / "python"
-    subprocess.run([*pip, "--python", str(python), "install", "-q", "--no-compile", str(wheel)],
+    subprocess.run([*pip, "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
                    check=True, env=env, capture_output=True, timeout=900)
+    venv_site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                               check=True, capture_output=True, text=True).stdout.strip()
+    here = [p for p in site.getsitepackages() if not p.startswith(str(ROOT))]
+    pathlib.Path(venv_site, "deps-of-the-test.pth").write_text("\n".join(here) + "\n")
     work.mkdir()
     proc = subprocess.run([str(venv / "bin" / "onebit-dask"), "sweep", "quickstart", "--out",
                            "q.zarr", "--workers", "0", "--quiet"], cwd=work, env=env,
