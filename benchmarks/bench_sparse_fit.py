@@ -117,7 +117,7 @@ def main(argv=None) -> int:
           f"{args.labels_per_row} a row; k={args.rank}, {args.n_iter} averaged steps, "
           "in-process, one process per row", flush=True)
     print("| nnz a row | m | batch nnz | CSR of X MiB | RSS before fit MiB | fit peak MiB | "
-          "peak / CSR | init s | s a step | us a step per 10^3 batch nnz |")
+          "peak - before MiB | peak / CSR | init s | s a step | us a step per 10^3 batch nnz |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for nnz in args.nnz:
         for m in args.batch_sizes:
