@@ -115,3 +115,32 @@ def test_accuracy_benchmark_refuses_unknown_sampler(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "sampler='bogus'" in proc.stderr
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_xc_path_benchmark_smoke():
+    # file -> CSR store -> fit on a worker -> predict_top_k, each stage timed, every
+    # process's peak memory recorded
+    proc = run_bench("bench_xc_path.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["n"], result["d2"], result["predict_rows"]) == (2000, 5000, 200)
+    for stage in ("fit", "predict"):
+        peaks = result[f"{stage}_peak_mib"]
+        assert result[f"{stage}_s"] > 0 and peaks["client"] > 0 and peaks["scheduler"] > 0
+        assert len(peaks["workers"]) == 1 and peaks["workers"][0] > 0
+    assert result["convert_peak_mib"] > 0 and result["store_mib"] > 0
+    assert all(0 <= value <= 1 for value in result["metrics"].values())
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + 5 and "predict_top_k (200 rows" in rows[-1]
+
+
+def test_sparse_fit_benchmark_smoke():
+    proc = run_bench("bench_sparse_fit.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = json.loads(proc.stdout.strip().splitlines()[-1])["runs"]
+    assert [(r["nnz"], r["m"]) for r in runs] == [(10, 2000), (30, 2000)]
+    for r in runs:
+        # float32 values and int32 indices (8 bytes a non-zero), int32 row pointers
+        assert r["csr_x_mib"] * 2**20 == r["n"] * r["nnz"] * 8 + (r["n"] + 1) * 4
+        assert r["peak_mib"] >= r["rss_before_mib"] > 0
+        assert r["step_s"] > 0 and len(r["step_times"]) == r["n_iter"] == 2
