@@ -13,6 +13,10 @@ observations a uniform draw of ``M`` (instance, label) pairs would yield: the
 positive bits, each as an instance with that single label (the negative bits are
 dropped: these libraries take positive labels only). With ``p`` positives among
 ``d2`` labels per instance, one uniform bit is positive with probability ``p / d2``.
+onebit-dask's own row (in this interpreter, in-process, one BLAS thread) fits the
+training file's label matrix with the averaged step, ``--onebit-iter + 1`` batches of
+``--onebit-batch-size`` uniform (instance, label) pairs, i.e. that many one-bit
+observations, and predicts with ``predict_top_k``.
 Reports per library and input the training and prediction time, the peak RSS of its
 process, and P@1/3/5, nDCG@5 and PSP@5 computed here by :mod:`onebit_dask.ranking`
 (propensities from the full training labels; a library that returns fewer than 5
@@ -117,6 +121,28 @@ print(json.dumps({"train_s": train_s, "predict_s": predict_s}))
 }
 
 
+ONEBIT = """
+import json, sys, time
+import numpy as np
+from onebit_dask import OneBitMultiLabel
+from onebit_dask.data.xc import read_xc
+train, test, out, workdir, rank, batch_size, n_iter = sys.argv[1:8]
+X, Y = read_xc(train)
+start = time.perf_counter()
+est = OneBitMultiLabel(int(rank), batch_size=int(batch_size), n_iter=int(n_iter),
+                       step="averaged", engine="local", random_state=0, progress=False)
+est.fit(X, Y)
+train_s = time.perf_counter() - start
+X, _ = read_xc(test, n_features=est.n_features_in_, n_labels=est.n_labels_)
+start = time.perf_counter()
+top, _ = est.predict_top_k(X, k=%(k)d)
+predict_s = time.perf_counter() - start
+np.save(out, top)
+print(json.dumps({"train_s": train_s, "predict_s": predict_s}))
+"""
+ONEBIT_NAME = "onebit-dask (averaged step, in-process)"
+
+
 def run(python: str, code: str, *args: str):
     """``(stdout, peak RSS in MiB)`` of a fresh process of ``python`` running ``code``."""
     with tempfile.TemporaryFile("w+") as err:  # progress bars; shown if the process fails
@@ -169,10 +195,17 @@ def main(argv=None) -> int:
     p.add_argument("--d2", type=int, default=10_000)
     p.add_argument("--bits", type=int, nargs="*", default=[],
                    help="also train on the positive bits of this many uniform draws")
+    p.add_argument("--onebit-rank", type=int, default=3)
+    p.add_argument("--onebit-batch-size", type=int, default=1_000_000,
+                   help="uniform (instance, label) pairs a batch of onebit-dask's fit")
+    p.add_argument("--onebit-iter", type=int, default=20, help="its steps after the first batch")
+    p.add_argument("--no-peers", action="store_true",
+                   help="onebit-dask's row only (where the libraries are not installed)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
     if args.smoke:
         args.n, args.n_test, args.d1, args.d2, args.bits = 2000, 500, 2000, 500, [100_000]
+        args.onebit_batch_size, args.onebit_iter = 100_000, 3
     results = []
     with tempfile.TemporaryDirectory(prefix="bench_xc_peers_") as tmp:
         paths = {}
@@ -192,10 +225,18 @@ def main(argv=None) -> int:
                 inputs.append((f"{bits} bits ({positives} positive)", path))
             else:
                 print(f"# {bits} bits: no positive bit, nothing to train on")
-        for (given, train), (name, code) in itertools.product(inputs, PEERS.items()):
+        bits = args.onebit_batch_size * (args.onebit_iter + 1)
+        runs = [] if args.no_peers else [
+            (given, train, name, args.python, code, ())
+            for (given, train), (name, code) in itertools.product(inputs, PEERS.items())]
+        runs.insert(0, (f"label matrix: {bits} uniform bits", paths["train"], ONEBIT_NAME,
+                        sys.executable, ONEBIT, (args.onebit_rank, args.onebit_batch_size,
+                                                 args.onebit_iter)))
+        for given, train, name, python, code, extra in runs:
             out = os.path.join(tmp, "top.npy")
             work = tempfile.mkdtemp(dir=tmp)
-            stdout, peak = run(args.python, code % {"k": K}, train, paths["test"], out, work)
+            stdout, peak = run(python, code % {"k": K}, train, paths["test"], out, work,
+                               *map(str, extra))
             if stdout is None:
                 results.append({"library": name, "given": given, "failed": True,
                                 "peak_mib": round(peak, 1)})

@@ -144,3 +144,16 @@ def test_sparse_fit_benchmark_smoke():
         assert r["csr_x_mib"] * 2**20 == r["n"] * r["nnz"] * 8 + (r["n"] + 1) * 4
         assert r["peak_mib"] >= r["rss_before_mib"] > 0
         assert r["step_s"] > 0 and len(r["step_times"]) == r["n_iter"] == 2
+
+
+def test_xc_peers_benchmark_onebit_row_smoke():
+    # the peers need their own virtualenv; onebit-dask's row runs here
+    proc = run_bench("bench_xc_peers.py", "--smoke", "--no-peers")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    assert [r["library"] for r in results] == ["onebit-dask (averaged step, in-process)"]
+    row = results[0]
+    assert row["given"] == "label matrix: 400000 uniform bits" and row["missing"] == 0
+    assert all(0 <= row[key] <= 1 for key in ("precision_at_1", "precision_at_3",
+                                               "precision_at_5", "ndcg_at_5", "psp_at_5"))
+    assert row["train_s"] > 0 and row["peak_mib"] > 0
