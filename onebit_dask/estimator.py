@@ -407,7 +407,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         best = self._fitted_state("best_iteration_").best_iteration
         if best is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                 "'best_iteration_' (a loaded model)")
+                                 "'best_iteration_' (a model saved without it)")
         return best
 
     @property

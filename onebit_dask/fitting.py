@@ -129,7 +129,7 @@ def restore(state: FitState, saved: dict) -> None:
     (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
     ``state.rng``."""
     for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
-                 "data", "feature_map"):
+                 "data", "feature_map", "best_iteration", "validation_score"):
         setattr(state, name, saved[name])
     if saved["rng"] is not None:
         state.rng = saved["rng"]
