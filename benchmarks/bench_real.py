@@ -39,7 +39,7 @@ from onebit_dask.ranking import top_k_metrics
 
 SETS = ("bibtex", "enron", "yeast", "scene", "emotions")
 METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper",
-           "thresholded", "thresholded_val", "ovr_full")
+           "thresholded", "thresholded_oneshot", "thresholded_val", "ovr_full")
 
 
 class _Popularity:
@@ -198,6 +198,10 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
                                                 step=step, threshold="estimated",
                                                 random_state=seed, **mapping).fit(
             X_own, j, y, n_labels=d2),
+        "thresholded_oneshot": lambda: OneBitMultiLabel(k, batch_size=n_bits, n_iter=0,
+                                                        threshold="estimated",
+                                                        random_state=seed, **mapping).fit(
+            X_own, j, y, n_labels=d2),
         "thresholded_val": lambda: _with_validation(
             X_train if path == "package" else Z_train, Y_train, k, n_bits, n_iter, step, seed,
             mapping=mapping),
@@ -208,7 +212,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
         start = time.perf_counter()
         model = builders[method]()
         seconds = time.perf_counter() - start
-        own = method in ("paper", "thresholded", "thresholded_val")
+        own = method in ("paper", "thresholded", "thresholded_oneshot", "thresholded_val")
         scores = model.decision_function(X_own_test if own else Z_test)
         rows[method] = {**_scores_metrics(Y_test, np.asarray(scores), None), "fit_s": seconds}
         if method == "thresholded":

@@ -386,6 +386,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                                  "(not fitted)")
         return state
 
+    def _fitted_value(self, name: str, field: str, missing: str):
+        """The fitted state's ``field``, or no attribute ``name`` (``missing`` says why)
+        where the fit has none."""
+        value = getattr(self._fitted_state(name), field)
+        if value is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} "
+                                 f"({missing})")
+        return value
+
     @property
     def A_(self) -> np.ndarray:
         """Feature factor ``(d1, 2 rank)`` of ``W = A_ B_^T`` (``= Q_[:d1]``)."""
@@ -404,20 +413,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     @property
     def best_iteration_(self) -> int:
         """The iteration whose factors and thresholds the model holds."""
-        best = self._fitted_state("best_iteration_").best_iteration
-        if best is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                 "'best_iteration_' (a loaded model)")
-        return best
+        return self._fitted_value("best_iteration_", "best_iteration",
+                                  "a model saved without it")
 
     @property
     def validation_score_(self) -> np.ndarray:
         """``validation_auc`` after each iteration (only with ``validation_fraction``)."""
-        score = self._fitted_state("validation_score_").validation_score
-        if score is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute "
-                                 "'validation_score_' (fitted without validation_fraction)")
-        return score
+        return self._fitted_value("validation_score_", "validation_score",
+                                  "fitted without validation_fraction")
 
     @property
     def n_steps_(self) -> int:

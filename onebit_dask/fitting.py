@@ -129,7 +129,7 @@ def restore(state: FitState, saved: dict) -> None:
     (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
     ``state.rng``."""
     for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
-                 "data", "feature_map"):
+                 "data", "feature_map", "best_iteration", "validation_score"):
         setattr(state, name, saved[name])
     if saved["rng"] is not None:
         state.rng = saved["rng"]
@@ -205,6 +205,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     else:
         map_features(settings, state, source.features)
         engine.start(state.bounds)
+    features = shared_features(state, engine)
     source = source.place(engine, state.bounds)
     batches = lambda t: source.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
     problem, planted = source.planted, None
@@ -231,7 +232,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             last = t == n_iter
             due = last or (settings.eval_every and t % settings.eval_every == 0)
             advance(settings, state, engine, *current, source, planted if due else None,
-                    ranking if due else None)
+                    ranking if due else None, features)
             del current
             if validation is not None:
                 _validate(state, validation, engine)
@@ -266,21 +267,30 @@ def _select(state, validation, engine) -> None:
 def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None:
     """Initialise (a fresh ``state``) or take one step on the given ``shards`` (all of a
     batch), then keep the blocks."""
-    advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None)
+    advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None,
+            shared_features(state, engine))
     state.best_iteration = state.n_steps
     keep(state, engine)
 
 
-def advance(settings, state, engine, data, n_obs, source, planted, ranking) -> None:
+def shared_features(state: FitState, engine):
+    """``state``'s feature map as the blocks' tasks take it (:meth:`engine.share`: sent to
+    each worker once per fit, not with every task), or ``None``."""
+    return None if state.feature_map is None else engine.share(state.feature_map)
+
+
+def advance(settings, state, engine, data, n_obs, source, planted, ranking,
+            features) -> None:
     """Initialise (first batch) or take one step, then record the iteration: with
     ``planted = (problem, test_set, per-block evaluations)`` its test metrics, with
-    ``ranking = (heldout, propensities)`` the held-out ranking metrics."""
+    ``ranking = (heldout, propensities)`` the held-out ranking metrics; ``features``:
+    :func:`shared_features`."""
     projection = (lambda A=None: None) if source is None else source.projection
     start = time.perf_counter()
     traffic = engine.bytes_sent + engine.bytes_received
     with one_blas_thread():  # small products: no thread start-up
         n_active, outs = _update(settings, state, engine, data, n_obs, projection,
-                                 None if planted is None else planted[2])
+                                 None if planted is None else planted[2], features)
     state.n_steps += 1
     state.n_samples_seen += n_obs
     state.fit_s += time.perf_counter() - start
@@ -296,13 +306,13 @@ def advance(settings, state, engine, data, n_obs, source, planted, ranking) -> N
     state.history.append(record)
 
 
-def _update(settings, state, engine, data, n_obs, projection, evaluation):
+def _update(settings, state, engine, data, n_obs, projection, evaluation, features):
     """The initialisation or one step; returns ``(n_active, the blocks' evaluation
     pieces)``."""
     d1, d2 = state.d1, state.d2
     thresholded = settings.threshold == "estimated"
     if state.n_steps < 0:
-        model = StepModel(None, projection(None), thresholded, state.feature_map)
+        model = StepModel(None, projection(None), thresholded, features)
         if settings.dense_init(d1, d2):
             state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
                                          state.bounds, evaluation)
@@ -312,7 +322,7 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation):
                                               settings.init_power_iter, evaluation)
         return n_obs, outs
     A = state.top.Q
-    model = StepModel(A, projection(A), thresholded, state.feature_map)
+    model = StepModel(A, projection(A), thresholded, features)
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
                                      step_size(settings.step, state.n_steps), evaluation)
     return n_active, outs

@@ -100,6 +100,7 @@ def model_attrs(params: dict, state) -> dict:
         "rng_state": None if rng is None else model_io.encode_rng_state(rng.bit_generator.state),
         "feature_components": (None if state.feature_map is None
                                else state.feature_map.n_components),
+        "best_iteration": state.best_iteration, "validation_score": state.validation_score,
     })
 
 
@@ -116,7 +117,10 @@ def read_state(path: str, attrs: dict, engine) -> dict:
             "n_steps": attrs["n_steps"], "n_samples_seen": attrs["n_samples_seen"],
             "history": list(attrs["history"]), "fit_s": attrs["fit_s"],
             "bounds": list(attrs["bounds"]), "data": attrs.get("data"), "rng": rng,
-            "feature_map": feature_map, "top": top}
+            "feature_map": feature_map, "top": top,
+            "best_iteration": attrs.get("best_iteration"),  # None in an older store
+            "validation_score": (None if attrs.get("validation_score") is None
+                                 else np.asarray(attrs["validation_score"], dtype=float))}
 
 
 def _lock(path: str, writer: str):

@@ -1,10 +1,9 @@
 import os
-import subprocess
-import sys
 
 import matplotlib.image
 import pytest
 
+from helpers import run_main
 from onebit_dask.sweep import run_sweep
 from onebit_dask.sweep.report import report
 from onebit_dask.sweep.spec import parse_spec
@@ -47,12 +46,11 @@ def test_tables_and_pngs(cube, tmp_path):
 
 @pytest.mark.integration
 def test_report_cli(cube, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "report", cube, "--plots",
-                           str(tmp_path / "p")], capture_output=True, text=True, timeout=600)
+    # in this process (the README's doc test runs `onebit-dask report` as a real one)
+    proc = run_main("report", cube, "--plots", tmp_path / "p")
     assert proc.returncode == 0, proc.stderr
     assert "frobenius_error" in proc.stdout and proc.stdout.count("wrote ") == 3
-    bad = subprocess.run([sys.executable, "-m", "onebit_dask", "report", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
+    bad = run_main("report", tmp_path)
     assert bad.returncode == 2 and "is not an onebit-dask sweep store" in bad.stderr
 
 

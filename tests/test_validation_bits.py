@@ -64,7 +64,7 @@ def _validation_score(model, problem, n_iter, fraction):
     return macro / n_labels
 
 
-def test_returns_the_best_iterate_by_validation_and_equals_the_fit_stopped_there():
+def test_returns_the_best_iterate_by_validation_and_equals_the_fit_stopped_there(tmp_path):
     problem = _rare_problem()
     n_iter, fraction = 4, 0.5
     model = _fit(problem, n_iter, threshold="none", validation_fraction=fraction)
@@ -84,9 +84,13 @@ def test_returns_the_best_iterate_by_validation_and_equals_the_fit_stopped_there
     last = _fit(problem, n_iter, threshold="none")
     assert model.evaluate(problem)["frobenius_error"] <= last.evaluate(problem)[
         "frobenius_error"]
+    # a saved model keeps which iterate it holds and the validation scores
+    loaded = OneBitMultiLabel.load(model.save(tmp_path / "model.zarr"))
+    assert loaded.best_iteration_ == model.best_iteration_
+    np.testing.assert_array_equal(loaded.validation_score_, scores)
 
 
-def test_equals_the_plain_fit_when_the_last_iterate_is_best():
+def test_equals_the_plain_fit_when_the_last_iterate_is_best(tmp_path):
     problem = SyntheticProblem(60, 40, 2, seed=1, n_test=200, sampler="explicit")
     model = _fit(problem, 4, validation_fraction=1.0)
     assert model.best_iteration_ == 4  # the premise: balanced labels improve every step
@@ -94,6 +98,10 @@ def test_equals_the_plain_fit_when_the_last_iterate_is_best():
     for attr in ("A_", "B_", "Q_", "V_", "intercept_"):
         np.testing.assert_array_equal(getattr(model, attr), getattr(plain, attr))
     assert not any(k.startswith("best_") for b in model._state.blocks.blocks() for k in b.slots)
+    loaded = OneBitMultiLabel.load(plain.save(tmp_path / "plain.zarr"))
+    assert loaded.best_iteration_ == 4
+    with pytest.raises(AttributeError, match="fitted without validation_fraction"):
+        loaded.validation_score_  # noqa: B018 (the attribute's absence is the point)
 
 
 def _observations(seed=0, n=8000, d1=30, d2=25):

@@ -26,8 +26,17 @@ from dask.sizeof import sizeof
 from distributed import Future
 
 from ..data.shards import Pieces
+from ..features import FeatureMap
 from . import blocks as B
 from .local import LocalEngine
+
+
+@sizeof.register(FeatureMap)
+def _sizeof_feature_map(feature_map: FeatureMap) -> int:
+    """Its arrays' bytes (Dask's default counts the object alone): the client traffic
+    counted by the engine and Dask's memory estimates see them."""
+    return sum(a.nbytes for a in (feature_map.mean, feature_map.scale,
+                                  feature_map.directions, feature_map.factors))
 
 
 @contextlib.contextmanager
