@@ -590,7 +590,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         fitted = state.get("_state")
         if fitted is not None and fitted.blocks is not None and not isinstance(
                 fitted.blocks, LocalEngine):
-            size = 3 * fitted.d2 * fitted.width
+            size = fitted.label_side_numbers
             if size > PICKLE_LIMIT:
                 raise ValueError(
                     f"this model's label blocks hold {size} numbers (> {PICKLE_LIMIT}) on a "

@@ -89,7 +89,7 @@ class FitState:
         One record per iteration (``OneBitMultiLabel.history_``).
     best_iteration : int or None
         The iteration whose state the model holds (the last, or the best on the
-        validation bits); ``None`` for a loaded model.
+        validation bits); ``None`` for a model loaded from a store saved without it.
     validation_score : ndarray or None
         ``validation_auc`` after each iteration (with ``validation_fraction``).
     """
@@ -113,6 +113,11 @@ class FitState:
     def width(self) -> int:
         """``l = 2 rank``, the columns of the factors."""
         return self.top.Q.shape[1]
+
+    @property
+    def label_side_numbers(self) -> int:
+        """The numbers the label blocks hold: ``Q``, ``V`` and ``B``, ``d2 x l`` each."""
+        return 3 * self.d2 * self.width
 
 
 def new_state(d1: int, d2: int, n_shards: int, random_state, data: dict | None = None
@@ -158,7 +163,7 @@ def map_features(settings: FitSettings, state: FitState, rows) -> None:
 
 def keep(state: FitState, engine) -> None:
     """Keep the fitted blocks (:func:`onebit_dask.engine.placement.keep`)."""
-    state.blocks = placement.keep(engine, 3 * state.d2 * state.width)
+    state.blocks = placement.keep(engine, state.label_side_numbers)
 
 
 def prepare(engine, shards, bounds):
@@ -181,7 +186,6 @@ def planted_metrics(problem, test_set, A, d2: int, outs) -> dict:
     b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
     return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], A, gram, B_eval,
                                      d2, b_eval=b_eval)
-
 
 
 def fit_source(settings: FitSettings, state: FitState, engine, source, checkpoint=None,
