@@ -11,6 +11,8 @@ import sys
 
 import pytest
 import tomllib
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from onebit_dask import shipped
 from onebit_dask.cli import main
@@ -89,8 +91,8 @@ def _third_party_imports():
 
 
 def _names(requirements):
-    return {re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0].lower().replace("_", "-")
-            for r in requirements}
+    """The distributions that ``requirements`` (PEP 508 strings) name, normalised."""
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
 
 
 def test_every_import_of_the_package_is_a_declared_dependency():
@@ -99,20 +101,22 @@ def test_every_import_of_the_package_is_a_declared_dependency():
     ``cluster`` extra), not one that happens to come with another."""
     import importlib.metadata
 
-    owners = importlib.metadata.packages_distributions()
+    found = importlib.metadata.packages_distributions()
+
+    def owners(module):
+        return {canonicalize_name(d) for d in found.get(module, [module])}
+
     core = _names(PYPROJECT["project"]["dependencies"])
     extra = _names(PYPROJECT["project"]["optional-dependencies"]["cluster"])
     imports = _third_party_imports()
     assert {"numpy", "dask", "zarr", "sklearn"} <= set(imports)  # the scan sees imports
     undeclared = {}
     for module, files in imports.items():
-        dists = {d.lower().replace("_", "-") for d in owners.get(module, [module])}
-        if not dists & (core | extra):
+        if not owners(module) & (core | extra):
             undeclared[module] = files
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
     for module in ("asyncssh", "dask_jobqueue", "dask_kubernetes"):  # only with the extra
-        dists = {d.lower() for d in owners.get(module, [module])}
-        assert dists & extra and not dists & core, module
+        assert owners(module) & extra and not owners(module) & core, module
 
 
 @pytest.mark.slow
