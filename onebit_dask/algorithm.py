@@ -165,15 +165,22 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     return TopState(Q_top, V_top), outs
 
 
-def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, evaluation):
-    """One step ``Q' = cholqr2(M_dil Q)``, ``V' = M_dil Q'`` (``M = W + eta H``, one batch),
-    in three rounds over the blocks. Returns the new tops, the observations' active count
-    and the blocks' evaluation pieces."""
-    A = state.Q  # W = A B^T with A = Q_top
+def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, evaluation,
+         moment: bool = False):
+    r"""One step ``Q' = cholqr2(M_dil Q)``, ``V' = M_dil Q'`` on one batch, in three rounds
+    over the blocks. Returns the new tops, the observations' active count and the blocks'
+    evaluation pieces.
+
+    The residual step (``docs/ALGORITHM.md`` section 2) has ``M = W + eta H`` with the
+    residuals' ``H``; a ``moment`` step (section 9c) ``M = (1 - eta) W + eta H_0``, the
+    batch's initial estimate ``H_0`` (``model.A`` is ``None``: every row counts), whose
+    low-rank part enters the products through ``(1 - eta) A``.
+    """
+    A = (1.0 - eta) * state.Q if moment else state.Q  # W = A B^T with A = Q_top
     scale = eta * scale_constant(d2, n_obs)
     n_rows = A.shape[0] + d2
     outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2, eta,
-                      per_block=engine.by_block(data, model))
+                      moment, per_block=engine.by_block(data, model))
     prior = thresholds.prior([o[4:] for o in outs]) if model.thresholds else None
     n_active = sum(o[0] for o in outs)
     Y_top = _combine([o[1:] for o in outs], A, scale)
@@ -187,7 +194,7 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     Rinv, _ = chol_inverse(top.T @ top + _sum(grams), n_rows)
     Q_top = top @ Rinv
     outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
-                      prior,
+                      prior, moment,
                       per_block=_each(evaluation, len(engine.handles)))
     V_top = _combine(outs, A, scale)
     return TopState(Q_top, V_top), n_active, [o[2] for o in outs]

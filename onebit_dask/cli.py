@@ -159,13 +159,16 @@ def _add_fit(sub):
                    help="how batches are drawn, all exact in law: conditional (only the "
                         "active rows), projected (3k numbers a row, features of the active "
                         "rows) or explicit (every feature)")
+    from .kernels import STEP_RULES
+
+    STEPS = ("auto", *STEP_RULES)
     e = p.add_argument_group("the estimator")
     e.add_argument("--rank", type=_integer(1), default=3, help="rank k")
     e.add_argument("--batch-size", type=_integer(1), default=100_000, help="observations per batch m")
     e.add_argument("--n-iter", type=_integer(0), default=10, help="steps after the initial batch")
-    e.add_argument("--step", default="paper", choices=("paper", "averaged", "harmonic"),
-                   metavar="{paper,averaged,harmonic}",
-                   help="step size rule")
+    e.add_argument("--step", default="auto", choices=STEPS, metavar="{" + ",".join(STEPS) + "}",
+                   help="the step: auto is paper on a planted problem, moment on data "
+                        "(docs/ALGORITHM.md section 9c)")
     e.add_argument("--threshold", default="estimated", choices=("none", "estimated"),
                    metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "

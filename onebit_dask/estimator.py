@@ -22,6 +22,7 @@ from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
 from .engine.placement import use_client
+from .kernels import STEP_RULES
 from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .synthetic import FullObservationProblem, SyntheticProblem
 from .validation_bits import check_fraction
@@ -34,7 +35,7 @@ PARAMETER_CONSTRAINTS = {
     "rank": [Interval(Integral, 1, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "n_iter": [Interval(Integral, 0, None, closed="left")],
-    "step": [StrOptions({"paper", "averaged", "harmonic"})],
+    "step": [StrOptions({"auto", *STEP_RULES})],
     "n_shards": [Interval(Integral, 1, None, closed="left")],
     "init_svd": [StrOptions({"auto", "dense", "randomized"})],
     "init_power_iter": [Interval(Integral, 0, None, closed="left")],
@@ -101,11 +102,21 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations ``m`` per batch (the initialisation uses one batch too).
     n_iter : int, default 10
         Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
-    step : {"paper", "averaged", "harmonic"}, default "paper"
-        ``"paper"``: ``eta_t = 1`` (Algorithm 1). ``"averaged"``: ``eta_t = 1`` for
-        ``t < 3``, then ``1 / (t - 1)``; averages batches so the error keeps
-        falling under noise. ``"harmonic"``: ``eta_t = 1 / (t + 2)``, averaging from the
-        first step (on real features, where a full step overshoots).
+    step : {"auto", "paper", "averaged", "harmonic", "moment"}, default "auto"
+        The step. ``"paper"``, ``"averaged"`` and ``"harmonic"`` correct ``W`` by the
+        residuals of the bits it gets wrong (Algorithm 1) with the step size
+        ``eta_t``: ``"paper"`` 1; ``"averaged"`` 1 for ``t < 3``, then
+        ``1 / (t - 1)``, which averages batches so the error keeps falling under
+        noise; ``"harmonic"`` ``1 / (t + 2)``, averaging from the first step.
+        ``"moment"``: ``M_t = (1 - eta_t) W + eta_t H_t`` with ``eta_t = 1 / (t + 2)``
+        and ``H_t`` the initial estimate of batch ``t`` (every bit, centred on its
+        label's share): the initial estimate pooled over the batches in
+        ``O(k (d1 + d2))`` memory (``docs/ALGORITHM.md`` section 9c). ``"auto"``:
+        ``"paper"`` on a planted problem (where the model holds and the residual steps
+        converge faster, error ``~ 1/m`` against ``1/sqrt(m)``), ``"moment"`` on data
+        (arrays, label matrices, stores and files), where the residual steps made the
+        model worse than its own start on every real set measured
+        (EXPERIMENTS.md, "Real data").
     n_shards : int, default 4
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
         It fixes the data, not where they are computed: results do not depend on
@@ -223,7 +234,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``validation_auc`` after each iteration (only with ``validation_fraction``).
     """
 
-    def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="paper", n_shards=4,
+    def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="auto", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
                  eval_every=1, progress=False, threshold="estimated", features="none",
                  whiten_components=None, validation_fraction=None):
@@ -328,8 +339,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
                                       data))
         engine = placement.engine_named(self.engine)
-        fitting.fit_source(fitting.FitSettings.of(params), self._state, engine, source,
-                           checkpoint, heldout)
+        fitting.fit_source(fitting.FitSettings.of(params, source.planted is not None),
+                           self._state, engine, source, checkpoint, heldout)
         return self
 
     def partial_fit(self, X, labels, y, *, n_labels=None):
@@ -362,7 +373,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
-        settings = fitting.FitSettings.of(self.get_params(deep=False))
+        settings = fitting.FitSettings.of(self.get_params(deep=False), planted=False)
         engine = placement.engine_named(self.engine)
         if first:
             self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))

@@ -50,9 +50,14 @@ class FitSettings:
     validation_fraction: float | None
 
     @classmethod
-    def of(cls, params: dict) -> "FitSettings":
-        """The settings in ``params`` (``get_params()``; other keys are not the loop's)."""
-        return cls(**{f.name: params[f.name] for f in fields(cls)})
+    def of(cls, params: dict, planted: bool) -> "FitSettings":
+        """The settings in ``params`` (``get_params()``; other keys are not the loop's) for
+        a planted problem or for data (``planted``): ``step="auto"`` is then ``"paper"``
+        or ``"moment"``."""
+        settings = {f.name: params[f.name] for f in fields(cls)}
+        if settings["step"] == "auto":
+            settings["step"] = "paper" if planted else "moment"
+        return cls(**settings)
 
     def dense_init(self, d1: int, d2: int) -> bool:
         """Whether the initial SVD forms ``H0`` (``d1 x d2``) on the client."""
@@ -325,8 +330,10 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
                                               settings.rank, state.rng,
                                               settings.init_power_iter, evaluation)
         return n_obs, outs
-    A = state.top.Q
+    moment = settings.step == "moment"  # every row counts: the initial batch's draws
+    A = None if moment else state.top.Q
     model = StepModel(A, projection(A), thresholded, features)
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
-                                     step_size(settings.step, state.n_steps), evaluation)
+                                     step_size(settings.step, state.n_steps), evaluation,
+                                     moment)
     return n_active, outs

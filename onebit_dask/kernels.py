@@ -95,11 +95,16 @@ def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
     return norms
 
 
+STEP_RULES = ("paper", "averaged", "harmonic", "moment")
+"""The step rules of :func:`step_size` (``"moment"`` is also another step:
+docs/ALGORITHM.md section 9c)."""
+
+
 def step_size(step: str, t: int, t0: int = 3) -> float:
     """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0): ``"paper"`` 1,
-    ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``, ``"harmonic"``
-    ``1 / (t + 2)`` (averaging from the first step)."""
-    if step == "harmonic":
+    ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``, ``"harmonic"`` and
+    ``"moment"`` ``1 / (t + 2)`` (averaging from the first step; section 9c)."""
+    if step in ("harmonic", "moment"):
         return 1.0 / (t + 2)
     if step == "paper" or t < t0:
         return 1.0

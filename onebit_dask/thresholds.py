@@ -98,14 +98,38 @@ def step_share(p, v, b, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np
     ``1 / (4 n_j^2)``. A label seen for the first time takes ``hat p_j``; labels without
     bits keep theirs.
     """
-    n = counts.n_bits
-    seen = n > 0
-    p, v = p.copy(), v.copy()
-    nj = n[seen]
+    seen = counts.n_bits > 0
+    nj = counts.n_bits[seen]
     half = counts.r_sum[seen] / (2.0 * nj)
-    floor = 0.5 / (nj + 1.0)  # the least share n_j bits express, as in initial_share
-    share = np.clip(scipy.special.ndtr(b[seen]) + half, floor, 1.0 - floor)
     var = np.maximum((counts.n_active[seen] / nj - half * half) / nj, 0.25 / (nj * nj))
+    return _averaged(p, v, counts, scipy.special.ndtr(b[seen]) + half, var, eta)
+
+
+def moment_share(p, v, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""The moment step's share of positive bits (``docs/ALGORITHM.md`` section 9c): the
+    batch's share ``hat p_j = n_pos / n_j`` of each label with bits, of variance
+    ``hat p_j (1 - hat p_j) / n_j`` (at least ``1 / (4 n_j^2)``), averaged with the step
+    size as in :func:`step_share` (so with ``eta_t = 1 / (t + 2)``, about the share of
+    all the batches' bits). The moment step scores no rows, so it has no residuals for
+    the control variate."""
+    seen = counts.n_bits > 0
+    nj = counts.n_bits[seen]
+    share = counts.n_pos[seen] / nj
+    var = np.maximum(share * (1.0 - share) / nj, 0.25 / (nj * nj))
+    return _averaged(p, v, counts, share, var, eta)
+
+
+def _averaged(p, v, counts: LabelCounts, share, var, eta: float
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """``p' = (1 - eta) p + eta share`` and ``v' = (1 - eta)^2 v + eta^2 var`` at the
+    labels with bits in the batch, whose ``share`` is first kept at least
+    ``1 / (2 (n_j + 1))`` (the least share ``n_j`` bits express, as in
+    :func:`initial_share`) from 0 and 1; a label seen for the first time (``v = inf``)
+    takes the batch's share, labels without bits keep theirs."""
+    seen = counts.n_bits > 0
+    floor = 0.5 / (counts.n_bits[seen] + 1.0)
+    share = np.clip(share, floor, 1.0 - floor)
+    p, v = p.copy(), v.copy()
     new = ~np.isfinite(v[seen])
     keep = np.where(new, 0.0, 1.0 - eta)
     p[seen] = keep * np.where(new, 0.0, p[seen]) + (1.0 - keep) * share

@@ -58,11 +58,22 @@ def test_randomized_init_on_dask_equals_in_process(client2):
     assert_same_fit(a, b)
 
 
-def test_fit_on_arrays_on_dask_equals_in_process(client2):
+def test_moment_step_on_dask_equals_in_process(client2):
+    """The moment step on label-block shards: the initial batch's draws at every step, the
+    thresholds' shares averaged, the low-rank part from ``V``."""
+    imbalanced = dataclasses.replace(PROBLEM, positive_rate=(0.05, 0.3))
+    params = dict(PARAMS, step="moment")
+    with client2.as_current():
+        on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(imbalanced)
+    assert_same_fit(OneBitMultiLabel(2, **params).fit(imbalanced), on_dask)
+
+
+@pytest.mark.parametrize("step", ["paper", "moment"])
+def test_fit_on_arrays_on_dask_equals_in_process(client2, step):
     """Row-range shards (arrays in memory): each shard read once by a task on a worker,
     its per-label sums handed to the blocks; the same bits as in-process."""
     X, labels, y = EXPLICIT.draw_batches(range(4), 6000, 2)
-    params = dict(batch_size=6000, n_iter=3, n_shards=3, random_state=0)
+    params = dict(batch_size=6000, n_iter=3, n_shards=3, random_state=0, step=step)
     a = OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=30)
     with client2.as_current():
         b = OneBitMultiLabel(2, engine="dask", **params).fit(X, labels, y, n_labels=30)

@@ -76,16 +76,30 @@ def test_randomized_and_dense_initialisation_agree():
     assert dense.history_[0]["auc"] == pytest.approx(rand.history_[0]["auc"], abs=1e-4)
 
 
-def test_fit_on_arrays_equals_fit_on_problem():
+@pytest.mark.parametrize("step", ["paper", "moment"])
+def test_fit_on_arrays_equals_fit_on_problem(step):
     # the explicit sampler draws the features that draw_batches returns
     problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100, sampler="explicit")
     m, T = 3000, 3
-    est_p = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0).fit(problem)
+    kw = dict(batch_size=m, n_iter=T, n_shards=3, random_state=0, step=step)
+    est_p = OneBitMultiLabel(2, **kw).fit(problem)
     X, labels, y = problem.draw_batches(range(T + 1), m, 3)
-    est_a = OneBitMultiLabel(2, batch_size=m, n_iter=T, n_shards=3, random_state=0)
+    est_a = OneBitMultiLabel(2, **kw)
     est_a.fit(X, labels, y, n_labels=10)
     np.testing.assert_allclose(est_a.coef_, est_p.coef_, rtol=1e-8, atol=1e-10)
     assert "auc" not in est_a.history_[0]
+
+
+def test_auto_step_is_the_papers_on_a_problem_and_moment_on_data():
+    problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100, sampler="explicit")
+    kw = dict(batch_size=3000, n_iter=2, n_shards=3, random_state=0)
+    X, labels, y = problem.draw_batches(range(3), 3000, 3)
+    for data, more, step in [((problem,), {}, "paper"), ((X, labels, y), {"n_labels": 10},
+                                                         "moment")]:
+        auto = OneBitMultiLabel(2, **kw).fit(*data, **more)
+        named = OneBitMultiLabel(2, step=step, **kw).fit(*data, **more)
+        np.testing.assert_array_equal(auto.coef_, named.coef_)
+        assert auto.get_params()["step"] == "auto"
 
 
 def test_partial_fit_equals_fit():
@@ -227,7 +241,7 @@ def test_in_memory_fit_copies_no_batch():
     X, labels, y = problem.draw_batches(range(3), m, 3)
     y = y.astype(np.float64)
     batch_bytes = m * X.shape[1] * X.itemsize
-    est = OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=3, random_state=0)
+    est = OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=3, random_state=0, step="paper")
     tracemalloc.start()
     try:
         est.fit(X, labels, y, n_labels=12)

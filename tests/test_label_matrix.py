@@ -34,11 +34,12 @@ def test_batches_are_the_full_observation_problems(planted):
                 np.testing.assert_array_equal(u, v)
 
 
+@pytest.mark.parametrize("step", ["paper", "moment"])
 @pytest.mark.parametrize("as_matrix", [np.asarray, sp.csr_matrix, lambda Y: Y.astype(float)])
-def test_fit_equals_the_full_observation_fit(planted, as_matrix):
+def test_fit_equals_the_full_observation_fit(planted, as_matrix, step):
     full, X, Y = planted
-    reference = OneBitMultiLabel(2, **PARAMS).fit(full)
-    got = OneBitMultiLabel(2, **PARAMS).fit(X, as_matrix(Y))
+    reference = OneBitMultiLabel(2, step=step, **PARAMS).fit(full)
+    got = OneBitMultiLabel(2, step=step, **PARAMS).fit(X, as_matrix(Y))
     np.testing.assert_array_equal(got.Q_, reference.Q_)
     assert got.n_samples_seen_ == reference.n_samples_seen_ == 4 * 600
 

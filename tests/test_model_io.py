@@ -330,7 +330,7 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
     _refused(path, OneBitMultiLabel(2, **dict(params, n_iter=2)), (PROBLEM,),
              r"params\.n_iter=1 there, 2 here")
     _refused(path, OneBitMultiLabel(2, **dict(params, step="averaged")), (PROBLEM,),
-             r"params\.step='paper' there, 'averaged' here")
+             r"params\.step='auto' there, 'averaged' here")
     # eval_every, progress and engine do not change the numbers: accepted
     OneBitMultiLabel(2, **dict(params, eval_every=0)).fit(PROBLEM, checkpoint=path)
     # arrays: identified by their shape and a hash

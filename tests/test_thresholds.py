@@ -171,7 +171,8 @@ def test_zero_thresholds_take_the_papers_step_bit_for_bit():
     W = rng.standard_normal((d1, d2))
     W /= np.linalg.norm(W, axis=0)
     batches = [_exact_count_batch(rng, m, d1, d2, W) for _ in range(2)]
-    paper = OneBitMultiLabel(2, batch_size=m, n_shards=2, threshold="none").partial_fit(
+    paper = OneBitMultiLabel(2, batch_size=m, n_shards=2, threshold="none",
+                             step="paper").partial_fit(
         *batches[0], n_labels=d2)
     mine = copy.deepcopy(paper)
     mine.set_params(threshold="estimated")
@@ -216,9 +217,9 @@ N_SEEDS = 12
 LEVEL = 0.01
 
 
-def final_errors(sampler):
+def final_errors(sampler, step="averaged"):
     """The final Frobenius error of ``N_SEEDS`` small thresholded fits (priors 2 %-30 %)."""
-    return [OneBitMultiLabel(3, batch_size=3000, n_iter=4, step="averaged",
+    return [OneBitMultiLabel(3, batch_size=3000, n_iter=4, step=step,
                              threshold="estimated", random_state=seed, eval_every=0)
             .fit(SyntheticProblem(20, 15, 3, positive_rate=(0.02, 0.3), sampler=sampler,
                                   seed=seed, n_test=300))
@@ -235,6 +236,14 @@ def test_thresholded_fits_agree_across_samplers(errors):
     final errors apart at 1 %."""
     result = scipy.stats.kruskal(*errors.values())
     assert result.pvalue > LEVEL, errors
+
+
+def test_moment_fits_agree_across_samplers():
+    """The moment step draws the initial batch's law at every step: as above, the three
+    samplers' final errors are not told apart at 1 % (Kruskal-Wallis, 12 seeds each). The
+    power check of the sums' law is the initial batch's (``test_sampling``)."""
+    result = scipy.stats.kruskal(*(final_errors(s, "moment") for s in SAMPLERS))
+    assert result.pvalue > LEVEL, result
 
 
 def test_the_fit_test_rejects_residuals_of_the_wrong_sign(errors, monkeypatch):
@@ -272,3 +281,53 @@ def test_thresholded_model_round_trips_through_its_store(tmp_path, imbalanced):
     b[0] = np.nan
     with pytest.raises(DamagedStoreError, match="blocks/0/b"):
         OneBitMultiLabel.load(path)
+
+
+# -- the moment step (docs/ALGORITHM.md section 9c) -------------------------------------------
+def test_moment_share_is_the_batch_share_averaged():
+    counts = thresholds.LabelCounts(np.arange(3), np.array([10.0, 0.0, 4.0]),
+                                    np.array([3.0, 0.0, 0.0]), np.zeros(3), np.zeros(3))
+    p, v = thresholds.moment_share(np.array([0.2, 0.4, 0.6]), np.array([0.01, 0.02, np.inf]),
+                                   counts, 0.25)
+    assert p[0] == pytest.approx(0.75 * 0.2 + 0.25 * 0.3)
+    assert v[0] == pytest.approx(0.75**2 * 0.01 + 0.25**2 * 0.3 * 0.7 / 10)
+    assert (p[1], v[1]) == (0.4, 0.02)  # no bits: unchanged
+    assert p[2] == pytest.approx(0.5 / 5)  # first bits, none positive: the floor 1 / (2 (n + 1))
+    assert v[2] == pytest.approx(0.25 / 16)
+
+
+def _moment_errors(problem, **kw):
+    return [h["frobenius_error"] for h in OneBitMultiLabel(
+        3, batch_size=100_000, n_iter=8, step="moment", random_state=0, **kw).fit(
+        problem).history_]
+
+
+@pytest.fixture(scope="module")
+def pooled_problem():
+    problem = SyntheticProblem(200, 100, 3, positive_rate=(0.005, 0.3), seed=0, n_test=2000)
+    pooled = OneBitMultiLabel(3, batch_size=900_000, n_iter=0, random_state=0).fit(problem)
+    return problem, pooled.history_[-1]["frobenius_error"]
+
+
+def test_moment_steps_pool_the_initial_estimate(pooled_problem):
+    """On the planted imbalanced model (priors 0.5 %-30 %), the moment step's error falls
+    at every step, to about the initial estimate's error on all 9 batches pooled (its
+    fixed point, up to the rank-k truncation at each step: within 10 %), and its ratio to
+    the first error is near ``1 / sqrt(9)`` (the error of an average of 9 unbiased
+    estimates; within [0.25, 0.45])."""
+    problem, pooled = pooled_problem
+    errors = _moment_errors(problem)
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] <= 1.1 * pooled, (errors[-1], pooled)
+    assert 0.25 <= errors[-1] / errors[0] <= 0.45, errors
+
+
+def test_the_moment_test_rejects_a_step_that_forgets(pooled_problem, monkeypatch):
+    """Power: with ``eta_t = 1`` (each step replaces the estimate by one batch's) the
+    error stays at one batch's and the test above fails."""
+    from onebit_dask import fitting
+
+    monkeypatch.setattr(fitting, "step_size", lambda step, t: 1.0)
+    problem, pooled = pooled_problem
+    errors = _moment_errors(problem)
+    assert errors[-1] > 1.1 * pooled and errors[-1] / errors[0] > 0.45, errors

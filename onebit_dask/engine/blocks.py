@@ -157,7 +157,7 @@ def new_block(lo: int, hi: int) -> Block:
 
 
 def activate(block: Block, data, model: StepModel, expected: float = 0.0,
-             eta: float = 1.0) -> Block:
+             eta: float = 1.0, moment: bool = False) -> Block:
     """Attach the active rows of this block's share of a batch; ``out = n_active``, or with
     thresholds ``(n_active, *moments)`` (:func:`~onebit_dask.thresholds.moments` of the
     labels' shares of positive bits, updated with the batch).
@@ -165,10 +165,14 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     ``data`` is this block's label-block shard, or its :class:`~onebit_dask.data.shards.Pieces`
     of the row-range shards: either way ``data.activate(model, B_rows, b_rows)`` with the
     block's rows of ``B`` and its thresholds (slot ``"b"``, ``None`` without them). With
-    thresholds, in a step, each label's sum
-    is scaled by :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
+    thresholds, in a step, each label's sum is scaled by
+    :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
     :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used,
-    and the shares take their step of size ``eta``.
+    and the shares take their step of size ``eta``. A ``moment`` step (``model.A`` is
+    ``None``: every row counts) weights each label's positive and negative rows as the
+    initial batch does, with the block's current thresholds
+    (:func:`centred_sums`), and its shares take
+    :func:`~onebit_dask.thresholds.moment_share`.
     """
     B_rows = block.slots.get("B")
     b_rows = block.slots.get("b")
@@ -176,7 +180,11 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     if not model.thresholds:
         return block.evolve(out=n_active, active=active)
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
-    if model.A is None:
+    active = active._replace(counts=counts)
+    if moment:
+        p, v = thresholds.moment_share(block.slots["p"], block.slots["v"], counts, eta)
+        active = centred_sums(active, b_rows, block.lo, expected)
+    elif model.A is None:
         p, v = thresholds.initial_share(counts)
     else:
         at = active.labels - block.lo
@@ -184,25 +192,31 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
         active = active._replace(X=row_scaled(f * thresholds.column_weights(b_rows[at]),
                                               active.X))
         p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
-    return block.evolve(out=(n_active, *thresholds.moments(p, v)),
-                        active=active._replace(counts=counts), p=p, v=v)
+    return block.evolve(out=(n_active, *thresholds.moments(p, v)), active=active, p=p, v=v)
+
+
+def centred_sums(active: ActiveRows, b_all, lo: int, expected: float) -> ActiveRows:
+    """The per-label sums of a batch's positive (``active.X``) and negative
+    (``active.X_neg``) rows as one weighted sum: the bits centred on each label's mean
+    (:func:`~onebit_dask.thresholds.init_weights` of the thresholds ``b_all`` of the
+    block's labels ``[lo, ...)``), scaled by :func:`~onebit_dask.thresholds.step_factors`
+    and :func:`~onebit_dask.thresholds.column_weights`."""
+    at = active.labels - lo
+    b = b_all[at]
+    w_pos, w_neg = thresholds.init_weights(b)
+    f = thresholds.step_factors(b, active.counts.n_bits[at], expected)
+    f = f * thresholds.column_weights(b)
+    return active._replace(X=row_scaled(f * w_pos, active.X) + row_scaled(f * w_neg, active.X_neg),
+                           X_neg=None)
 
 
 def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Block:
     """The thresholded model's initial batch, once the shares of positive bits of all
     labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
-    common ``prior``), then each label's sums of positive and negative rows weighted by
-    :func:`~onebit_dask.thresholds.init_weights` and scaled by
-    :func:`~onebit_dask.thresholds.step_factors` and
-    :func:`~onebit_dask.thresholds.column_weights`."""
-    a = block.active
+    common ``prior``), then each label's sums of positive and negative rows weighted as
+    :func:`centred_sums` does."""
     b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
-    at = a.labels - block.lo
-    b = b_all[at]
-    w_pos, w_neg = thresholds.init_weights(b)
-    f = thresholds.step_factors(b, a.counts.n_bits[at], expected) * thresholds.column_weights(b)
-    S = row_scaled(f * w_pos, a.X) + row_scaled(f * w_neg, a.X_neg)
-    return block.evolve(active=a._replace(X=S, X_neg=None), b=b_all)
+    return block.evolve(active=centred_sums(block.active, b_all, block.lo, expected), b=b_all)
 
 
 def label_sums(block: Block) -> Block:
@@ -214,9 +228,11 @@ def label_sums(block: Block) -> Block:
     return block.evolve(out=(a.labels, rows))
 
 
-def _product(block: Block, P_rows, P_top, AtP, scale):
+def _product(block: Block, P_rows, P_top, AtP, scale, moment: bool = False):
     """``(Z_s, X_s^T (w P_s[j]), B_s^T P_s)`` of the dilation product (module docstring);
-    with a feature map the rows are homogeneous and read through it (``phi(X_s)``)."""
+    with a feature map the rows are homogeneous and read through it (``phi(X_s)``).
+    ``moment``: the low-rank part is ``A V^T``, the last iterate before its column
+    normalisation (``docs/ALGORITHM.md`` section 9c), instead of ``W D = A B^T D``."""
     a = block.active
     top = a.X.T @ (a.weights[:, None] * P_rows[a.labels - block.lo])
     if a.features is not None:
@@ -226,7 +242,11 @@ def _product(block: Block, P_rows, P_top, AtP, scale):
     Z[a.labels - block.lo] += rows
     Z *= scale
     low = None
-    if AtP is not None:
+    if AtP is not None and moment:
+        B = block.slots["V"]
+        Z += B @ AtP
+        low = B.T @ P_rows
+    elif AtP is not None:
         B = block.slots["B"]
         if "b" in block.slots:  # the thresholded model weights the columns of W too
             B = thresholds.column_weights(block.slots["b"])[:, None] * B
@@ -297,24 +317,24 @@ def set_state(block: Block, rows, gram_A) -> Block:
 
 # -- the fused rounds of a step -----------------------------------------------------------
 def step_open(block: Block, data, model: StepModel, Q_top, AtQ, scale: float,
-              expected: float = 0.0, eta: float = 1.0) -> Block:
-    """Round 1: activate the batch, ``Y_s`` of ``Y = M_dil Q``;
-    ``out = (n_active, X_s^T (r Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``, and with thresholds the
-    moments of the block's shares of positive bits (:func:`activate`)."""
-    block = activate(block, data, model, expected, eta)
+              expected: float = 0.0, eta: float = 1.0, moment: bool = False) -> Block:
+    """Round 1: activate the batch (:func:`activate`), ``Y_s`` of ``Y = M_dil Q``;
+    ``out = (n_active, X_s^T (w Q_s[j]), B_s^T Q_s, Y_s^T Y_s)``, and with thresholds the
+    moments of the block's shares of positive bits."""
+    block = activate(block, data, model, expected, eta, moment)
     n_active, *moments = block.out if model.thresholds else (block.out,)
-    Y, top, low = _product(block, block.slots["Q"], Q_top, AtQ, scale)
+    Y, top, low = _product(block, block.slots["Q"], Q_top, AtQ, scale, moment)
     return block.evolve(out=(n_active, top, low, Y.T @ Y, *moments), Y=Y)
 
 
 def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, scale: float,
-               gram_An, prior: thresholds.Prior | None = None) -> Block:
+               gram_An, prior: thresholds.Prior | None = None, moment: bool = False) -> Block:
     """Round 3: ``Q'_s = Y_s R^{-1}``, ``V'_s`` of ``V' = M_dil Q'`` (the old ``B``), and the
     new state; ``out = (X_s^T (r Q'_s[j]), B_s^T Q'_s, evaluation pieces)``. With
     thresholds (a ``prior``), the new thresholds from the shares of positive bits
     (:func:`~onebit_dask.thresholds.shrink`), after the products that used the old ones."""
     Qn = block.slots["Y"] @ Rinv
-    Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale)
+    Vn, top, low = _product(block, Qn, Qn_top, AtQn, scale, moment)
     if prior is not None:
         block = block.evolve(active=block.active, b=thresholds.shrink(
             block.slots["p"], block.slots["v"], prior))

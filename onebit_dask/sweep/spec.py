@@ -60,6 +60,7 @@ from .. import limits
 from .._checks import check_int, check_rank, check_seed
 from .._yaml import YamlError, parse_yaml, read_text
 from ..errors import SpecError
+from ..kernels import STEP_RULES
 from ..synthetic import SAMPLERS, parse_positive_rate
 from .methods import METHODS
 from .placement import DISTRIBUTED, PLACEMENT_DEFAULTS
@@ -67,6 +68,8 @@ from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
               "step", "threshold", "batch_size", "n_iter", "seed")
+STEPS = ("auto", *STEP_RULES)
+"""The estimator's ``step`` values (``OneBitMultiLabel``)."""
 GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
@@ -165,9 +168,8 @@ def _check_grid_values(key, values, where="<spec>"):
             elif key in ("noise", "positive_rate"):
                 (parse_noise if key == "noise" else parse_positive_rate)(v)
                 v = str(v)
-            elif key == "step" and v not in ("paper", "averaged", "harmonic"):
-                raise ValueError(f"step={v!r} is not allowed: choose 'paper', 'averaged' or "
-                                 "'harmonic'")
+            elif key == "step" and v not in STEPS:
+                raise ValueError(f"step={v!r} is not allowed: choose from {', '.join(STEPS)}")
             elif key == "threshold" and v not in ("none", "estimated"):
                 raise ValueError(f"threshold={v!r} is not allowed: choose 'none' (the paper's "
                                  "model) or 'estimated'")
