@@ -176,6 +176,8 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     batch's initial estimate ``H_0`` (``model.A`` is ``None``: every row counts), whose
     low-rank part enters the products through ``(1 - eta) A``.
     """
+    if moment and model.A is not None:
+        raise ValueError("a moment step activates every row: pass a StepModel with A=None")
     A = (1.0 - eta) * state.Q if moment else state.Q  # W = A B^T with A = Q_top
     scale = eta * scale_constant(d2, n_obs)
     n_rows = A.shape[0] + d2

@@ -108,15 +108,16 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``eta_t``: ``"paper"`` 1; ``"averaged"`` 1 for ``t < 3``, then
         ``1 / (t - 1)``, which averages batches so the error keeps falling under
         noise; ``"harmonic"`` ``1 / (t + 2)``, averaging from the first step.
-        ``"moment"``: ``M_t = (1 - eta_t) W + eta_t H_t`` with ``eta_t = 1 / (t + 2)``
-        and ``H_t`` the initial estimate of batch ``t`` (every bit, centred on its
-        label's share): the initial estimate pooled over the batches in
-        ``O(k (d1 + d2))`` memory (``docs/ALGORITHM.md`` section 9c). ``"auto"``:
-        ``"paper"`` on a planted problem (where the model holds and the residual steps
-        converge faster, error ``~ 1/m`` against ``1/sqrt(m)``), ``"moment"`` on data
-        (arrays, label matrices, stores and files), where the residual steps made the
-        model worse than its own start on every real set measured
-        (EXPERIMENTS.md, "Real data").
+        ``"moment"``: ``M_t = (1 - eta_t) P_A M_{t-1} + eta_t H_t`` with
+        ``eta_t = 1 / (t + 2)``, ``P_A M_{t-1} = A_ V_[d1:]^T`` the last iterate before
+        its column normalisation and ``H_t`` the initial estimate of the step's batch
+        (every bit, centred on its label's share): the initial estimate pooled over the
+        batches in ``O(k (d1 + d2))`` memory (``docs/ALGORITHM.md`` section 9c).
+        ``"auto"``: ``"paper"`` on a planted problem (where the model holds and the
+        residual steps converge faster, error ``~ 1/m`` against ``1/sqrt(m)``) and
+        when ``partial_fit`` continues a fit of one; ``"moment"`` on data (arrays, label
+        matrices, stores and files), where the residual steps fell below the model's
+        own start on every real set measured (EXPERIMENTS.md, "Real data").
     n_shards : int, default 4
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
         It fixes the data, not where they are computed: results do not depend on
@@ -217,7 +218,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``x^T W + b``.
     history_ : list of dict
         One entry per iteration (0 = after the initialisation): ``iteration``,
-        ``n_samples``, ``n_active`` (observations with a non-zero residual),
+        ``n_samples``, ``n_active`` (observations with a non-zero residual; every
+        observation of a moment step),
         ``fit_s`` (cumulative training time), ``client_bytes`` (array bytes the
         client sent to and gathered from the label blocks in that iteration; 0
         in-process) and, when the data come with a test
@@ -373,7 +375,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
-        settings = fitting.FitSettings.of(self.get_params(deep=False), planted=False)
+        settings = fitting.FitSettings.of(self.get_params(deep=False),
+                                          planted=not first and self._state.planted)
         engine = placement.engine_named(self.engine)
         if first:
             self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))

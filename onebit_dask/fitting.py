@@ -21,6 +21,7 @@ from . import metrics
 from ._checks import as_generator
 from .algorithm import TopState, init_dense, init_randomized, step
 from .engine import placement
+from .data.problems import PROBLEM_KINDS
 from .engine.blocks import Evaluation, StepModel
 from .features import fit_feature_map
 from .kernels import one_blas_thread, step_size
@@ -118,6 +119,12 @@ class FitState:
     def width(self) -> int:
         """``l = 2 rank``, the columns of the factors."""
         return self.top.Q.shape[1]
+
+    @property
+    def planted(self) -> bool:
+        """Whether the fit ran on a planted problem (``data``'s kind): ``step="auto"``
+        continues it with the paper's step."""
+        return self.data is not None and self.data.get("kind") in PROBLEM_KINDS
 
     @property
     def label_side_numbers(self) -> int:

@@ -1,3 +1,5 @@
+import copy
+
 import numpy as np
 import pytest
 
@@ -100,6 +102,15 @@ def test_auto_step_is_the_papers_on_a_problem_and_moment_on_data():
         named = OneBitMultiLabel(2, step=step, **kw).fit(*data, **more)
         np.testing.assert_array_equal(auto.coef_, named.coef_)
         assert auto.get_params()["step"] == "auto"
+    # partial_fit continues a fit of a problem with the paper's step
+    X4, labels4, y4 = problem.draw_batches([3], 3000, 3)
+    fitted = OneBitMultiLabel(2, **kw).fit(problem)
+    auto, paper, moment = (copy.deepcopy(fitted).set_params(step=s)
+                           for s in ("auto", "paper", "moment"))
+    for est in (auto, paper, moment):
+        est.partial_fit(X4, labels4, y4)
+    np.testing.assert_array_equal(auto.coef_, paper.coef_)
+    assert not np.array_equal(auto.coef_, moment.coef_)
 
 
 def test_partial_fit_equals_fit():

@@ -53,13 +53,17 @@ def test_kernels_equal_dense(observations, dtype):
     np.testing.assert_allclose(S2.toarray(), S1, **CLOSE)
 
 
+STEPS = ["averaged", "moment"]  # the residual steps (scores of every row) and the moment step
+
+
+@pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("init_svd", ["dense", "randomized"])
-def test_fit_equals_dense(observations, init_svd):
+def test_fit_equals_dense(observations, init_svd, step):
     """The paper's model: ``Q_`` itself equal (the thresholded model's randomised start
     is compared through ``W`` in its own test below)."""
     X, labels, y = observations
     params = dict(batch_size=500, n_iter=3, n_shards=3, init_svd=init_svd, random_state=1,
-                  threshold="none")
+                  threshold="none", step=step)
     dense = OneBitMultiLabel(2, **params).fit(X, labels, y)
     sparse = OneBitMultiLabel(2, **params).fit(sp.csr_matrix(X), labels, y)
     np.testing.assert_allclose(sparse.Q_, dense.Q_, **CLOSE)
@@ -72,15 +76,16 @@ def test_fit_equals_dense(observations, init_svd):
                                   dense.predict_top_k(X[:30], 3)[0])
 
 
-def test_label_matrix_and_partial_fit_equal_dense(observations):
+@pytest.mark.parametrize("step", STEPS)
+def test_label_matrix_and_partial_fit_equal_dense(observations, step):
     X, labels, y = observations
     Y = np.zeros((X.shape[0], 9), dtype=bool)
     Y[np.arange(X.shape[0]), labels] = y > 0
-    params = dict(batch_size=400, n_iter=2, n_shards=2, random_state=3)
+    params = dict(batch_size=400, n_iter=2, n_shards=2, random_state=3, step=step)
     dense = OneBitMultiLabel(2, **params).fit(X, Y)
     sparse = OneBitMultiLabel(2, **params).fit(sp.csr_matrix(X), sp.csr_matrix(Y))
     np.testing.assert_allclose(sparse.Q_, dense.Q_, **CLOSE)
-    a, b = OneBitMultiLabel(2, random_state=0), OneBitMultiLabel(2, random_state=0)
+    a, b = (OneBitMultiLabel(2, random_state=0, step=step) for _ in range(2))
     for lo in (0, 500, 1000):
         a.partial_fit(X[lo: lo + 500], labels[lo: lo + 500], y[lo: lo + 500], n_labels=9)
         b.partial_fit(sp.csr_matrix(X[lo: lo + 500]), labels[lo: lo + 500], y[lo: lo + 500],
@@ -88,10 +93,11 @@ def test_label_matrix_and_partial_fit_equal_dense(observations):
     np.testing.assert_allclose(b.Q_, a.Q_, **CLOSE)
 
 
-def test_dask_equals_in_process(client2, observations):
+@pytest.mark.parametrize("step", STEPS)
+def test_dask_equals_in_process(client2, observations, step):
     X, labels, y = observations
     X = sp.csr_matrix(X)
-    params = dict(batch_size=500, n_iter=2, n_shards=3, random_state=1)
+    params = dict(batch_size=500, n_iter=2, n_shards=3, random_state=1, step=step)
     local = OneBitMultiLabel(2, **params).fit(X, labels, y)
     with client2.as_current():
         on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(X, labels, y)
@@ -116,14 +122,15 @@ def test_memory_follows_the_non_zeros():
     assert peak < 60e6  # a few d1 x 8 float64 arrays (1.6 MB each) and their products
 
 
+@pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("init_svd", ["dense", "randomized"])
-def test_thresholded_fit_equals_dense(observations, init_svd):
+def test_thresholded_fit_equals_dense(observations, init_svd, step):
     """With thresholds the basis ``Q_`` of the randomised initialisation is not unique (a
     repeated singular value: the two runs pick other bases of one subspace), so the
     estimate ``W`` is compared."""
     X, labels, y = observations
     params = dict(batch_size=500, n_iter=3, n_shards=3, init_svd=init_svd, random_state=1,
-                  threshold="estimated")
+                  threshold="estimated", step=step)
     dense = OneBitMultiLabel(2, **params).fit(X, labels, y)
     sparse = OneBitMultiLabel(2, **params).fit(sp.csr_matrix(X), labels, y)
     np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-12, atol=1e-13)

@@ -8,6 +8,10 @@ from ..synthetic import FullObservationProblem, SyntheticProblem
 from .source import BaseSource
 
 
+PROBLEM_KINDS = ("SyntheticProblem", "FullObservationProblem")
+"""The ``kind`` of a planted problem's :meth:`ProblemSource.identity`."""
+
+
 class ProblemSource(BaseSource):
     """A :class:`~onebit_dask.synthetic.SyntheticProblem` or
     :class:`~onebit_dask.synthetic.FullObservationProblem`: fresh batches of label-block
@@ -24,9 +28,9 @@ class ProblemSource(BaseSource):
         """The problem's fields (``kind``: its class name)."""
         p = self.planted
         if isinstance(p, FullObservationProblem):
-            return {"kind": "FullObservationProblem", "problem": dataclasses.asdict(p.problem),
+            return {"kind": PROBLEM_KINDS[1], "problem": dataclasses.asdict(p.problem),
                     "n": p.n}
-        return {"kind": "SyntheticProblem", **dataclasses.asdict(p)}
+        return {"kind": PROBLEM_KINDS[0], **dataclasses.asdict(p)}
 
     def projection(self, A=None):
         return self.planted.projection(A)

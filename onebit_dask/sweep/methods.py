@@ -2,10 +2,11 @@
 
 A method returns per-iteration arrays ``spectral_error``, ``frobenius_error``,
 ``hamming_loss``, ``auc``, ``n_samples``, ``fit_s`` (cumulative training seconds) and
-``n_active`` (observations with a non-zero residual; NaN for the baselines), at most
-``n_iter + 1`` entries (a method without iterations gives one entry, stored at its last
-iteration), and the training time ``wall_s``. ``uses_step`` says whether the ``step``
-dimension applies; a method without it is run once and its result stored along ``step``.
+``n_active`` (observations with a non-zero residual, all of them in a moment step; NaN
+for the baselines), at most ``n_iter + 1`` entries (a method without iterations gives
+one entry, stored at its last iteration), and the training time ``wall_s``.
+``uses_step`` says whether the ``step`` dimension applies; a method without it is run
+once and its result stored along ``step``.
 A method with ``distributable`` takes ``client=``: its fit then runs with the Dask
 engine across the cluster (:func:`.placement.runs_distributed` decides which cells do).
 """

@@ -85,7 +85,7 @@ COORDS = {
     "noise_model": "none, flip (bit flipped with probability noise_level) or gaussian "
                    "(noise of std noise_level added to x^T w_j)",
     "noise_level": "flip probability or Gaussian noise std",
-    "step": "step size rule (paper or averaged)", "batch_size": "observations per batch m",
+    "step": "the estimator's step rule (OneBitMultiLabel step)", "batch_size": "observations per batch m",
     "n_iter": "steps after the initial batch", "seed": "seed of the truth, data and start",
     "iteration": "0 = after the initial batch, t = after step t",
 }
