@@ -3,6 +3,7 @@
     python benchmarks/bench_xc_path.py --n 100000 --d2 1000000     # the d2 = 10^6 goal
     python benchmarks/bench_xc_path.py --n 1000000 --d2 1000000
     python benchmarks/bench_xc_path.py --local      # scheduler inside the client (LocalCluster)
+    python benchmarks/bench_xc_path.py --local --checkpoint-every 1   # lineage cut each step
     python benchmarks/bench_xc_path.py --smoke
 
 Stages, each timed:
@@ -79,7 +80,9 @@ est = OneBitMultiLabel(a["rank"], batch_size=a["batch_size"], n_iter=a["n_iter"]
                        step="averaged", n_shards=a["shards"], random_state=0, engine="dask",
                        progress=False)
 start = time.perf_counter()
-est.fit(a["store"])
+every = a["checkpoint_every"]
+est.fit(a["store"], **({} if every is None else {"checkpoint": "ckpt.zarr",
+                                                 "checkpoint_every": every}))
 out["fit_s"] = time.perf_counter() - start
 out["fit_peak_mib"] = peaks()
 X_test, Y_test = read_xc(a["test"], n_features=est.n_features_in_, n_labels=est.n_labels_)
@@ -125,6 +128,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--local", action="store_true",
                    help="LocalCluster: the scheduler inside the client process")
+    p.add_argument("--checkpoint-every", type=int, default=None,
+                   help="fit with a checkpoint every N iterations (in the temporary folder)")
     p.add_argument("--tmp", default=None, help="folder for the files (default: the system's)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
@@ -136,7 +141,7 @@ def main(argv=None) -> int:
     bench_convert = _bench_convert()
     result = {key: getattr(args, key) for key in (
         "n", "d1", "d2", "predict_rows", "rank", "batch_size", "n_iter", "shards", "workers",
-        "local")}
+        "local", "checkpoint_every")}
     with tempfile.TemporaryDirectory(prefix="bench_xc_path_", dir=args.tmp) as tmp:
         train, test = os.path.join(tmp, "train.txt"), os.path.join(tmp, "test.txt")
         start = time.perf_counter()
@@ -151,7 +156,7 @@ def main(argv=None) -> int:
                       store_mib=bench_convert.du_mib(store), nnz_x_per_row=int(nnz_x) / args.n,
                       nnz_y_per_row=int(nnz_y) / args.n)
         client_args = {"store": store, "test": test, **{key: result[key] for key in (
-            "rank", "batch_size", "n_iter", "shards", "workers", "local")}}
+            "rank", "batch_size", "n_iter", "shards", "workers", "local", "checkpoint_every")}}
         proc = subprocess.run([sys.executable, "-c", CLIENT, json.dumps(client_args)],
                               capture_output=True, text=True, cwd=tmp)
         if proc.returncode != 0:
@@ -164,7 +169,9 @@ def main(argv=None) -> int:
     print(f"# n={r['n']}, d1={r['d1']}, d2={r['d2']}: {r['nnz_x_per_row']:.1f} features and "
           f"{r['nnz_y_per_row']:.2f} labels per row; k={r['rank']}, m={r['batch_size']}, "
           f"{r['n_iter']} averaged steps, {r['shards']} shards, {r['workers']} workers "
-          f"({'LocalCluster, scheduler in the client' if r['local'] else 'subprocesses'})")
+          f"({'LocalCluster, scheduler in the client' if r['local'] else 'subprocesses'})"
+          + ("" if r["checkpoint_every"] is None
+             else f", a checkpoint every {r['checkpoint_every']} iterations"))
     print(f"# file {r['file_mib']:.1f} MiB, store {r['store_mib']:.1f} MiB; a uniform bit is "
           f"positive with probability {r['positive_rate']:.2e} "
           f"({r['positive_rate'] * r['batch_size']:.2f} positives a batch)")

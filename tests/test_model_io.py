@@ -321,6 +321,29 @@ def _refused(path, est, data, match, **kwargs):
     assert model_io.read_attrs(str(path)) == before  # the checkpoint is untouched
 
 
+def test_a_checkpoint_cuts_the_lineage_on_the_cluster(explicit_reference, cluster, tmp_path,
+                                                     monkeypatch):
+    """After each checkpoint the blocks restart from it: the scheduler holds no earlier
+    round of the fit (their tasks carry ``d1 x l`` arguments), and the fit's numbers are
+    those of the uninterrupted fit. Without a checkpoint it holds every step's rounds."""
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)  # the fitted blocks stay there
+    scheduler = cluster.cluster.scheduler
+
+    def rounds_held(est):
+        keys = {h.key for h in est._state.blocks.handles}
+        assert keys <= set(scheduler.tasks)  # the model's blocks are there
+        return sum(str(k).startswith("step_close-") for k in list(scheduler.tasks))
+
+    with cluster.as_current():
+        est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(
+            EXPLICIT, checkpoint=tmp_path / "ckpt.zarr")
+        assert rounds_held(est) == 0
+        assert_same_model(est, explicit_reference)
+        del est
+        plain = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT)
+        assert rounds_held(plain) == PARAMS["n_iter"] * PARAMS["n_shards"]
+
+
 def test_checkpoint_of_another_fit_is_refused(tmp_path):
     path = tmp_path / "ckpt.zarr"
     params = dict(PARAMS, n_iter=1)

@@ -12,7 +12,10 @@ hands each block its per-label sums.
 Tasks carry their arguments (only the data a fit reads at every step are scattered, with
 a copy on every worker), so when a worker dies the scheduler recomputes its blocks from
 their lineage, each block from its own previous rounds and the batch's seed: the result
-is the same as an undisturbed run.
+is the same as an undisturbed run. The lineage grows with the steps (each round's
+``d1 x l`` arguments, held by the scheduler); a fit with a checkpoint restarts its
+blocks from each checkpoint it writes (:meth:`onebit_dask.persist.Checkpoint.write`),
+and the scheduler forgets the rounds before it.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class DaskEngine:
     """Label blocks as futures on the workers of a ``distributed.Client``."""
 
     prefetches = True
+    keeps_lineage = True  # each block's earlier rounds, to recompute a lost block
 
     def __init__(self, client, handles=None):
         self.client = client

@@ -17,6 +17,7 @@ class LocalEngine:
     n_workers = 0
     client = None  # no cluster
     prefetches = False
+    keeps_lineage = False
     bytes_sent = bytes_received = 0  # nothing travels
 
     def __init__(self, handles=None):
