@@ -159,9 +159,8 @@ def _add_fit(sub):
                    help="how batches are drawn, all exact in law: conditional (only the "
                         "active rows), projected (3k numbers a row, features of the active "
                         "rows) or explicit (every feature)")
-    from .kernels import STEP_RULES
+    from .kernels import STEPS
 
-    STEPS = ("auto", *STEP_RULES)
     e = p.add_argument_group("the estimator")
     e.add_argument("--rank", type=_integer(1), default=3, help="rank k")
     e.add_argument("--batch-size", type=_integer(1), default=100_000, help="observations per batch m")

@@ -22,7 +22,7 @@ from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
 from .engine.placement import use_client
-from .kernels import STEP_RULES
+from .kernels import STEPS
 from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .synthetic import FullObservationProblem, SyntheticProblem
 from .validation_bits import check_fraction
@@ -35,7 +35,7 @@ PARAMETER_CONSTRAINTS = {
     "rank": [Interval(Integral, 1, None, closed="left")],
     "batch_size": [Interval(Integral, 1, None, closed="left")],
     "n_iter": [Interval(Integral, 0, None, closed="left")],
-    "step": [StrOptions({"auto", *STEP_RULES})],
+    "step": [StrOptions(set(STEPS))],
     "n_shards": [Interval(Integral, 1, None, closed="left")],
     "init_svd": [StrOptions({"auto", "dense", "randomized"})],
     "init_power_iter": [Interval(Integral, 0, None, closed="left")],

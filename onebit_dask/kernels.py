@@ -98,6 +98,9 @@ def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
 STEP_RULES = ("paper", "averaged", "harmonic", "moment")
 """The step rules of :func:`step_size` (``"moment"`` is also another step:
 docs/ALGORITHM.md section 9c)."""
+STEPS = ("auto", *STEP_RULES)
+"""``OneBitMultiLabel``'s ``step`` values: a rule, or ``"auto"``, which picks one by the
+data (:meth:`onebit_dask.fitting.FitSettings.of`)."""
 
 
 def step_size(step: str, t: int, t0: int = 3) -> float:

@@ -242,13 +242,9 @@ def _product(block: Block, P_rows, P_top, AtP, scale, moment: bool = False):
     Z[a.labels - block.lo] += rows
     Z *= scale
     low = None
-    if AtP is not None and moment:
-        B = block.slots["V"]
-        Z += B @ AtP
-        low = B.T @ P_rows
-    elif AtP is not None:
-        B = block.slots["B"]
-        if "b" in block.slots:  # the thresholded model weights the columns of W too
+    if AtP is not None:
+        B = block.slots["V" if moment else "B"]
+        if "b" in block.slots and not moment:  # the thresholded model weights W's columns
             B = thresholds.column_weights(block.slots["b"])[:, None] * B
         Z += B @ AtP
         low = B.T @ P_rows

@@ -60,7 +60,7 @@ from .. import limits
 from .._checks import check_int, check_rank, check_seed
 from .._yaml import YamlError, parse_yaml, read_text
 from ..errors import SpecError
-from ..kernels import STEP_RULES
+from ..kernels import STEPS
 from ..synthetic import SAMPLERS, parse_positive_rate
 from .methods import METHODS
 from .placement import DISTRIBUTED, PLACEMENT_DEFAULTS
@@ -68,8 +68,6 @@ from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
               "step", "threshold", "batch_size", "n_iter", "seed")
-STEPS = ("auto", *STEP_RULES)
-"""The estimator's ``step`` values (``OneBitMultiLabel``)."""
 GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
