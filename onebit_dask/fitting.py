@@ -24,7 +24,7 @@ from .engine import placement
 from .data.problems import PROBLEM_KINDS
 from .engine.blocks import Evaluation, StepModel
 from .features import fit_feature_map
-from .kernels import one_blas_thread, step_size
+from .kernels import is_moment_step, one_blas_thread, step_size
 from .progress import StepProgress
 from .validation_bits import ValidationBits
 
@@ -337,9 +337,10 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
                                               settings.rank, state.rng,
                                               settings.init_power_iter, evaluation)
         return n_obs, outs
-    moment = settings.step == "moment"  # every row counts: the initial batch's draws
-    A = None if moment else state.top.Q
-    model = StepModel(A, projection(A), thresholded, features)
+    moment = is_moment_step(settings.step, state.n_steps, settings.n_iter)
+    A = None if moment else state.top.Q  # a moment step: every row counts
+    model = StepModel(A, projection(A), thresholded, features,
+                      gaussian_scale=settings.step != "refine")
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
                                      step_size(settings.step, state.n_steps), evaluation,
                                      moment)

@@ -95,9 +95,10 @@ def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
     return norms
 
 
-STEP_RULES = ("paper", "averaged", "harmonic", "moment")
+STEP_RULES = ("paper", "averaged", "harmonic", "moment", "refine")
 """The step rules of :func:`step_size` (``"moment"`` is also another step:
-docs/ALGORITHM.md section 9c)."""
+docs/ALGORITHM.md section 9c; ``"refine"`` takes moment steps, then residual steps:
+section 9d, :func:`is_moment_step`)."""
 STEPS = ("auto", *STEP_RULES)
 """``OneBitMultiLabel``'s ``step`` values: a rule, or ``"auto"``, which picks one by the
 data (:meth:`onebit_dask.fitting.FitSettings.of`)."""
@@ -106,12 +107,20 @@ data (:meth:`onebit_dask.fitting.FitSettings.of`)."""
 def step_size(step: str, t: int, t0: int = 3) -> float:
     """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0): ``"paper"`` 1,
     ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``, ``"harmonic"`` and
-    ``"moment"`` ``1 / (t + 2)`` (averaging from the first step; section 9c)."""
-    if step in ("harmonic", "moment"):
+    ``"moment"`` and ``"refine"`` ``1 / (t + 2)`` (averaging from the first step;
+    sections 9c and 9d)."""
+    if step in ("harmonic", "moment", "refine"):
         return 1.0 / (t + 2)
     if step == "paper" or t < t0:
         return 1.0
     return 1.0 / (t - t0 + 2)
+
+
+def is_moment_step(step: str, t: int, n_iter: int) -> bool:
+    """Whether step ``t`` (from 0) of a fit of ``n_iter`` steps is a moment step: every
+    step of ``"moment"``, the first ``n_iter // 2`` of ``"refine"`` (docs/ALGORITHM.md
+    section 9d), none of the residual rules."""
+    return step == "moment" or (step == "refine" and t < n_iter // 2)
 
 
 class ActiveRows(NamedTuple):

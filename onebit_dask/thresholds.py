@@ -185,15 +185,19 @@ def _phi(z):
     return np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
 
 
-def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float) -> np.ndarray:
+def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float,
+                 gaussian: bool = True) -> np.ndarray:
     r"""``c_j / c`` for the labels with bits in the batch: the per-label scale
     ``c_j = 1 / (2 n_j phi(b_j))`` relative to the paper's ``c = 1 / (2 phi(0) m / d2)``,
 
     .. math:: f_j = \frac{m / d_2}{n_j} \, e^{b_j^2 / 2},
 
-    with ``expected = m / d2``. Exactly 1 when ``n_j = m / d2`` and ``b_j = 0``.
+    with ``expected = m / d2``. Exactly 1 when ``n_j = m / d2`` and ``b_j = 0``. With
+    ``gaussian=False``, the balanced scale ``f_j = (m / d2) / n_j`` (the label's own count
+    only): the residual steps of ``step="refine"`` (``docs/ALGORITHM.md`` section 9d).
     """
-    return (expected / n_bits) * np.exp(0.5 * b * b)
+    f = expected / n_bits
+    return f * np.exp(0.5 * b * b) if gaussian else f
 
 
 def init_weights(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

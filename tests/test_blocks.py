@@ -238,3 +238,35 @@ def test_moment_step_matches_dense_qr(batch_data, thresholded, eta):
     np.testing.assert_allclose(Q_new, Q_ref, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(np.vstack([top.V, gather(eng, "V")]), Mdil @ Q_new,
                                rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("gaussian_scale", [True, False])
+def test_thresholded_residual_step_matches_dense_qr(batch_data, gaussian_scale):
+    """A thresholded residual step is one power iteration on ``M D = W D + eta c H D``,
+    ``D = diag(e^{-b_j^2 / 2})``, with the residuals ``r = y - sign(x^T w_j + b_j)`` of
+    each label scaled by ``(m / d2) / n_j``, and by ``e^{b_j^2 / 2}`` with the Gaussian
+    scale (``docs/ALGORITHM.md`` sections 9 and 9d)."""
+    X, labels, y, _, Bm, _ = batch_data
+    rng = np.random.default_rng(5)
+    Q = np.linalg.qr(rng.standard_normal((D1 + D2, L)))[0]
+    A, eta = Q[:D1], 0.3
+    b = rng.uniform(-1.5, 0.5, D2)
+    s = np.einsum("ij,ij->i", X @ A, Bm[labels]) + b[labels]
+    r = y - np.where(s >= 0, 1.0, -1.0)
+    n_j = np.bincount(labels, minlength=D2)[labels]
+    f = (X.shape[0] / D2) / n_j * (np.exp(0.5 * b[labels] ** 2) if gaussian_scale else 1.0)
+    d = np.exp(-0.5 * b * b)
+    Mdil = dense_dilation(A @ (d[:, None] * Bm).T
+                          + eta * dense_H(X, labels, r * f * d[labels], D2))
+    Q_ref, R_ref = np.linalg.qr(Mdil @ Q)
+    Q_ref = Q_ref * np.sign(np.diag(R_ref))
+    model = B.StepModel(A, thresholds=True, gaussian_scale=gaussian_scale)
+    eng, data, _ = engine_with(X, labels, y, A, Bm, Q=Q[D1:], b=b, p=np.full(D2, 0.3),
+                               v=np.full(D2, 0.01))
+    top, n_active, _ = algorithm.step(eng, data, model, algorithm.TopState(A, None),
+                                      X.shape[0], D2, eta, None)
+    Q_new = np.vstack([top.Q, gather(eng, "Q")])
+    assert n_active == np.count_nonzero(r)
+    np.testing.assert_allclose(Q_new, Q_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.vstack([top.V, gather(eng, "V")]), Mdil @ Q_new,
+                               rtol=1e-9, atol=1e-11)

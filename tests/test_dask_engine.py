@@ -58,11 +58,13 @@ def test_randomized_init_on_dask_equals_in_process(client2):
     assert_same_fit(a, b)
 
 
-def test_moment_step_on_dask_equals_in_process(client2):
+@pytest.mark.parametrize("step", ["moment", "refine"])
+def test_moment_step_on_dask_equals_in_process(client2, step):
     """The moment step on label-block shards: the initial batch's draws at every step, the
-    thresholds' shares averaged, the low-rank part from ``V``."""
+    thresholds' shares averaged, the low-rank part from ``V``; ``"refine"``: moment steps,
+    then residual steps at the balanced scale."""
     imbalanced = dataclasses.replace(PROBLEM, positive_rate=(0.05, 0.3))
-    params = dict(PARAMS, step="moment")
+    params = dict(PARAMS, step=step)
     with client2.as_current():
         on_dask = OneBitMultiLabel(2, engine="dask", **params).fit(imbalanced)
     assert_same_fit(OneBitMultiLabel(2, **params).fit(imbalanced), on_dask)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from onebit_dask.kernels import LAMBDA, column_norms, scatter_rows, step_size
+from onebit_dask.kernels import LAMBDA, column_norms, is_moment_step, scatter_rows, step_size
 
 D1, D2, L = 7, 5, 4
 
@@ -44,6 +44,15 @@ def test_scatter_rows_matches_add_at():
 def test_step_size_rules():
     assert [step_size("paper", t) for t in range(6)] == [1.0] * 6
     assert [step_size("averaged", t) for t in range(6)] == [1.0, 1.0, 1.0, 0.5, 1 / 3, 0.25]
+    for rule in ("harmonic", "moment", "refine"):
+        assert [step_size(rule, t) for t in range(3)] == [1 / 2, 1 / 3, 1 / 4]
+
+
+def test_refine_takes_moment_steps_for_the_first_half():
+    assert [is_moment_step("refine", t, 5) for t in range(5)] == [True, True, False, False, False]
+    assert all(is_moment_step("moment", t, 5) for t in range(5))
+    assert not any(is_moment_step(rule, t, 5) for rule in ("paper", "averaged", "harmonic")
+                   for t in range(5))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

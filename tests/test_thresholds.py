@@ -296,10 +296,9 @@ def test_moment_share_is_the_batch_share_averaged():
     assert v[2] == pytest.approx(0.25 / 16)
 
 
-def _moment_errors(problem, **kw):
-    return [h["frobenius_error"] for h in OneBitMultiLabel(
-        3, batch_size=100_000, n_iter=8, step="moment", random_state=0, **kw).fit(
-        problem).history_]
+def _moment_errors(problem, step="moment", key="frobenius_error"):
+    return [h[key] for h in OneBitMultiLabel(
+        3, batch_size=100_000, n_iter=8, step=step, random_state=0).fit(problem).history_]
 
 
 @pytest.fixture(scope="module")
@@ -331,3 +330,17 @@ def test_the_moment_test_rejects_a_step_that_forgets(pooled_problem, monkeypatch
     problem, pooled = pooled_problem
     errors = _moment_errors(problem)
     assert errors[-1] > 1.1 * pooled and errors[-1] / errors[0] > 0.45, errors
+
+
+def test_refine_takes_moment_steps_then_residual_steps_that_keep_falling(pooled_problem):
+    """``step="refine"`` (docs/ALGORITHM.md section 9d) on the planted imbalanced model:
+    its first ``n_iter // 2 = 4`` steps are the moment steps, bit for bit; the next four
+    are residual steps (only the bits the model gets wrong are active), and with the
+    balanced scale they still lower the error at every step."""
+    problem, _ = pooled_problem
+    moment = _moment_errors(problem)
+    refine = _moment_errors(problem, "refine")
+    assert refine[:5] == moment[:5]
+    assert all(b < a for a, b in zip(refine[4:], refine[5:])), refine
+    active = _moment_errors(problem, "refine", "n_active")
+    assert active[:5] == [100_000] * 5 and max(active[5:]) < 50_000, active

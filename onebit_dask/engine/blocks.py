@@ -41,14 +41,17 @@ positive bits they are estimated from, with its variance ``v``."""
 class StepModel(NamedTuple):
     """What activating a batch needs of the model: ``A`` (``None`` for the initial batch,
     every row weighted by its bit), a projected sampler's :class:`Projection`, whether
-    the model has per-label thresholds (:mod:`onebit_dask.thresholds`), and the feature
+    the model has per-label thresholds (:mod:`onebit_dask.thresholds`), the feature
     map the model is learned through (:class:`~onebit_dask.features.FeatureMap`, ``None``:
-    the features as they are)."""
+    the features as they are), and whether a thresholded residual step scales each label
+    by the Gaussian ``e^{b_j^2 / 2}`` (``False``: the balanced scale of ``step="refine"``;
+    :func:`~onebit_dask.thresholds.step_factors`)."""
 
     A: np.ndarray | None
     projection: Any = None
     thresholds: bool = False
     features: Any = None
+    gaussian_scale: bool = True
 
 
 class Evaluation(NamedTuple):
@@ -167,8 +170,9 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     block's rows of ``B`` and its thresholds (slot ``"b"``, ``None`` without them). With
     thresholds, in a step, each label's sum is scaled by
     :func:`~onebit_dask.thresholds.step_factors` (``expected = m / d2``) and
-    :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used,
-    and the shares take their step of size ``eta``. A ``moment`` step (``model.A`` is
+    :func:`~onebit_dask.thresholds.column_weights` with the thresholds the residuals used
+    (the Gaussian scale unless ``model.gaussian_scale`` is ``False``), and the shares take
+    their step of size ``eta``. A ``moment`` step (``model.A`` is
     ``None``: every row counts) weights each label's positive and negative rows as the
     initial batch does, with the block's current thresholds
     (:func:`centred_sums`), and its shares take
@@ -188,7 +192,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
         p, v = thresholds.initial_share(counts)
     else:
         at = active.labels - block.lo
-        f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected)
+        f = thresholds.step_factors(b_rows[at], counts.n_bits[at], expected,
+                                    model.gaussian_scale)
         active = active._replace(X=row_scaled(f * thresholds.column_weights(b_rows[at]),
                                               active.X))
         p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
