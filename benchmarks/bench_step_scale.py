@@ -10,7 +10,8 @@ model::
     python benchmarks/bench_step_scale.py --sets scene yeast emotions enron
 
 Rows: ``paper`` (``threshold="none"``), ``thresholded`` (the factor as derived),
-``no exp`` (``(m / d2) / n_j``: the label's own count, no ``exp(b^2 / 2)``),
+``no exp`` (``(m / d2) / n_j``: the label's own count, no ``exp(b^2 / 2)``; the
+balanced scale of ``step="refine"``),
 ``paper scale`` (1: every label's sum scaled as the paper's). EXPERIMENTS.md, "The
 moment step", has the numbers.
 """
@@ -25,9 +26,11 @@ import numpy as np
 from onebit_dask import OneBitMultiLabel, thresholds
 from onebit_dask.data.xc import read_xc
 
-FACTORS = {"thresholded": None,
-           "no exp": lambda b, n, expected: expected / n,
-           "paper scale": lambda b, n, expected: np.ones_like(n)}
+DERIVED = thresholds.step_factors
+FACTORS = {"thresholded": DERIVED,
+           "no exp": lambda b, n, expected, gaussian=True: DERIVED(b, n, expected,
+                                                                 gaussian=False),
+           "paper scale": lambda b, n, expected, gaussian=True: np.ones_like(n)}
 
 
 def trajectories(name, data_dir, seed, n_bits, rank, n_iter):
@@ -47,13 +50,12 @@ def trajectories(name, data_dir, seed, n_bits, rank, n_iter):
         return [h["auc"] for h in model.history_]
 
     out = {"paper": fit("none")}
-    derived = thresholds.step_factors
     for label, factor in FACTORS.items():
-        thresholds.step_factors = factor or derived
+        thresholds.step_factors = factor
         try:
             out[label] = fit("estimated")
         finally:
-            thresholds.step_factors = derived
+            thresholds.step_factors = DERIVED
     return out
 
 
