@@ -51,6 +51,18 @@ def gather(eng, slot):
     return np.concatenate(eng.map(B.rows_of, slot))
 
 
+def assert_step_matches_dense(eng, top, Mdil, Q, v_rtol, v_atol):
+    """The blocks' new state after one step is ``qr(Mdil Q)`` (signs as ``R``'s diagonal)
+    and ``V = Mdil Q'``; returns ``V``."""
+    Q_ref, R_ref = np.linalg.qr(Mdil @ Q)
+    Q_ref = Q_ref * np.sign(np.diag(R_ref))
+    Q_new = np.vstack([top.Q, gather(eng, "Q")])
+    V_new = np.vstack([top.V, gather(eng, "V")])
+    np.testing.assert_allclose(Q_new, Q_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(V_new, Mdil @ Q_new, rtol=v_rtol, atol=v_atol)
+    return V_new
+
+
 def residuals(X, labels, y, A, Bm):
     return y - np.where(np.einsum("ij,ij->i", X @ A, Bm[labels]) >= 0, 1.0, -1.0)
 
@@ -93,16 +105,11 @@ def test_step_matches_dense_qr(batch_data):
     A = Q[:D1]  # a state: W = Q_top B^T
     r = residuals(X, labels, y, A, Bm)
     Mdil = dense_dilation(A @ Bm.T + dense_H(X, labels, r, D2))
-    Q_ref, R_ref = np.linalg.qr(Mdil @ Q)
-    Q_ref = Q_ref * np.sign(np.diag(R_ref))
     eng, data, _ = engine_with(X, labels, y, A, Bm, Q=Q[D1:])
     top, n_active, _ = algorithm.step(eng, data, B.StepModel(A),
                                       algorithm.TopState(A, None), X.shape[0], D2, 1.0, None)
-    Q_new = np.vstack([top.Q, gather(eng, "Q")])
-    V_new = np.vstack([top.V, gather(eng, "V")])
     assert n_active == np.count_nonzero(r)
-    np.testing.assert_allclose(Q_new, Q_ref, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(V_new, Mdil @ Q_new, rtol=1e-10, atol=1e-12)
+    V_new = assert_step_matches_dense(eng, top, Mdil, Q, 1e-10, 1e-12)
     # the new B is V_bot with unit columns of W = Q_top V_bot^T
     W = top.Q @ V_new[D1:].T
     np.testing.assert_allclose(gather(eng, "B"), V_new[D1:] / np.linalg.norm(W, axis=0)[:, None],
@@ -224,8 +231,6 @@ def test_moment_step_matches_dense_qr(batch_data, thresholded, eta):
         n_j = np.bincount(labels, minlength=D2)[labels]
         w = np.where(y > 0, 2 * (1 - p), -2 * p) * (X.shape[0] / D2) / n_j
     Mdil = dense_dilation((1 - eta) * A @ V_bot.T + eta * dense_H(X, labels, w, D2))
-    Q_ref, R_ref = np.linalg.qr(Mdil @ Q)
-    Q_ref = Q_ref * np.sign(np.diag(R_ref))
     slots = dict(Q=Q[D1:], V=V_bot)
     if thresholded:
         slots.update(b=b, p=np.full(D2, 0.3), v=np.full(D2, 0.01))
@@ -233,11 +238,8 @@ def test_moment_step_matches_dense_qr(batch_data, thresholded, eta):
     eng, data, _ = engine_with(X, labels, y, None, rng.standard_normal((D2, L)), **slots)
     top, n_active, _ = algorithm.step(eng, data, model, algorithm.TopState(A, None), X.shape[0],
                                       D2, eta, None, moment=True)
-    Q_new = np.vstack([top.Q, gather(eng, "Q")])
     assert n_active == X.shape[0]  # every bit counts
-    np.testing.assert_allclose(Q_new, Q_ref, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(np.vstack([top.V, gather(eng, "V")]), Mdil @ Q_new,
-                               rtol=1e-9, atol=1e-11)
+    assert_step_matches_dense(eng, top, Mdil, Q, 1e-9, 1e-11)
 
 
 @pytest.mark.parametrize("gaussian_scale", [True, False])
@@ -258,15 +260,10 @@ def test_thresholded_residual_step_matches_dense_qr(batch_data, gaussian_scale):
     d = np.exp(-0.5 * b * b)
     Mdil = dense_dilation(A @ (d[:, None] * Bm).T
                           + eta * dense_H(X, labels, r * f * d[labels], D2))
-    Q_ref, R_ref = np.linalg.qr(Mdil @ Q)
-    Q_ref = Q_ref * np.sign(np.diag(R_ref))
     model = B.StepModel(A, thresholds=True, gaussian_scale=gaussian_scale)
     eng, data, _ = engine_with(X, labels, y, A, Bm, Q=Q[D1:], b=b, p=np.full(D2, 0.3),
                                v=np.full(D2, 0.01))
     top, n_active, _ = algorithm.step(eng, data, model, algorithm.TopState(A, None),
                                       X.shape[0], D2, eta, None)
-    Q_new = np.vstack([top.Q, gather(eng, "Q")])
     assert n_active == np.count_nonzero(r)
-    np.testing.assert_allclose(Q_new, Q_ref, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(np.vstack([top.V, gather(eng, "V")]), Mdil @ Q_new,
-                               rtol=1e-9, atol=1e-11)
+    assert_step_matches_dense(eng, top, Mdil, Q, 1e-9, 1e-11)

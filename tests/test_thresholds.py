@@ -296,9 +296,13 @@ def test_moment_share_is_the_batch_share_averaged():
     assert v[2] == pytest.approx(0.25 / 16)
 
 
-def _moment_errors(problem, step="moment", key="frobenius_error"):
-    return [h[key] for h in OneBitMultiLabel(
-        3, batch_size=100_000, n_iter=8, step=step, random_state=0).fit(problem).history_]
+def _history(problem, step="moment"):
+    return OneBitMultiLabel(3, batch_size=100_000, n_iter=8, step=step,
+                            random_state=0).fit(problem).history_
+
+
+def _moment_errors(problem, step="moment"):
+    return [h["frobenius_error"] for h in _history(problem, step)]
 
 
 @pytest.fixture(scope="module")
@@ -339,8 +343,9 @@ def test_refine_takes_moment_steps_then_residual_steps_that_keep_falling(pooled_
     balanced scale they still lower the error at every step."""
     problem, _ = pooled_problem
     moment = _moment_errors(problem)
-    refine = _moment_errors(problem, "refine")
+    history = _history(problem, "refine")
+    refine = [h["frobenius_error"] for h in history]
     assert refine[:5] == moment[:5]
     assert all(b < a for a, b in zip(refine[4:], refine[5:])), refine
-    active = _moment_errors(problem, "refine", "n_active")
+    active = [h["n_active"] for h in history]
     assert active[:5] == [100_000] * 5 and max(active[5:]) < 50_000, active
