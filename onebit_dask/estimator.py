@@ -102,7 +102,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations ``m`` per batch (the initialisation uses one batch too).
     n_iter : int, default 10
         Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
-    step : {"auto", "paper", "averaged", "harmonic", "moment", "refine"}, default "auto"
+    step : {"auto", "paper", "averaged", "harmonic", "moment", "refine", "select"}, default "auto"
         The step. ``"paper"``, ``"averaged"`` and ``"harmonic"`` correct ``W`` by the
         residuals of the bits it gets wrong (Algorithm 1) with the step size
         ``eta_t``: ``"paper"`` 1; ``"averaged"`` 1 for ``t < 3``, then
@@ -118,10 +118,20 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         bits only (no Gaussian ``e^{b_j^2 / 2}``; section 9d): better than ``"moment"``
         where labels have many bits against the features' dimension (scene, yeast),
         far worse where they have few (enron, bibtex).
+        ``"select"``: ``"refine"``'s moment steps, then from iteration
+        ``n_iter // 2 + 1`` both ``"moment"``'s and ``"refine"``'s steps side by side,
+        each branch scoring every batch's bits before it steps on them (progressive
+        validation: the macro AUC of bits it has not used); ``fit`` keeps the branch
+        with the better mean score, and its history (section 9e,
+        :mod:`onebit_dask.progressive`). Costs both branches' steps and twice the label
+        blocks' memory from the fork on; no checkpoint is written between the fork
+        and the last iteration. Not in ``partial_fit``, nor with
+        ``validation_fraction``, nor with a problem's projected or conditional sampler.
         ``"auto"``: ``"paper"`` on a planted problem (where the model holds and the
         residual steps converge faster, error ``~ 1/m`` against ``1/sqrt(m)``) and
-        when ``partial_fit`` continues a fit of one; ``"moment"`` on data (arrays, label
-        matrices, stores and files), where the residual steps fell below the model's
+        when ``partial_fit`` continues a fit of one; on data (arrays, label matrices,
+        stores and files) ``"select"`` in ``fit``, ``"moment"`` in ``partial_fit`` and
+        with ``validation_fraction``: the paper's residual steps fell below the model's
         own start on every real set measured (EXPERIMENTS.md, "Real data").
     n_shards : int, default 4
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
@@ -233,7 +243,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``); with
         ``validation_fraction``, ``validation_auc`` (the selection score: the mean of
         the labels' AUCs on the validation bits) and ``validation_pairs_auc`` (the same
-        AUCs weighted by their pairs).
+        AUCs weighted by their pairs); with ``step="select"``, from the fork on,
+        ``progressive_auc_moment`` and ``progressive_auc_refine`` (each branch's
+        iterate scored on the step's batch before it stepped) and ``branch`` (the one
+        kept, whose records these are).
     best_iteration_ : int
         The iteration whose factors and thresholds the model holds (with
         ``validation_fraction``, the best by ``validation_auc``; else the last).
@@ -338,16 +351,23 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              "with checkpoint: a checkpoint does not hold the best iterate; "
                              "drop one of them")
         check_fraction(self.validation_fraction, self.n_iter, source, self.batch_size)
+        params = self.get_params(deep=False)
+        settings = fitting.FitSettings.of(params, source.planted is not None)
+        problem = source.planted
+        if (settings.step == "select" and isinstance(problem, SyntheticProblem)
+                and problem.sampler != "explicit"):
+            raise ValueError(f"step='select' is not allowed with sampler={problem.sampler!r}: "
+                             "it scores every bit of a batch, and this sampler draws only "
+                             "the rows a step uses; pass sampler='explicit' to the problem, "
+                             "or another step")
         warn_if_cycling(source, self.batch_size, self.n_iter + 1)
         data = source.identity()
-        params = self.get_params(deep=False)
         if checkpoint is not None:  # checked now, before any work
             checkpoint = persist.Checkpoint(checkpoint, checkpoint_every, params, data)
         self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
                                       data))
         engine = placement.engine_named(self.engine)
-        fitting.fit_source(fitting.FitSettings.of(params, source.planted is not None),
-                           self._state, engine, source, checkpoint, heldout)
+        fitting.fit_source(settings, self._state, engine, source, checkpoint, heldout)
         return self
 
     def partial_fit(self, X, labels, y, *, n_labels=None):
@@ -374,14 +394,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                                  f"with n_labels={self.n_labels_}; pass the same number (or "
                                  "omit it), or fit a new model")
             n_labels = self.n_labels_
+        self._validate_params()
+        settings = fitting.FitSettings.of(self.get_params(deep=False),
+                                          planted=not first and self._state.planted,
+                                          partial=True)
         X = self._validate_X(X, reset=first)
         X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
-        self._validate_params()
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, X.shape[1], d2)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
-        settings = fitting.FitSettings.of(self.get_params(deep=False),
-                                          planted=not first and self._state.planted)
         engine = placement.engine_named(self.engine)
         if first:
             self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))

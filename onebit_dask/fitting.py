@@ -12,12 +12,12 @@ label blocks included, in the :class:`FitState`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
-from . import metrics
+from . import metrics, progressive
 from ._checks import as_generator
 from .algorithm import TopState, init_dense, init_randomized, step
 from .engine import placement
@@ -51,13 +51,27 @@ class FitSettings:
     validation_fraction: float | None
 
     @classmethod
-    def of(cls, params: dict, planted: bool) -> "FitSettings":
+    def of(cls, params: dict, planted: bool, partial: bool = False) -> "FitSettings":
         """The settings in ``params`` (``get_params()``; other keys are not the loop's) for
-        a planted problem or for data (``planted``): ``step="auto"`` is then ``"paper"``
-        or ``"moment"``."""
+        a planted problem or for data (``planted``), in ``fit`` or ``partial_fit``
+        (``partial``): ``step="auto"`` is ``"paper"`` on a planted problem; on data
+        ``"select"``, or ``"moment"`` in ``partial_fit`` and with ``validation_fraction``
+        (whose bits then choose the iterate). ``step="select"`` is refused there: its
+        branches need the fit's whole schedule, and the validation bits would choose
+        within one branch."""
         settings = {f.name: params[f.name] for f in fields(cls)}
+        fraction = settings["validation_fraction"]
         if settings["step"] == "auto":
-            settings["step"] = "paper" if planted else "moment"
+            settings["step"] = ("paper" if planted else
+                                "moment" if partial or fraction is not None else "select")
+        elif settings["step"] == "select" and (partial or fraction is not None):
+            where = ("in partial_fit (one step at a time; the two branches run over a "
+                     "fit's second half)" if partial else
+                     f"with validation_fraction={fraction!r} (the validation bits would "
+                     "choose within one branch)")
+            raise ValueError(f"step='select' is not allowed {where}: pass step='moment' or "
+                             "step='refine'" + ("" if partial else
+                                                ", or validation_fraction=None"))
         return cls(**settings)
 
     def dense_init(self, d1: int, d2: int) -> bool:
@@ -238,6 +252,13 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
                                     settings.n_shards, settings.validation_fraction)
         validation.place(engine, state.bounds)
     n_iter = settings.n_iter
+    fork, branches = progressive.fork_iteration(settings.step, n_iter), None
+    if fork is not None and fork < first <= n_iter:
+        raise ValueError(
+            f"the checkpoint holds iteration {first - 1} of a fit with step='select', "
+            f"after its fork at iteration {fork}, where the two branches are not written "
+            "(a checkpoint of a fit whose step='auto' meant 'moment'): resume it with "
+            "step='moment', or start again with another checkpoint path")
     with StepProgress(n_iter + 1, enabled=settings.progress) as bar:
         upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
         for t in range(first, n_iter + 1):
@@ -247,12 +268,20 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
             last = t == n_iter
             due = last or (settings.eval_every and t % settings.eval_every == 0)
-            advance(settings, state, engine, *current, source, planted if due else None,
-                    ranking if due else None, features)
-            del current
+            step_args = (*current, source, planted if due else None, ranking if due else None,
+                         features)
+            if fork is not None and t >= fork:
+                branches = branches or progressive.Branches(engine, state.top)
+                advance_branches(settings, state, engine, branches, *step_args)
+                if last:
+                    branches.finish(state, engine)
+            else:
+                advance(settings, state, engine, *step_args)
+            del current, step_args
             if validation is not None:
                 _validate(state, validation, engine)
-            if checkpoint is not None and checkpoint.due(t, last):
+            forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
+            if checkpoint is not None and checkpoint.due(t, last) and not forked:
                 checkpoint.write(state, engine)
             if t < n_iter and not engine.prefetches:
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
@@ -320,6 +349,35 @@ def advance(settings, state, engine, data, n_obs, source, planted, ranking,
             record.update(ranking[0].metrics(engine, state.top.Q, ranking[1],
                                              state.feature_map))
     state.history.append(record)
+
+
+def advance_branches(settings, state, engine, branches, data, n_obs, source, planted,
+                     ranking, features) -> None:
+    """A forked iteration of ``step="select"`` (:mod:`onebit_dask.progressive`): each
+    branch scores the batch's bits with its iterate, then takes its own rule's step
+    (:func:`advance`); the moment branch's record stands in the history until
+    :meth:`~onebit_dask.progressive.Branches.finish`."""
+    before = state.n_steps, state.n_samples_seen
+    traffic = engine.bytes_sent + engine.bytes_received
+    records = {}
+    for k, rule in enumerate(progressive.BRANCHES):
+        if k:
+            branches.swap(state, engine)
+            state.n_steps, state.n_samples_seen = before
+        start = time.perf_counter()
+        with one_blas_thread():
+            score = progressive.batch_auc(engine, data,
+                                          StepModel(state.top.Q, None, False, features))
+        state.fit_s += time.perf_counter() - start
+        advance(replace(settings, step=rule), state, engine, data, n_obs, source, planted,
+                ranking, features)
+        records[rule] = {**state.history.pop(), "progressive_auc": score}
+    branches.swap(state, engine)
+    for record in records.values():  # both branches' time and traffic are the iteration's
+        record.update(fit_s=state.fit_s,
+                      client_bytes=engine.bytes_sent + engine.bytes_received - traffic)
+    branches.add(records)
+    state.history.append(branches.records[progressive.BRANCHES[0]][-1])
 
 
 def _update(settings, state, engine, data, n_obs, projection, evaluation, features):

@@ -95,10 +95,12 @@ def row_norms(V_rows: np.ndarray, gram: np.ndarray) -> np.ndarray:
     return norms
 
 
-STEP_RULES = ("paper", "averaged", "harmonic", "moment", "refine")
+STEP_RULES = ("paper", "averaged", "harmonic", "moment", "refine", "select")
 """The step rules of :func:`step_size` (``"moment"`` is also another step:
 docs/ALGORITHM.md section 9c; ``"refine"`` takes moment steps, then residual steps:
-section 9d, :func:`is_moment_step`)."""
+section 9d, :func:`is_moment_step`; ``"select"`` runs ``"moment"`` and ``"refine"``
+side by side over the second half and keeps one: section 9e,
+:mod:`onebit_dask.progressive`)."""
 STEPS = ("auto", *STEP_RULES)
 """``OneBitMultiLabel``'s ``step`` values: a rule, or ``"auto"``, which picks one by the
 data (:meth:`onebit_dask.fitting.FitSettings.of`)."""
@@ -106,10 +108,10 @@ data (:meth:`onebit_dask.fitting.FitSettings.of`)."""
 
 def step_size(step: str, t: int, t0: int = 3) -> float:
     """``eta_t`` of docs/ALGORITHM.md section 2 (``t`` counts steps from 0): ``"paper"`` 1,
-    ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``, ``"harmonic"`` and
-    ``"moment"`` and ``"refine"`` ``1 / (t + 2)`` (averaging from the first step;
-    sections 9c and 9d)."""
-    if step in ("harmonic", "moment", "refine"):
+    ``"averaged"`` 1 for ``t < t0`` then ``1 / (t - t0 + 2)``; ``"harmonic"``,
+    ``"moment"``, ``"refine"`` and ``"select"`` ``1 / (t + 2)`` (averaging from the
+    first step; sections 9c-9e)."""
+    if step in ("harmonic", "moment", "refine", "select"):
         return 1.0 / (t + 2)
     if step == "paper" or t < t0:
         return 1.0
@@ -119,8 +121,9 @@ def step_size(step: str, t: int, t0: int = 3) -> float:
 def is_moment_step(step: str, t: int, n_iter: int) -> bool:
     """Whether step ``t`` (from 0) of a fit of ``n_iter`` steps is a moment step: every
     step of ``"moment"``, the first ``n_iter // 2`` of ``"refine"`` (docs/ALGORITHM.md
-    section 9d), none of the residual rules."""
-    return step == "moment" or (step == "refine" and t < n_iter // 2)
+    section 9d) and of ``"select"`` (whose two branches then take their own rules'
+    steps: section 9e), none of the residual rules."""
+    return step == "moment" or (step in ("refine", "select") and t < n_iter // 2)
 
 
 class ActiveRows(NamedTuple):
@@ -164,21 +167,29 @@ def rows_product(X: np.ndarray, M: np.ndarray) -> np.ndarray:
     return out
 
 
-def residuals(X, labels, y, A, B_rows, offset: int = 0, b_rows=None,
-              features=None) -> np.ndarray:
-    """``r = y - sign(x_i^T A B[j_i] + b[j_i])`` in ``{-2, 0, 2}`` (float64); ``B_rows`` and
+def bit_scores(X, labels, A, B_rows, offset: int = 0, b_rows=None,
+               features=None) -> np.ndarray:
+    """The scores ``s_i = x_i^T A B[j_i] + b[j_i]`` of the bits' rows; ``B_rows`` and
     ``b_rows`` (the thresholds, ``None`` for the paper's model) hold rows ``offset..``.
 
-    The scores are one pass over ``X`` (:func:`rows_product`), in the dtype of ``X``
-    (float32 features give float32 scores, as :func:`shard_scores`). With a feature map
-    (:class:`~onebit_dask.features.FeatureMap`) they are ``phi(x_i)^T A B[j_i]``, in
-    float64, from ``X`` as it is (:meth:`~onebit_dask.features.FeatureMap.product`).
+    One pass over ``X`` (:func:`rows_product`), in the dtype of ``X`` (float32 features
+    give float32 scores). With a feature map (:class:`~onebit_dask.features.FeatureMap`)
+    they are ``phi(x_i)^T A B[j_i] + b[j_i]``, in float64, from ``X`` as it is
+    (:meth:`~onebit_dask.features.FeatureMap.product`).
     """
     XA = (rows_product(X, A.astype(X.dtype, copy=False)) if features is None
           else features.product(X, A))
     s = np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
     if b_rows is not None:
         s += b_rows[labels - offset].astype(s.dtype, copy=False)
+    return s
+
+
+def residuals(X, labels, y, A, B_rows, offset: int = 0, b_rows=None,
+              features=None) -> np.ndarray:
+    """``r = y - sign(s_i)`` in ``{-2, 0, 2}`` (float64) for the scores ``s_i`` of
+    :func:`bit_scores` (same arguments)."""
+    s = bit_scores(X, labels, A, B_rows, offset, b_rows, features)
     return np.asarray(y, dtype=np.float64) - sign(s)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.linalg
 
 __all__ = ["spectral_error", "frobenius_error", "hamming_loss", "auc", "auc_per_label",
-           "evaluate", "evaluate_factored"]
+           "evaluate", "evaluate_factored", "label_auc_sums"]
 
 
 def _difference_factors(A_true, B_true, A, B):
@@ -181,3 +181,46 @@ def evaluate(test_set, truth, A, B, chunk_labels: int = 128) -> dict:
         "hamming_loss": hamming,
         "auc": auc_value,
     }
+
+
+def label_auc_sums(labels: np.ndarray, y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    r"""``[sum_j U_j, sum_j P_j N_j, sum_j U_j / (P_j N_j), #{j : P_j N_j > 0}]`` of
+    the bits ``(labels, y, scores)``: the Mann-Whitney counts ``U_j`` of each label's
+    (positive, negative) pairs ordered by score, ties counted one half, and ``P_j N_j``
+    its pairs. The mean of ``U_j / (P_j N_j)`` over the labels with both classes is the
+    bits' macro AUC (``docs/ALGORITHM.md`` sections 9b and 9e).
+
+    Parameters
+    ----------
+    labels : ndarray of int of shape (n,)
+    y : ndarray of shape (n,)
+        ``-1`` or ``+1``.
+    scores : ndarray of shape (n,)
+
+    Returns
+    -------
+    ndarray of shape (4,)
+    """
+    if labels.size == 0:
+        return np.zeros(4)
+    order = np.lexsort((scores, labels))
+    lab, sc, pos = labels[order], scores[order], (y[order] > 0).astype(np.float64)
+    n = lab.size
+    new_label = np.r_[True, lab[1:] != lab[:-1]]
+    new_run = new_label | np.r_[True, sc[1:] != sc[:-1]]
+    # midrank of each bit among its label's bits (ties share the mean of their ranks)
+    run_id = np.cumsum(new_run) - 1
+    run_start = np.flatnonzero(new_run)
+    run_end = np.r_[run_start[1:], n]
+    label_id = np.cumsum(new_label) - 1
+    label_start = np.flatnonzero(new_label)
+    midrank = (run_start + run_end - 1) / 2.0 - label_start[label_id][run_start] + 1.0
+    rank = midrank[run_id]
+    n_labels = label_start.size
+    P = np.bincount(label_id, weights=pos, minlength=n_labels)
+    N = np.bincount(label_id, minlength=n_labels) - P
+    U = np.bincount(label_id, weights=pos * rank, minlength=n_labels) - P * (P + 1) / 2.0
+    pairs = P * N
+    both = pairs > 0
+    return np.array([U[both].sum(), pairs[both].sum(), (U[both] / pairs[both]).sum(),
+                     float(both.sum())])

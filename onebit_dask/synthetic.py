@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from ._checks import _show, check_choice, check_float, check_int, check_rank, check_seed
-from .data.shards import ShardKind, active_sums
+from .data.shards import ShardKind, active_sums, scored_bits
 from .kernels import sign
 from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
                        draw_projected_step, noisy_bits, span_basis)
@@ -202,6 +202,12 @@ class _BlockShard:
     def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)`` of the explicitly drawn observations (``load()``)."""
         return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows])[0]
+
+    def scored(self, model, B_rows, b_rows=None):
+        """``(labels, y, s)``: the explicitly drawn observations scored by the model
+        (:func:`~onebit_dask.data.shards.scored_bits`)."""
+        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi],
                            None if b_rows is None else [b_rows])[0]
 
 

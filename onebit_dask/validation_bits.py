@@ -10,9 +10,9 @@ exactly the fit without validation.
 
 After the initial batch and after every step, each label block scores the validation
 bits of its own labels, ``s_i = x_i^T A b_{j_i} + b_{j_i 0}``, and returns four numbers
-(:func:`label_auc_sums`); the client adds them up over the blocks. The score is the
-**macro AUC of the validation bits**, the mean over the labels with both classes among
-them of each label's Mann-Whitney AUC,
+(:func:`~onebit_dask.metrics.label_auc_sums`); the client adds them up over the blocks.
+The score is the **macro AUC of the validation bits**, the mean over the labels with both
+classes among them of each label's Mann-Whitney AUC,
 
 .. math::
 
@@ -42,61 +42,21 @@ import math
 import numpy as np
 import scipy.sparse
 
-from .engine.blocks import Block, THRESHOLD_SLOTS
+from .engine import blocks
+from .engine.blocks import Block
 from .kernels import one_blas_thread
+from .metrics import label_auc_sums
 from .synthetic import SyntheticProblem
 
 BEST = "best_"
 """Prefix of the slots that hold the best iterate's per-label state during a fit."""
 
-STATE_SLOTS = ("Q", "V", "B") + THRESHOLD_SLOTS
-
-
-def label_auc_sums(labels: np.ndarray, y: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    r"""``[sum_j U_j, sum_j P_j N_j, sum_j U_j / (P_j N_j), #{j : P_j N_j > 0}]`` of
-    the bits ``(labels, y, scores)`` (module docstring): the Mann-Whitney counts of each
-    label's (positive, negative) pairs, ties counted one half.
-
-    Parameters
-    ----------
-    labels : ndarray of int of shape (n,)
-    y : ndarray of shape (n,)
-        ``-1`` or ``+1``.
-    scores : ndarray of shape (n,)
-
-    Returns
-    -------
-    ndarray of shape (4,)
-    """
-    if labels.size == 0:
-        return np.zeros(4)
-    order = np.lexsort((scores, labels))
-    lab, sc, pos = labels[order], scores[order], (y[order] > 0).astype(np.float64)
-    n = lab.size
-    new_label = np.r_[True, lab[1:] != lab[:-1]]
-    new_run = new_label | np.r_[True, sc[1:] != sc[:-1]]
-    # midrank of each bit among its label's bits (ties share the mean of their ranks)
-    run_id = np.cumsum(new_run) - 1
-    run_start = np.flatnonzero(new_run)
-    run_end = np.r_[run_start[1:], n]
-    label_id = np.cumsum(new_label) - 1
-    label_start = np.flatnonzero(new_label)
-    midrank = (run_start + run_end - 1) / 2.0 - label_start[label_id][run_start] + 1.0
-    rank = midrank[run_id]
-    n_labels = label_start.size
-    P = np.bincount(label_id, weights=pos, minlength=n_labels)
-    N = np.bincount(label_id, minlength=n_labels) - P
-    U = np.bincount(label_id, weights=pos * rank, minlength=n_labels) - P * (P + 1) / 2.0
-    pairs = P * N
-    both = pairs > 0
-    return np.array([U[both].sum(), pairs[both].sum(), (U[both] / pairs[both]).sum(),
-                     float(both.sum())])
-
 
 # -- block functions (run where the blocks live, through engine.map) ------------------------
 def validation_sums(block: Block, piece) -> Block:
-    """``out`` = :func:`label_auc_sums` of the block's validation bits: ``piece =
-    ((labels, y), XA_rows)``, global labels in the block and their rows ``x_i^T A``."""
+    """``out`` = :func:`~onebit_dask.metrics.label_auc_sums` of the block's validation
+    bits: ``piece = ((labels, y), XA_rows)``, global labels in the block and their rows
+    ``x_i^T A``."""
     (labels, y), XA_rows = piece
     B = block.slots["B"]
     at = labels - block.lo
@@ -104,19 +64,6 @@ def validation_sums(block: Block, piece) -> Block:
     if "b" in block.slots:
         scores = scores + block.slots["b"][at]
     return block.evolve(out=label_auc_sums(labels, y, scores))
-
-
-def keep_best(block: Block) -> Block:
-    """Copy the per-label state into the ``best_*`` slots."""
-    return block.evolve(**{BEST + k: v for k, v in block.slots.items() if k in STATE_SLOTS})
-
-
-def settle(block: Block, restore: bool) -> Block:
-    """Drop the ``best_*`` slots, after taking their state back if ``restore``."""
-    slots = {k: v for k, v in block.slots.items() if not k.startswith(BEST)}
-    if restore:
-        slots.update({k[len(BEST):]: v for k, v in block.slots.items() if k.startswith(BEST)})
-    return Block(block.lo, block.hi, slots)
 
 
 # -- the client's side ------------------------------------------------------------------
@@ -185,7 +132,7 @@ class ValidationBits:
         U, pairs, macro, n_labels = np.sum(outs, axis=0)
         score = macro / n_labels if n_labels else float("nan")
         if self.best[1] < 0 or score > self.best[0]:  # NaN: no pairs, keep the first
-            engine.map(keep_best)
+            engine.map(blocks.copy_state, BEST)
             self.best = (score, iteration, top)
         return {"validation_auc": float(score),
                 "validation_pairs_auc": float(U / pairs) if pairs > 0 else float("nan")}
@@ -194,7 +141,7 @@ class ValidationBits:
         """Put the best iterate back in the blocks (unless it is the last) and drop the
         copies; returns ``(best iteration, its top state or None if it is the last)``."""
         _, iteration, top = self.best
-        engine.map(settle, iteration != last)
+        engine.map(blocks.settle, BEST, iteration != last)
         return iteration, (None if iteration == last else top)
 
 

@@ -92,12 +92,12 @@ def test_fit_on_arrays_equals_fit_on_problem(step):
     assert "auc" not in est_a.history_[0]
 
 
-def test_auto_step_is_the_papers_on_a_problem_and_moment_on_data():
+def test_auto_step_is_the_papers_on_a_problem_and_select_on_data():
     problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100, sampler="explicit")
     kw = dict(batch_size=3000, n_iter=2, n_shards=3, random_state=0)
     X, labels, y = problem.draw_batches(range(3), 3000, 3)
     for data, more, step in [((problem,), {}, "paper"), ((X, labels, y), {"n_labels": 10},
-                                                         "moment")]:
+                                                         "select")]:
         auto = OneBitMultiLabel(2, **kw).fit(*data, **more)
         named = OneBitMultiLabel(2, step=step, **kw).fit(*data, **more)
         np.testing.assert_array_equal(auto.coef_, named.coef_)
@@ -117,8 +117,10 @@ def test_partial_fit_equals_fit():
     problem = SyntheticProblem(20, 10, 2, seed=3)
     m = 2000
     X, labels, y = problem.draw_batches(range(4), m)
-    full = OneBitMultiLabel(2, batch_size=m, n_iter=3, random_state=0).fit(X, labels, y,
-                                                                           n_labels=10)
+    # partial_fit's "auto" on data is the moment step (fit's is "select", whose two
+    # branches need the whole schedule)
+    full = OneBitMultiLabel(2, batch_size=m, n_iter=3, step="moment",
+                            random_state=0).fit(X, labels, y, n_labels=10)
     est = OneBitMultiLabel(2, random_state=0)
     for b in range(4):
         rows = slice(b * m, (b + 1) * m)

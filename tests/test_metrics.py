@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import sklearn.metrics
+from dense import label_auc_sums_reference
 
 from onebit_dask import metrics
 
@@ -77,3 +78,16 @@ def test_evaluate_in_chunks_matches_whole():
     assert chunked["auc"] == pytest.approx(
         sklearn.metrics.roc_auc_score(ts.Y > 0, scores, average="macro"), rel=1e-12)
     assert chunked["hamming_loss"] == pytest.approx(metrics.hamming_loss(ts.Y, scores), abs=1e-15)
+
+
+def test_label_auc_sums_match_sklearn_per_label_with_ties():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 12, 400)
+    y = np.where(rng.random(400) < 0.2 + 0.05 * labels, 1, -1)
+    scores = np.round(rng.standard_normal(400) + 0.3 * y, 1)  # rounded: many ties
+    np.testing.assert_allclose(metrics.label_auc_sums(labels, y, scores),
+                               label_auc_sums_reference(labels, y, scores), rtol=1e-12)
+    # power: scores of the wrong sign give the complement
+    flipped = metrics.label_auc_sums(labels, y, -scores)
+    ref = label_auc_sums_reference(labels, y, scores)
+    assert flipped[0] == pytest.approx(ref[1] - ref[0])

@@ -55,6 +55,8 @@ def test_noise_labels():
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, method: [onebitt]}\n",
      r"method='onebitt' is not allowed \(did you mean 'onebit'\?\)"),
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, step: [fast]}\n", r"grid.step: step='fast'"),
+    ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, step: [select]}\n",
+     r"grid.step: 'select' scores every bit of a batch, and fixed.sampler='conditional'"),
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, seed: [1, 1]}\n", r"grid.seed: repeated"),
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, seed: []}\n", r"grid.seed: an empty list"),
     ("grid: {d1: 5, d2: 5, rank: 1, batch_size: 10}\nfixed: {n_test: 0}\n",
@@ -69,6 +71,12 @@ def test_noise_labels():
 def test_bad_specs_name_the_key(text, match):
     with pytest.raises(SpecError, match=match):
         parse_spec(text)
+
+
+def test_select_runs_with_the_explicit_sampler_or_full_observations():
+    grid = "grid: {d1: 5, d2: 5, rank: 1, batch_size: 10, step: [select]"
+    assert parse_spec(grid + "}\nfixed: {sampler: explicit}\n").grid["step"] == ["select"]
+    assert parse_spec(grid + ", n_train: [20]}\n").grid["step"] == ["select"]
 
 
 def test_missing_spec_file(tmp_path):

@@ -23,7 +23,7 @@ import scipy.sparse
 
 from ..synthetic import _label_blocks, uniform_pairs
 from .arrays import content_digest
-from .shards import ShardKind, active_sums
+from .shards import ShardKind, active_sums, scored_bits
 from .source import BaseSource
 
 
@@ -93,6 +93,12 @@ class LabelMatrixShard(NamedTuple):
     def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)`` of the block's pairs."""
         return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows])[0]
+
+    def scored(self, model, B_rows, b_rows=None):
+        """``(labels, y, s)``: the block's pairs scored by the model
+        (:func:`~onebit_dask.data.shards.scored_bits`)."""
+        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi],
                            None if b_rows is None else [b_rows])[0]
 
 

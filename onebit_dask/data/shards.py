@@ -13,6 +13,11 @@ attributes a shard happens to have:
   engine loads it once per step on a worker, :func:`active_sums` reads it once and
   every label block gets its :class:`Pieces`.
 
+``step="select"`` also scores every bit of a batch with each branch's iterate
+(:mod:`onebit_dask.progressive`): a label-block shard's ``shard.scored(model, B_rows)``,
+or a row-range shard read by :func:`scored_bits`, whose bits every label block gets as
+its :class:`ScoredPieces`; either way ``(labels, y, s)``.
+
 Both end in the same thing per label block: an ``ActiveRows`` of per-label sums
 ``S_j = sum_i w_i x_i`` over the active rows (``w = y`` for the initial batch, the
 residual ``r = y - sign(x_i^T A b_{j_i})`` for a step), in float64, and the number of
@@ -28,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
-from ..kernels import ActiveRows, aligned, label_mass, residuals, weighted_label_sums
+from ..kernels import ActiveRows, aligned, bit_scores, label_mass, residuals, weighted_label_sums
 
 
 class ShardKind(enum.Enum):
@@ -143,6 +148,35 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
                                   features=features),
                        int(n_active[s])))
     return pieces
+
+
+def scored_bits(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
+    """One shard's bits scored by the current model, cut by label block: ``[(labels, y,
+    s)]``, one per block ``[bounds[s], bounds[s+1])``, with ``s_i = x_i^T A B[j_i] +
+    b[j_i]`` (:func:`~onebit_dask.kernels.bit_scores`; arguments as :func:`active_sums`,
+    ``model.A`` not ``None``). What a block needs to score its labels' bits
+    (:func:`onebit_dask.metrics.label_auc_sums`), whichever shard holds them."""
+    X, labels = aligned(X), aligned(np.asarray(labels, dtype=np.int64))
+    y = np.where(np.asarray(y) > 0, 1, -1)
+    bounds = np.asarray(bounds)
+    b = None if b_rows is None else np.concatenate(b_rows)
+    s = bit_scores(X, labels, aligned(model.A), np.concatenate(B_rows), bounds[0], b,
+                   model.features)
+    owner = np.searchsorted(bounds, labels, side="right") - 1
+    return [(labels[owner == k], y[owner == k], s[owner == k])
+            for k in range(bounds.size - 1)]
+
+
+class ScoredPieces(NamedTuple):
+    """One label block's scored bits of the row-range shards of a batch (what
+    :func:`scored_bits` gave it from each shard, in shard order)."""
+
+    parts: list
+
+    def scored(self, model, B_rows, b_rows=None):
+        """``(labels, y, s)`` of the block's bits (``model``, ``B_rows`` and ``b_rows``
+        were used when the shards were read, as in :meth:`Pieces.activate`)."""
+        return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(3))
 
 
 def _signed_label_sums(X, labels, y):

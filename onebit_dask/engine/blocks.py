@@ -28,14 +28,22 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from .. import thresholds
-from ..data.shards import ShardKind, active_sums, row_scaled
+from ..data.shards import ShardKind, active_sums, row_scaled, scored_bits
 from ..kernels import ActiveRows, aligned, row_norms
-from ..metrics import auc_rows
+from ..metrics import auc_rows, label_auc_sums
 from . import topk
 
 THRESHOLD_SLOTS = ("b", "p", "v")
 """The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
 positive bits they are estimated from, with its variance ``v``."""
+
+STATE_SLOTS = ("Q", "V", "B") + THRESHOLD_SLOTS
+"""A block's per-label state (the rest are a step's temporaries)."""
+
+COPY_PREFIXES = ("best_", "alt_")
+"""Prefixes of the copies of the state a block may hold during a fit, which a step keeps:
+the best iterate on the validation bits (:mod:`onebit_dask.validation_bits`) and the
+other branch of ``step="select"`` (:mod:`onebit_dask.progressive`)."""
 
 
 class StepModel(NamedTuple):
@@ -142,6 +150,12 @@ def read_row_shard(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
     """A loaded row-range shard ``(X, labels, y)`` read once: its pieces for every label
     block (:func:`~onebit_dask.data.shards.active_sums`)."""
     return active_sums(*data, model, B_rows, bounds, b_rows)
+
+
+def score_row_shard(data, model: StepModel, B_rows, bounds, b_rows=None) -> list:
+    """A loaded row-range shard ``(X, labels, y)`` scored once: its bits for every label
+    block (:func:`~onebit_dask.data.shards.scored_bits`)."""
+    return scored_bits(*data, model, B_rows, bounds, b_rows)
 
 
 def slot_of(block: Block, slot: str):
@@ -304,7 +318,7 @@ def commit(block: Block, gram_A, evaluation: Evaluation | None = None, Q_rows=No
     Qs = block.slots["Q"] if Q_rows is None else Q_rows
     Vs = block.slots["V"] if V_rows is None else V_rows
     kept = {k: v for k, v in block.slots.items()
-            if k in THRESHOLD_SLOTS or k.startswith("best_")}  # best_*: validation_bits
+            if k in THRESHOLD_SLOTS or k.startswith(COPY_PREFIXES)}
     new = Block(block.lo, block.hi,
                 {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept})
     return replace(new, out=_evaluation(new, evaluation))
@@ -341,6 +355,40 @@ def step_close(block: Block, evaluation: Evaluation | None, Rinv, Qn_top, AtQn, 
             block.slots["p"], block.slots["v"], prior))
     new = commit(block, gram_An, evaluation, Qn, Vn)
     return replace(new, out=(top, low, new.out))
+
+
+# -- copies of the state -------------------------------------------------------------------
+def copy_state(block: Block, prefix: str) -> Block:
+    """Copy the per-label state (:data:`STATE_SLOTS`) into ``prefix``-named slots."""
+    return block.evolve(**{prefix + k: v for k, v in block.slots.items() if k in STATE_SLOTS})
+
+
+def swap_state(block: Block, prefix: str) -> Block:
+    """Exchange the per-label state with its ``prefix`` copy."""
+    slots = dict(block.slots)
+    for k in STATE_SLOTS:
+        if k in slots:
+            slots[k], slots[prefix + k] = slots[prefix + k], slots[k]
+    return Block(block.lo, block.hi, slots)
+
+
+def settle(block: Block, prefix: str, restore: bool) -> Block:
+    """Drop the ``prefix`` copy, after taking its state back if ``restore``."""
+    slots = {k: v for k, v in block.slots.items() if not k.startswith(prefix)}
+    if restore:
+        slots.update({k[len(prefix):]: v for k, v in block.slots.items()
+                      if k.startswith(prefix)})
+    return Block(block.lo, block.hi, slots)
+
+
+def bit_auc(block: Block, data, model: StepModel) -> Block:
+    """``out`` = :func:`~onebit_dask.metrics.label_auc_sums` of the block's bits of a batch
+    scored by the current model without its thresholds (a label's AUC does not depend on
+    them): ``data`` is the block's label-block shard or its
+    :class:`~onebit_dask.data.shards.ScoredPieces`, either way
+    ``data.scored(model, B_rows)``."""
+    labels, y, s = data.scored(model, block.slots["B"])
+    return block.evolve(out=label_auc_sums(labels, y, s))
 
 
 # -- the fitted model ----------------------------------------------------------------------

@@ -28,7 +28,7 @@ import warnings
 from dask.sizeof import sizeof
 from distributed import Future
 
-from ..data.shards import Pieces
+from ..data.shards import Pieces, ScoredPieces
 from ..features import FeatureMap
 from . import blocks as B
 from .local import LocalEngine
@@ -94,24 +94,28 @@ class DaskEngine:
         return B.RowShards([self.client.submit(B.load_shard, sh, pure=False, priority=-1)
                             for sh in shards], list(bounds))
 
-    def by_block(self, data, model):
+    def by_block(self, data, model, scored: bool = False):
         """The per-block data of a batch for ``model``: each row-range shard read once, by
         a task where it was loaded (:func:`~.blocks.read_row_shard`, given the blocks'
         ``B`` rows worker to worker), its pieces handed to the blocks' tasks as
-        :class:`~onebit_dask.data.shards.Pieces` of futures."""
+        :class:`~onebit_dask.data.shards.Pieces` of futures; with ``scored``, its bits
+        scored (:func:`~.blocks.score_row_shard`,
+        :class:`~onebit_dask.data.shards.ScoredPieces`)."""
         if not isinstance(data, B.RowShards):
             return data
+        reader, pieces = (B.score_row_shard, ScoredPieces) if scored else (B.read_row_shard,
+                                                                          Pieces)
         submit = self.client.submit
         B_rows = None if model.A is None else [
             submit(B.slot_of, h, "B", pure=False, priority=1) for h in self.handles]
         b_rows = None if model.A is None or not model.thresholds else [
             submit(B.slot_of, h, "b", pure=False, priority=1) for h in self.handles]
         with _large_arguments_expected():
-            parts = [submit(B.call, B.read_row_shard, sh, model, B_rows, data.bounds, b_rows,
-                            key=f"read_row_shard-{uuid.uuid4().hex}", priority=1)
+            parts = [submit(B.call, reader, sh, model, B_rows, data.bounds, b_rows,
+                            key=f"{reader.__name__}-{uuid.uuid4().hex}", priority=1)
                      for sh in data.shards]
         self.bytes_sent += sizeof(model) * len(parts)
-        return [Pieces([submit(operator.getitem, p, s, pure=False, priority=1) for p in parts])
+        return [pieces([submit(operator.getitem, p, s, pure=False, priority=1) for p in parts])
                 for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:

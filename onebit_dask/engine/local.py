@@ -6,7 +6,7 @@ Every block function runs with one BLAS thread, as on a Dask worker started with
 
 from __future__ import annotations
 
-from ..data.shards import Pieces
+from ..data.shards import Pieces, ScoredPieces
 from ..kernels import one_blas_thread
 from . import blocks as B
 
@@ -41,20 +41,23 @@ class LocalEngine:
             return list(shards)
         return B.RowShards([sh.load() for sh in shards], list(bounds))
 
-    def by_block(self, data, model):
+    def by_block(self, data, model, scored: bool = False):
         """The per-block data of a batch for ``model``: :class:`~.blocks.RowShards` read
         once each (:func:`~.blocks.read_row_shard`, with the blocks' ``B`` rows) and
-        their :class:`~onebit_dask.data.shards.Pieces` handed to the blocks; label-block
-        shards as they are."""
+        their :class:`~onebit_dask.data.shards.Pieces` handed to the blocks, or with
+        ``scored`` their bits scored (:func:`~.blocks.score_row_shard`,
+        :class:`~onebit_dask.data.shards.ScoredPieces`); label-block shards as they are."""
         if not isinstance(data, B.RowShards):
             return data
+        reader, pieces = (B.score_row_shard, ScoredPieces) if scored else (B.read_row_shard,
+                                                                          Pieces)
         B_rows = None if model.A is None else [h.slots["B"] for h in self.handles]
         b_rows = None if model.A is None or not model.thresholds else [
             h.slots["b"] for h in self.handles]
         with one_blas_thread():
-            parts = [B.call(B.read_row_shard, sh, model, B_rows, data.bounds, b_rows)
+            parts = [B.call(reader, sh, model, B_rows, data.bounds, b_rows)
                      for sh in data.shards]
-        return [Pieces([p[s] for p in parts]) for s in range(len(data.bounds) - 1)]
+        return [pieces([p[s] for p in parts]) for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
         """Run ``fn(block, [per_block[s],] *args)`` on every block; the small results in

@@ -246,6 +246,11 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
                             f"{mode}-observation data (n_train={params['n_train']})")
         sizes = {k: params[k] for k in ("d1", "d2", "rank", "batch_size", "n_train")}
         sampler = fixed["sampler"] if params["method"] == "onebit" else "explicit"
+        if (params["method"] == "onebit" and params["step"] == "select"
+                and params["n_train"] == 0 and sampler != "explicit"):
+            raise SpecError(f"{where}: grid.step: 'select' scores every bit of a batch, and "
+                            f"fixed.sampler={sampler!r} draws only the rows a step uses: "
+                            "set fixed.sampler: explicit, or n_train > 0, or another step")
         try:
             limits.check_sizes({**sizes, "n_test": fixed["n_test"]}, sampler, allow_large)
         except ValueError as exc:
