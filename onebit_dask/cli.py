@@ -166,8 +166,9 @@ def _add_fit(sub):
     e.add_argument("--batch-size", type=_integer(1), default=100_000, help="observations per batch m")
     e.add_argument("--n-iter", type=_integer(0), default=10, help="steps after the initial batch")
     e.add_argument("--step", default="auto", choices=STEPS, metavar="{" + ",".join(STEPS) + "}",
-                   help="the step: auto is paper on a planted problem, moment on data "
-                        "(docs/ALGORITHM.md section 9c)")
+                   help="the step: auto is paper on a planted problem and select on data "
+                        "(moment steps, then the moment or the residual branch, kept by "
+                        "progressive validation; docs/ALGORITHM.md section 9e)")
     e.add_argument("--threshold", default="estimated", choices=("none", "estimated"),
                    metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "
