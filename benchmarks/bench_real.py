@@ -170,15 +170,30 @@ def package_features(whiten: str) -> dict:
                      "--feature-path prewhiten")
 
 
-def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path):
+def read_set(name, data_dir):
+    """``(X_train, Y_train, X_test, Y_test)`` of the set's XC files ``NAME_train.txt`` and
+    ``NAME_test.txt``: ``Y_train`` a dense int8 0/1 array, the others as read (CSR)."""
     X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
     X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
-    Y_train, Y_test = Y_train.toarray().astype(np.int8), Y_test.toarray().astype(np.int8)
-    Z_train, Z_test = _features(X_train.toarray(), X_test.toarray(), whiten)
-    n, d2 = Y_train.shape
+    return X_train, Y_train.toarray().astype(np.int8), X_test, Y_test
+
+
+def uniform_bits(Y, seed, n_bits):
+    """``(i, j, y)``: ``n_bits`` pairs uniform on the ``n x d2`` grid of the dense 0/1
+    ``Y`` (``default_rng(seed)``: rows, then labels) and their bits ``y = 2 Y_ij - 1``."""
+    n, d2 = Y.shape
     rng = np.random.default_rng(seed)
     i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
-    X, y = Z_train[i], 2 * Y_train[i, j].astype(np.int64) - 1
+    return i, j, 2 * Y[i, j].astype(np.int64) - 1
+
+
+def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path):
+    X_train, Y_train, X_test, Y_test = read_set(name, data_dir)
+    Y_test = Y_test.toarray().astype(np.int8)
+    Z_train, Z_test = _features(X_train.toarray(), X_test.toarray(), whiten)
+    d2 = Y_train.shape[1]
+    i, j, y = uniform_bits(Y_train, seed, n_bits)
+    X = Z_train[i]
     if path == "package":  # raw CSR rows, the map in the estimator
         X_own, X_own_test, mapping = X_train[i], X_test, package_features(whiten)
     else:
@@ -230,14 +245,11 @@ def trace(name, data_dir, seed, n_bits, rank, n_iter, whiten, step):
     validation bits (same ``n_bits`` in all; the features transformed before the fit, as
     ``--feature-path prewhiten``): ``{"plain": [...], "val": [...],
     "val_score": [...], "val_pairs": [...], "best": i, "returned": auc}``."""
-    X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
-    X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
-    Y_train = Y_train.toarray().astype(np.int8)
+    X_train, Y_train, X_test, Y_test = read_set(name, data_dir)
     Z_train, Z_test = _features(X_train.toarray(), X_test.toarray(), whiten)
-    n, d2 = Y_train.shape
-    rng = np.random.default_rng(seed)
-    i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
-    X, y = Z_train[i], 2 * Y_train[i, j].astype(np.int64) - 1
+    d2 = Y_train.shape[1]
+    i, j, y = uniform_bits(Y_train, seed, n_bits)
+    X = Z_train[i]
     k = min(rank, d2)
     plain = OneBitMultiLabel(k, batch_size=n_bits // (n_iter + 1), n_iter=n_iter, step=step,
                              random_state=seed).fit(X, j, y, n_labels=d2,

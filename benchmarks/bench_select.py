@@ -23,21 +23,16 @@ import time
 
 import numpy as np
 
-from bench_real import SETS, _scores_metrics, package_features
+from bench_real import SETS, _scores_metrics, package_features, read_set, uniform_bits
 from onebit_dask import OneBitMultiLabel
-from onebit_dask.data.xc import read_xc
 
 STEPS = ("moment", "refine", "select")
 
 
 def run(name, data_dir, seed, n_bits, rank, n_iter, whiten, repeats):
-    X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
-    X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
-    Y_dense = Y_train.toarray().astype(np.int8)
-    n, d2 = Y_dense.shape
-    rng = np.random.default_rng(seed)
-    i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
-    y = 2 * Y_dense[i, j].astype(np.int64) - 1
+    X_train, Y_train, X_test, Y_test = read_set(name, data_dir)
+    d2 = Y_train.shape[1]
+    i, j, y = uniform_bits(Y_train, seed, n_bits)
     X = X_train[i]
     seconds = {step: [] for step in STEPS}
     models = {}

@@ -23,8 +23,8 @@ import os
 
 import numpy as np
 
+from bench_real import read_set, uniform_bits
 from onebit_dask import OneBitMultiLabel, thresholds
-from onebit_dask.data.xc import read_xc
 
 DERIVED = thresholds.step_factors
 FACTORS = {"thresholded": DERIVED,
@@ -34,13 +34,9 @@ FACTORS = {"thresholded": DERIVED,
 
 
 def trajectories(name, data_dir, seed, n_bits, rank, n_iter):
-    X_train, Y_train = read_xc(os.path.join(data_dir, f"{name}_train.txt"))
-    X_test, Y_test = read_xc(os.path.join(data_dir, f"{name}_test.txt"))
-    Y = Y_train.toarray().astype(np.int8)
-    n, d2 = Y.shape
-    rng = np.random.default_rng(seed)
-    i, j = rng.integers(0, n, n_bits), rng.integers(0, d2, n_bits)
-    y = 2 * Y[i, j].astype(np.int64) - 1
+    X_train, Y, X_test, Y_test = read_set(name, data_dir)
+    d2 = Y.shape[1]
+    i, j, y = uniform_bits(Y, seed, n_bits)
 
     def fit(threshold):
         model = OneBitMultiLabel(min(rank, d2), batch_size=n_bits // (n_iter + 1),
