@@ -204,11 +204,10 @@ class _BlockShard:
         return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
                            None if b_rows is None else [b_rows])[0]
 
-    def scored(self, model, B_rows, b_rows=None):
+    def scored(self, model, B_rows):
         """``(labels, y, s)``: the explicitly drawn observations scored by the model
-        (:func:`~onebit_dask.data.shards.scored_bits`)."""
-        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi],
-                           None if b_rows is None else [b_rows])[0]
+        without thresholds (:func:`~onebit_dask.data.shards.scored_bits`)."""
+        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi])[0]
 
 
 class SyntheticShard(_BlockShard):

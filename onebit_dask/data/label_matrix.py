@@ -95,11 +95,10 @@ class LabelMatrixShard(NamedTuple):
         return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
                            None if b_rows is None else [b_rows])[0]
 
-    def scored(self, model, B_rows, b_rows=None):
-        """``(labels, y, s)``: the block's pairs scored by the model
+    def scored(self, model, B_rows):
+        """``(labels, y, s)``: the block's pairs scored by the model without thresholds
         (:func:`~onebit_dask.data.shards.scored_bits`)."""
-        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi],
-                           None if b_rows is None else [b_rows])[0]
+        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi])[0]
 
 
 class LabelMatrixSource(BaseSource):

@@ -173,9 +173,9 @@ class ScoredPieces(NamedTuple):
 
     parts: list
 
-    def scored(self, model, B_rows, b_rows=None):
-        """``(labels, y, s)`` of the block's bits (``model``, ``B_rows`` and ``b_rows``
-        were used when the shards were read, as in :meth:`Pieces.activate`)."""
+    def scored(self, model, B_rows):
+        """``(labels, y, s)`` of the block's bits (``model`` and ``B_rows`` were used when
+        the shards were read, as in :meth:`Pieces.activate`)."""
         return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(3))
 
 
