@@ -24,6 +24,33 @@ for _key, _value in {"ADMIN__TICK__INTERVAL": "1s", "ADMIN__SYSTEM_MONITOR__INTE
     os.environ.setdefault(f"DASK_DISTRIBUTED__{_key}", _value)
 
 
+CLUSTER_FIXTURES = {"client2", "dask_processes"}
+"""Fixtures that start Dask processes: a test using one is marked ``integration``."""
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the tests that use a cluster fixture ``integration``, then order the files
+    for the two test processes (``--dist loadfile --no-loadscope-reorder``, pyproject):
+    files with ``slow`` tests first, then those with ``integration`` tests (most first),
+    then the rest (most tests first), so that a long file never starts last and leaves
+    the other process idle (longest-first scheduling; the order of the tests within a
+    file is kept)."""
+    for item in items:
+        if CLUSTER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.integration)
+    by_file = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def weight(tests):
+        slow = any(t.get_closest_marker("slow") for t in tests)
+        integration = sum(1 for t in tests if t.get_closest_marker("integration"))
+        return (not slow, integration == 0, -integration, -len(tests))
+
+    items[:] = [t for _, tests in sorted(by_file.items(), key=lambda kv: weight(kv[1]))
+                for t in tests]
+
+
 @contextlib.contextmanager
 def local_client(n_workers, **kwargs):
     """A client of a fresh ``LocalCluster`` of ``n_workers`` processes on 127.0.0.1, one

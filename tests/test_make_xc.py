@@ -54,6 +54,7 @@ def test_make_xc_writes_a_readable_power_law_file(tmp_path, capsys):
     assert (tmp_path / "a.txt").read_bytes() == before
 
 
+@pytest.mark.integration
 def test_bench_convert_smoke():
     bench = MAKE_XC.parent / "bench_convert.py"
     proc = subprocess.run([sys.executable, str(bench), "--smoke"], check=False,

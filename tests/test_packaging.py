@@ -119,6 +119,7 @@ def test_every_import_of_the_package_is_a_declared_dependency():
         assert owners(module) & extra and not owners(module) & core, module
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_the_wheel_in_a_venv_of_its_own_runs_the_quickstart_outside_the_checkout(tmp_path):
     """pip wheel (build isolation: only pyproject.toml's build requirements), install it
