@@ -19,7 +19,8 @@ Stages, each timed:
    workers are subprocesses (``SubprocessCluster``), so the client's peak is its own;
    ``--local`` uses a ``LocalCluster`` (worker processes, the scheduler inside the client
    process, as ``onebit-dask fit --workers 2`` does), and the client's peak includes the
-   scheduler's.
+   scheduler's. The client process returns the memory it frees to the system, as the
+   ``onebit-dask`` program does (:func:`onebit_dask.cli.return_freed_memory`).
 4. *predict*: ``predict_top_k`` of the test file's rows (read with ``read_xc`` before
    the stage starts), ``k = 5``; then P@1/3/5 and PSP@5 against the test labels
    (propensities from the store's labels; not timed).
@@ -58,11 +59,13 @@ def reset_hwm():
 from distributed import Client, LocalCluster
 from distributed.deploy.subprocess import SubprocessCluster
 from onebit_dask import OneBitMultiLabel
+from onebit_dask.cli import return_freed_memory
 from onebit_dask.data.csr_store import open_csr_store
 from onebit_dask.data.xc import read_xc
 from onebit_dask.ranking import propensities, top_k_metrics
 
 a = json.loads(sys.argv[1])
+return_freed_memory()  # as the onebit-dask program does
 start = time.perf_counter()
 if a["local"]:
     cluster = LocalCluster(n_workers=a["workers"], threads_per_worker=1, processes=True,

@@ -762,6 +762,33 @@ def main(argv=None) -> int:
         return _main(argv)
 
 
+def return_freed_memory() -> None:
+    """Have glibc's ``malloc`` give freed memory back to the system in this process: a
+    fixed 1 MiB ``mmap`` threshold and trim threshold (``mallopt``). The process that runs
+    a fit (and, with a ``LocalCluster``, its scheduler) allocates and frees arrays of
+    megabytes at every step; with glibc's default, dynamic threshold they come from the
+    heap, which keeps them (at ``d2 = 10^6``, ~100 MiB freed but still resident after a
+    fit; docs/PERFORMANCE.md). Dask's Nanny does the same for its workers
+    (``MALLOC_TRIM_THRESHOLD_``). Nothing where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
+    mallopt(m_mmap_threshold, 2**20)
+    mallopt(m_trim_threshold, 2**20)
+
+
+def run() -> None:
+    """The ``onebit-dask`` program: :func:`main` on ``sys.argv`` in a process of its own,
+    which returns the memory it frees to the system (:func:`return_freed_memory`)."""
+    return_freed_memory()
+    sys.exit(main())
+
+
 def _main(argv=None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -784,7 +811,7 @@ def _main(argv=None) -> int:
         return EXIT_RUNTIME
 
 
-__all__ = ["main", "build_parser", "UsageError", "RunError"]
+__all__ = ["main", "run", "return_freed_memory", "build_parser", "UsageError", "RunError"]
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -249,12 +249,13 @@ class Checkpoint:
         """The ``state`` after the iteration just done; each block written where it lives
         (on ``engine``).
 
-        An engine that keeps its blocks' lineage (Dask: every earlier round's task, with
-        its ``d1 x l`` arguments, so that a lost block can be recomputed) then restarts
-        its blocks from the checkpoint, each block reading back its own rows: a lost block
-        is recomputed from the checkpoint, and the scheduler forgets the rounds before it
-        (their arguments grew by ``O(n_blocks d1 l)`` numbers a step). The state read back
-        is the state written, so the fit goes on with the same numbers."""
+        An engine that keeps its blocks' lineage (Dask: every earlier round's tasks, with
+        one copy of each round's ``d1 x l`` arrays, so that a lost block can be
+        recomputed) then restarts its blocks from the checkpoint, each block reading back
+        its own rows: a lost block is recomputed from the checkpoint, and the scheduler
+        forgets the rounds before it (their arguments grew by ``O(d1 l)`` numbers a step).
+        The state read back is the state written, so the fit goes on with the same
+        numbers."""
         attrs = {**model_attrs(self.params, state),
                  "checkpoint": {"step": state.n_steps, "fingerprint": self.fingerprint}}
         if self.lock is not None:

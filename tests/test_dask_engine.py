@@ -136,6 +136,50 @@ def test_label_side_state_never_travels_from_the_client(client2):
     assert 0 < est.history_[1]["client_bytes"] < label_side / 10
 
 
+def _lineage_bytes(dask_scheduler, keys):
+    """The number of tasks behind ``keys`` (the keys and their dependencies, recursively)
+    that the scheduler holds, and the pickled bytes of their specs."""
+    seen, stack, total = set(), list(keys), 0
+    while stack:
+        ts = dask_scheduler.tasks.get(stack.pop())
+        if ts is None or ts.key in seen:
+            continue
+        seen.add(ts.key)
+        if ts.run_spec is not None:
+            total += len(pickle.dumps(ts.run_spec, protocol=5))
+        stack.extend(d.key for d in ts.dependencies)
+    return len(seen), total
+
+
+def test_large_arguments_go_to_the_cluster_once_a_round(client2, monkeypatch):
+    """An array argument of ``SHARED_BYTES`` or more (lowered here below a ``d1 x l``
+    top) is a task of its own that the blocks' tasks name: the lineage the scheduler
+    holds grows by at most 3 tops a step (the model's ``A``, the step's ``Q``, the new
+    ``Q_top``), and the fit equals the in-process fit bit for bit. Power: with the
+    arguments inside the tasks (the threshold above the tops' size) every block's
+    ``step_open`` and ``step_close`` carry tops, more than 2 x n_shards a step."""
+    from onebit_dask.engine import dask_engine, placement
+
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)  # the fitted blocks stay there
+    problem = SyntheticProblem(2000, 30, 2, seed=1, n_test=200)
+    top = problem.d1 * 4 * 8  # a d1 x l top, l = 2k: 64 kB
+    params = dict(batch_size=20_000, n_shards=4, random_state=0, eval_every=0)
+
+    def growth_a_step(threshold):
+        monkeypatch.setattr(dask_engine, "SHARED_BYTES", threshold)
+        held = []
+        for n_iter in (1, 3):
+            with client2.as_current():
+                est = OneBitMultiLabel(2, engine="dask", n_iter=n_iter, **params).fit(problem)
+            keys = [h.key for h in est._state.blocks.handles]
+            held.append(client2.run_on_scheduler(_lineage_bytes, keys=keys)[1])
+        assert_same_fit(OneBitMultiLabel(2, n_iter=3, **params).fit(problem), est)
+        return (held[1] - held[0]) / 2
+
+    assert growth_a_step(top // 4) <= 3 * top
+    assert growth_a_step(2**40) > 2 * params["n_shards"] * top
+
+
 def test_subprocess_scheduler_via_cli(dask_processes, capsys):
     from onebit_dask.cli import main
 
@@ -179,6 +223,7 @@ def test_tls_scheduler_via_cli(tmp_path, capsys):
 HOLD_BATCH_4 = """
 import os
 from distributed import Event, Variable
+from onebit_dask.data.label_matrix import LabelMatrixShard
 from onebit_dask.synthetic import ProjectedShard, SyntheticShard
 
 def held(activate):
@@ -190,24 +235,39 @@ def held(activate):
         return activate(self, *args, **kwargs)
     return activate_held
 
-for shard_class in (ProjectedShard, SyntheticShard):
+for shard_class in (ProjectedShard, SyntheticShard, LabelMatrixShard):
     if "activate" in vars(shard_class):  # (dask may run a preload twice: wrap once)
         shard_class.activate = held(vars(shard_class)["activate"])
 """
 
 
-def test_worker_killed_mid_fit_gives_the_same_result(tmp_path):
+@pytest.mark.parametrize("data", ["planted", "label matrix"])
+def test_worker_killed_mid_fit_gives_the_same_result(tmp_path, monkeypatch, data):
     """SIGKILL a worker while it runs a block task of step 4 (of 8): the scheduler
-    recomputes its blocks from their lineage and the fit equals the undisturbed one.
+    recomputes its blocks from their lineage and the fit equals the undisturbed one. The
+    lineage holds both kinds of arguments: ``SHARED_BYTES`` is lowered below the ``d1 x l``
+    tops, which are then tasks of their own (recomputed too), the ``l x l`` ones stay
+    inside the block tasks. A label matrix's ``X`` and ``Y`` blocks are shared with the
+    cluster once; Dask's active memory manager, run once before the kill, keeps one copy of
+    each, and those the victim held are recomputed too (scattered data were lost with
+    it, and the fit failed).
 
     The workers' tasks of batch 4 wait for a Dask ``Event`` that the test sets after the
     kill, so the kill lands inside a task, after exactly 4 recorded iterations, whatever
     the machine's speed (the waits' timeouts only guard against a hang)."""
     from distributed import Event, Variable
 
+    from onebit_dask.engine import dask_engine
+
+    monkeypatch.setattr(dask_engine, "SHARED_BYTES", 1024)  # a top: 100 x 4 x 8 bytes
     problem = SyntheticProblem(100, 50, 2, seed=2, n_test=300)
+    if data == "label matrix":
+        X, Y = problem.full_observation(2000)
+        fit_args = (X, Y > 0)
+    else:
+        fit_args = (problem,)
     params = dict(batch_size=150_000, n_iter=8, n_shards=4, random_state=0)
-    reference = OneBitMultiLabel(2, **params).fit(problem)
+    reference = OneBitMultiLabel(2, **params).fit(*fit_args)
     preload = tmp_path / "hold_batch_4.py"
     preload.write_text(HOLD_BATCH_4)
     procs = DaskProcesses(tmp_path, worker_args=["--preload", str(preload)])
@@ -215,13 +275,14 @@ def test_worker_killed_mid_fit_gives_the_same_result(tmp_path):
         with Client(procs.address, timeout=300) as client:
             client.wait_for_workers(2, timeout=300)
             est = OneBitMultiLabel(2, engine="dask", **params)  # on the default client
-            thread = threading.Thread(target=est.fit, args=(problem,))
+            thread = threading.Thread(target=est.fit, args=fit_args)
             thread.start()
             try:
                 assert Event("entered", client=client).wait(timeout=300)
                 pid = Variable("entered", client=client).get(timeout=60)
                 victim = next(w for w in procs.workers if w.pid == pid)
                 assert len(est.history_) == 4  # the initialisation and steps 1-3
+                client.amm.run_once()
                 os.kill(victim.pid, signal.SIGKILL)
                 assert victim.wait(timeout=60) == -signal.SIGKILL
             finally:

@@ -9,13 +9,16 @@ row-range shards are loaded by one task each while the previous step still runs;
 the step, a task where the shard was loaded reads it once (scores, active rows) and
 hands each block its per-label sums.
 
-Tasks carry their arguments (only the data a fit reads at every step are scattered, with
-a copy on every worker), so when a worker dies the scheduler recomputes its blocks from
-their lineage, each block from its own previous rounds and the batch's seed: the result
-is the same as an undisturbed run. The lineage grows with the steps (each round's
-``d1 x l`` arguments, held by the scheduler); a fit with a checkpoint restarts its
-blocks from each checkpoint it writes (:meth:`onebit_dask.persist.Checkpoint.write`),
-and the scheduler forgets the rounds before it.
+When a worker dies the scheduler recomputes its blocks from their lineage, each block
+from its own previous rounds and the batch's seed: the result is the same as an
+undisturbed run. Small arguments travel inside the block tasks. An array argument of
+:data:`SHARED_BYTES` or more (the ``d1 x l`` tops, the model's ``A``) is sent once per
+round as a task of its own, which every block's task names: the lineage the scheduler
+keeps holds one copy of each round's arrays, not one per block and task (at ``d1 = 10^5``
+about 5 MB a step instead of 55 MB). A fit with a checkpoint restarts its blocks from each
+checkpoint it writes (:meth:`onebit_dask.persist.Checkpoint.write`), and the rounds before
+it are forgotten. The data a fit reads at every step go to the cluster once per fit
+(:meth:`DaskEngine.share`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import operator
 import uuid
 import warnings
 
+import numpy as np
 from dask.sizeof import sizeof
 from distributed import Future
 
@@ -32,6 +36,12 @@ from ..data.shards import Pieces, ScoredPieces
 from ..features import FeatureMap
 from . import blocks as B
 from .local import LocalEngine
+
+
+SHARED_BYTES = 2**20
+"""An array argument of a block function of at least this many bytes goes to the cluster
+once per round, as a task of its own, not inside each block's task: every copy inside a
+task stayed in the scheduler as lineage (with a ``LocalCluster``, in this process)."""
 
 
 @sizeof.register(FeatureMap)
@@ -60,8 +70,9 @@ class DaskEngine:
     def __init__(self, client, handles=None):
         self.client = client
         self.handles = list(handles or [])
-        self.bytes_sent = 0  # array arguments the client put into block tasks
+        self.bytes_sent = 0  # array arguments the client sent for block tasks
         self.bytes_received = 0  # small results the client gathered
+        self._recent = {}  # id -> (array, future): the last round's large arguments
 
     @property
     def n_workers(self) -> int:
@@ -75,16 +86,68 @@ class DaskEngine:
                  if workers else {} for s in range(len(bounds) - 1)]
         self.handles = [self.client.submit(B.new_block, lo, hi, pure=False, **where)
                         for (lo, hi), where in zip(zip(bounds[:-1], bounds[1:]), place)]
+        self._recent = {}
 
     def adopt(self, blocks) -> None:
         """Blocks held in this process (a loaded or gathered model) move to the workers."""
         with _large_arguments_expected():
             self.handles = [self.client.submit(_identity, b, pure=False) for b in blocks]
+        self._recent = {}
+
+    def _by_reference(self, args):
+        """``args`` with every array of :data:`SHARED_BYTES` or more in them (also inside
+        tuples, lists and named tuples such as the :class:`~.blocks.StepModel`) replaced
+        by the future of a task holding it; an array of the last round passed again (the
+        same object, e.g. a step's ``Q_top`` as the next step's ``Q``) is not sent again.
+        Only the last round's futures are held here: an earlier round's task stays in
+        the scheduler as the lineage of the blocks that used it, its value no longer in
+        a worker's memory."""
+        large = {}
+
+        def collect(value):
+            if isinstance(value, np.ndarray):
+                if value.nbytes >= SHARED_BYTES:
+                    large[id(value)] = value
+            elif isinstance(value, (tuple, list)):
+                for v in value:
+                    collect(v)
+
+        collect(args)
+        if not large:
+            return args
+        known = {i: self._recent[i][1] for i, a in large.items()
+                 if i in self._recent and self._recent[i][0] is a}
+        new = [i for i in large if i not in known]
+        if new:
+            with _large_arguments_expected():
+                futures = [self.client.submit(_identity, large[i], pure=False, priority=1)
+                           for i in new]
+            known.update(zip(new, futures))
+            self.bytes_sent += sum(large[i].nbytes for i in new)
+        self._recent = {i: (large[i], known[i]) for i in large}
+
+        def swap(value):
+            if isinstance(value, np.ndarray):
+                return known.get(id(value), value)
+            if isinstance(value, tuple) and hasattr(value, "_fields"):
+                return value._make(swap(v) for v in value)
+            if isinstance(value, (tuple, list)):
+                return type(value)(swap(v) for v in value)
+            return value
+
+        return swap(args)
 
     def share(self, value):
-        """``value`` sent once to every worker (a future the blocks' tasks take as an
-        argument: data a fit reads at every step, such as an in-memory label matrix)."""
-        return self.client.scatter(value, broadcast=True, hash=False)
+        """``value`` sent to the cluster once (a future the blocks' tasks take as an
+        argument: data a fit reads at every step, such as an in-memory label matrix).
+
+        It is a task of its own, not scattered data: Dask's active memory manager keeps
+        one copy of a scattered value, which is lost for good with its worker (the fit
+        then failed, "already forgotten"), while a task's value is computed again
+        elsewhere. The scheduler holds the value's pickled bytes as long as the task lives
+        (in a ``LocalCluster``, in this process)."""
+        with _large_arguments_expected():
+            return self.client.submit(_identity, value, pure=False)
 
     def prepare(self, shards, bounds):
         """Per-block data of a batch. Row-range shards start loading now, on the workers,
@@ -106,20 +169,22 @@ class DaskEngine:
         reader, pieces = (B.score_row_shard, ScoredPieces) if scored else (B.read_row_shard,
                                                                           Pieces)
         submit = self.client.submit
+        (sent,) = self._by_reference((model,))
         B_rows = None if model.A is None else [
             submit(B.slot_of, h, "B", pure=False, priority=1) for h in self.handles]
         b_rows = None if model.A is None or not model.thresholds else [
             submit(B.slot_of, h, "b", pure=False, priority=1) for h in self.handles]
         with _large_arguments_expected():
-            parts = [submit(B.call, reader, sh, model, B_rows, data.bounds, b_rows,
+            parts = [submit(B.call, reader, sh, sent, B_rows, data.bounds, b_rows,
                             key=f"{reader.__name__}-{uuid.uuid4().hex}", priority=1)
                      for sh in data.shards]
-        self.bytes_sent += sizeof(model) * len(parts)
+        self.bytes_sent += _inline_bytes(sent) * len(parts)
         return [pieces([submit(operator.getitem, p, s, pure=False, priority=1) for p in parts])
                 for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
         submit = self.client.submit
+        args = self._by_reference(args)
         with _large_arguments_expected():  # keys named after fn, for the dashboard
             new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
                           key=f"{fn.__name__}-{uuid.uuid4().hex}", priority=1)
@@ -127,7 +192,7 @@ class DaskEngine:
         outs = [submit(B.out_of, f, pure=False, priority=1) for f in new]
         self.handles = new
         results = self.client.gather(outs)
-        self.bytes_sent += sizeof(args) * len(new) + (0 if per_block is None else sum(
+        self.bytes_sent += _inline_bytes(args) * len(new) + (0 if per_block is None else sum(
             sizeof(p) for p in per_block if not _holds_futures(p)))
         self.bytes_received += sizeof(results)
         return results
@@ -138,6 +203,16 @@ class DaskEngine:
 
     def local(self) -> LocalEngine:
         return LocalEngine(self.blocks())
+
+
+def _inline_bytes(value) -> int:
+    """The bytes ``value`` puts inside a task (futures in it count for nothing: their
+    data went once, counted when sent)."""
+    if isinstance(value, Future):
+        return 0
+    if isinstance(value, (tuple, list)):
+        return sum(_inline_bytes(v) for v in value)
+    return sizeof(value)
 
 
 def _holds_futures(value) -> bool:
