@@ -768,7 +768,7 @@ def return_freed_memory() -> None:
     a fit (and, with a ``LocalCluster``, its scheduler) allocates and frees arrays of
     megabytes at every step; with glibc's default, dynamic threshold they come from the
     heap, which keeps them (at ``d2 = 10^6``, ~100 MiB freed but still resident after a
-    fit; docs/PERFORMANCE.md). Dask's Nanny does the same for its workers
+    fit; docs/PERFORMANCE.md). Dask's Nanny sets the trim threshold for its workers
     (``MALLOC_TRIM_THRESHOLD_``). Nothing where the C library is not glibc."""
     import ctypes
 

@@ -320,7 +320,7 @@ def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None
 
 def shared_features(state: FitState, engine):
     """``state``'s feature map as the blocks' tasks take it (:meth:`engine.share`: sent to
-    each worker once per fit, not with every task), or ``None``."""
+    the cluster once, not with every task), or ``None``."""
     return None if state.feature_map is None else engine.share(state.feature_map)
 
 

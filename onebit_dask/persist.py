@@ -250,10 +250,11 @@ class Checkpoint:
         (on ``engine``).
 
         An engine that keeps its blocks' lineage (Dask: every earlier round's tasks, with
-        one copy of each round's ``d1 x l`` arrays, so that a lost block can be
-        recomputed) then restarts its blocks from the checkpoint, each block reading back
-        its own rows: a lost block is recomputed from the checkpoint, and the scheduler
-        forgets the rounds before it (their arguments grew by ``O(d1 l)`` numbers a step).
+        their arguments, so that a lost block can be recomputed) then restarts its blocks
+        from the checkpoint, each block reading back its own rows: a lost block is
+        recomputed from the checkpoint, and the scheduler forgets the rounds before it
+        (their arguments grew by one copy of each round's ``d1 x l`` arrays a step,
+        :data:`onebit_dask.engine.dask_engine.SHARED_BYTES`).
         The state read back is the state written, so the fit goes on with the same
         numbers."""
         attrs = {**model_attrs(self.params, state),

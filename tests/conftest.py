@@ -24,20 +24,48 @@ for _key, _value in {"ADMIN__TICK__INTERVAL": "1s", "ADMIN__SYSTEM_MONITOR__INTE
     os.environ.setdefault(f"DASK_DISTRIBUTED__{_key}", _value)
 
 
+@pytest.fixture(autouse=True)
+def _large_arguments_by_reference(monkeypatch):
+    """The Dask engine sends an array argument of ``SHARED_BYTES`` or more once a round,
+    as a task of its own (64 KiB: a ``d1 x l`` top from ``d1`` ~ 1400); the tests' tops
+    are a few kB, so it is lowered to 1 KiB here, for the code this process runs: the
+    tests take the path a large ``d1`` takes, the ``l x l`` arrays stay inside the tasks.
+    (Command lines started as processes keep the default.)"""
+    from onebit_dask.engine import dask_engine
+
+    monkeypatch.setattr(dask_engine, "SHARED_BYTES", 1024)
+
+
 CLUSTER_FIXTURES = {"client2", "dask_processes"}
 """Fixtures that start Dask processes: a test using one is marked ``integration``."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the marks
 def pytest_collection_modifyitems(items):
-    """Mark the tests that use a cluster fixture ``integration``, then order the files
-    for the two test processes (``--dist loadfile --no-loadscope-reorder``, pyproject):
-    files with ``slow`` tests first, then those with ``integration`` tests (most first),
-    then the rest (most tests first), so that a long file never starts last and leaves
-    the other process idle (longest-first scheduling; the order of the tests within a
-    file is kept)."""
+    """Mark the tests that use a cluster fixture ``integration``."""
     for item in items:
         if CLUSTER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.integration)
+
+
+class LongestFilesFirst:
+    """Orders the selected tests' files for the two test processes (``--dist loadfile
+    --no-loadscope-reorder``, pyproject): files with ``slow`` tests first, then those
+    with ``integration`` tests (most first), then the rest (most tests first), so that a
+    long file never starts last and leaves the other process idle (longest-first
+    scheduling; the order of the tests within a file is kept). A plugin of its own: it
+    runs after ``-m`` has deselected, the marking above before."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        _longest_files_first(items)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(LongestFilesFirst(), "longest-files-first")
+
+
+def _longest_files_first(items):
     by_file = {}
     for item in items:
         by_file.setdefault(item.nodeid.split("::")[0], []).append(item)

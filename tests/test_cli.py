@@ -87,6 +87,7 @@ def test_fit_sampler_option():
     assert np.isclose(got["auc"], est.history_[-1]["auc"], rtol=0, atol=0)
 
 
+@pytest.mark.integration  # --workers 1: a LocalCluster
 def test_the_cli_logs_the_dashboard_and_leaves_dask_loggers_as_they_were(capsys):
     import logging
 

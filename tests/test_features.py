@@ -1,6 +1,8 @@
 """The feature map (onebit_dask.features): its closed form, the fit through the factors
 against a fit on the mapped features formed in NumPy, engines, save/load, bad input."""
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse
@@ -204,8 +206,8 @@ def test_dask_equals_in_process(client2, data):
     assert_same_fit(local, on_dask, X)
 
 
-def test_dask_sends_the_map_to_each_worker_once(client2):
-    """The map is data a fit reads at every step: it goes to the workers once per fit,
+def test_dask_sends_the_map_to_the_cluster_once(client2):
+    """The map is data a fit reads at every step: it goes to the cluster once per fit,
     not with every block's task (at d1 = 10^5 and 200 directions it is 160 MB). Measured
     as the engine's client traffic of each step (history ``client_bytes``, the map's
     arrays counted by ``dask.sizeof``), whitened against standardised (a map of two
@@ -224,6 +226,41 @@ def test_dask_sends_the_map_to_each_worker_once(client2):
     added = [w["client_bytes"] - s["client_bytes"]
              for w, s in zip(whitened.history_[1:], standardised.history_[1:])]
     assert max(added) < size / 4, (added, size)  # sent with each of 3 blocks: >= 3 x size
+
+
+def test_partial_fit_on_dask_sends_the_map_once(client2, monkeypatch):
+    """Each ``partial_fit`` call on the cluster takes the same fitted map: it is sent once
+    and the blocks' lineage (which the scheduler keeps) holds one task of it, whatever
+    the number of calls (a new copy per call would stay there as lineage), and the steps
+    equal the in-process ones."""
+    from onebit_dask.engine import placement
+
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)  # the blocks stay on the cluster
+    X, Y = correlated(n=400, d1=300, d2=6, seed=2)
+    rng = np.random.default_rng(3)
+    params = dict(batch_size=1500, random_state=1, features="whiten", whiten_components=100)
+    on_dask = OneBitMultiLabel(2, engine="dask", **params)
+    local = OneBitMultiLabel(2, engine="local", **params)
+    for _ in range(3):
+        rows, labels = rng.integers(0, X.shape[0], 1500), rng.integers(0, Y.shape[1], 1500)
+        batch = (X[rows], labels, 2 * Y[rows, labels] - 1)
+        with client2.as_current():
+            on_dask.partial_fit(*batch, n_labels=Y.shape[1])
+        local.partial_fit(*batch, n_labels=Y.shape[1])
+    keys = [h.key for h in on_dask._state.blocks.handles]
+
+    def maps_in_lineage(dask_scheduler, keys):
+        seen, stack = set(), list(keys)
+        while stack:
+            ts = dask_scheduler.tasks.get(stack.pop())
+            if ts is not None and ts.key not in seen:
+                seen.add(ts.key)
+                stack.extend(d.key for d in ts.dependencies)
+        specs = [dask_scheduler.tasks[k].run_spec for k in seen]
+        return sum(b"FeatureMap" in pickle.dumps(spec) for spec in specs if spec is not None)
+
+    assert client2.run_on_scheduler(maps_in_lineage, keys=keys) == 1
+    assert_same_fit(local, on_dask, X)
 
 
 # -- (d) save / load -----------------------------------------------------------------------

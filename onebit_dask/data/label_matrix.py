@@ -11,7 +11,8 @@ block ``s``, the pairs from ``SeedSequence([seed, t, s])``
 
 Each batch is one label-block shard per label block, activated in the block's task; the
 shard reads ``X`` and its block's columns of ``Y`` from the engine's copy, shared once
-per fit (:meth:`LabelMatrixSource.place`; on Dask one copy per worker).
+per fit (:meth:`LabelMatrixSource.place`; on Dask a task of its own, which the
+scheduler holds and computes again where a worker that held it died).
 """
 
 from __future__ import annotations

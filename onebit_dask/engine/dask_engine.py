@@ -1,10 +1,10 @@
 """The Dask engine: each label block lives on a worker, as a future, across steps.
 
-A block function runs where its block is (the block is its only large dependency);
-the client sends the small arguments inside the task and gathers the small results
+A block function runs where its block is; the client sends the small arguments inside
+the task, the round's ``d1 x l`` arrays once (below), and gathers the small results
 (``O(d1 l + l^2)`` numbers per block and round). Label-block shards are drawn on the
-workers inside the block's task (synthetic problems; label matrices, from the copy of
-``X`` and the block's columns of ``Y`` sent to every worker once per fit, :meth:`share`);
+workers inside the block's task (synthetic problems; label matrices, from ``X`` and the
+block's columns of ``Y``, sent to the cluster once per fit, :meth:`share`);
 row-range shards are loaded by one task each while the previous step still runs; at
 the step, a task where the shard was loaded reads it once (scores, active rows) and
 hands each block its per-label sums.
@@ -38,10 +38,11 @@ from . import blocks as B
 from .local import LocalEngine
 
 
-SHARED_BYTES = 2**20
+SHARED_BYTES = 2**16
 """An array argument of a block function of at least this many bytes goes to the cluster
 once per round, as a task of its own, not inside each block's task: every copy inside a
-task stayed in the scheduler as lineage (with a ``LocalCluster``, in this process)."""
+task stays in the scheduler as lineage (with a ``LocalCluster``, in this process). Below
+it (the ``l x l`` arrays, the tops of a small ``d1``) the copies cost less than a task."""
 
 
 @sizeof.register(FeatureMap)
@@ -72,7 +73,8 @@ class DaskEngine:
         self.handles = list(handles or [])
         self.bytes_sent = 0  # array arguments the client sent for block tasks
         self.bytes_received = 0  # small results the client gathered
-        self._recent = {}  # id -> (array, future): the last round's large arguments
+        self._recent = [{}, {}]  # id -> (array, future): the last two rounds' large arguments
+        self._shared = {}  # id -> (value, future): what share() sent
 
     @property
     def n_workers(self) -> int:
@@ -86,20 +88,21 @@ class DaskEngine:
                  if workers else {} for s in range(len(bounds) - 1)]
         self.handles = [self.client.submit(B.new_block, lo, hi, pure=False, **where)
                         for (lo, hi), where in zip(zip(bounds[:-1], bounds[1:]), place)]
-        self._recent = {}
+        self._recent, self._shared = [{}, {}], {}
 
     def adopt(self, blocks) -> None:
         """Blocks held in this process (a loaded or gathered model) move to the workers."""
         with _large_arguments_expected():
             self.handles = [self.client.submit(_identity, b, pure=False) for b in blocks]
-        self._recent = {}
+        self._recent, self._shared = [{}, {}], {}
 
     def _by_reference(self, args):
         """``args`` with every array of :data:`SHARED_BYTES` or more in them (also inside
         tuples, lists and named tuples such as the :class:`~.blocks.StepModel`) replaced
-        by the future of a task holding it; an array of the last round passed again (the
-        same object, e.g. a step's ``Q_top`` as the next step's ``Q``) is not sent again.
-        Only the last round's futures are held here: an earlier round's task stays in
+        by the future of a task holding it; an array of the last two rounds that had such
+        arguments passed again (the same object, never modified: e.g. a step's ``Q_top``
+        as the next step's ``Q``, with a held-out evaluation in between) is not sent
+        again. Only those rounds' futures are held here: an earlier round's task stays in
         the scheduler as the lineage of the blocks that used it, its value no longer in
         a worker's memory."""
         large = {}
@@ -115,8 +118,8 @@ class DaskEngine:
         collect(args)
         if not large:
             return args
-        known = {i: self._recent[i][1] for i, a in large.items()
-                 if i in self._recent and self._recent[i][0] is a}
+        known = {i: kept[i][1] for kept in self._recent for i, a in large.items()
+                 if i in kept and kept[i][0] is a}
         new = [i for i in large if i not in known]
         if new:
             with _large_arguments_expected():
@@ -124,7 +127,7 @@ class DaskEngine:
                            for i in new]
             known.update(zip(new, futures))
             self.bytes_sent += sum(large[i].nbytes for i in new)
-        self._recent = {i: (large[i], known[i]) for i in large}
+        self._recent = [self._recent[1], {i: (large[i], known[i]) for i in large}]
 
         def swap(value):
             if isinstance(value, np.ndarray):
@@ -139,15 +142,23 @@ class DaskEngine:
 
     def share(self, value):
         """``value`` sent to the cluster once (a future the blocks' tasks take as an
-        argument: data a fit reads at every step, such as an in-memory label matrix).
+        argument: data a fit reads at every step, such as an in-memory label matrix); the
+        same object shared again (a feature map at every ``partial_fit``) is not sent
+        again until the blocks start afresh.
 
         It is a task of its own, not scattered data: Dask's active memory manager keeps
         one copy of a scattered value, which is lost for good with its worker (the fit
         then failed, "already forgotten"), while a task's value is computed again
-        elsewhere. The scheduler holds the value's pickled bytes as long as the task lives
-        (in a ``LocalCluster``, in this process)."""
+        elsewhere. So the scheduler holds a copy of the value as long as the task lives
+        (with a ``LocalCluster``, in this process: a label matrix fitted from memory is
+        there twice; a CSR store's rows are read by the workers instead)."""
+        kept = self._shared.get(id(value))
+        if kept is not None and kept[0] is value:
+            return kept[1]
         with _large_arguments_expected():
-            return self.client.submit(_identity, value, pure=False)
+            future = self.client.submit(_identity, value, pure=False)
+        self._shared[id(value)] = (value, future)
+        return future
 
     def prepare(self, shards, bounds):
         """Per-block data of a batch. Row-range shards start loading now, on the workers,
