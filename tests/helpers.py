@@ -76,6 +76,24 @@ def run_bench(script, *args) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess([script, *args], status, out.getvalue(), err.getvalue())
 
 
+def lineage_pickles(dask_scheduler, keys) -> list[bytes]:
+    """The pickled spec of every task the scheduler holds behind ``keys`` (the keys and
+    their dependencies, recursively: a fit's lineage); run it with
+    ``client.run_on_scheduler(lineage_pickles, keys=...)``."""
+    import pickle
+
+    seen, stack, out = set(), list(keys), []
+    while stack:
+        ts = dask_scheduler.tasks.get(stack.pop())
+        if ts is None or ts.key in seen:
+            continue
+        seen.add(ts.key)
+        if ts.run_spec is not None:
+            out.append(pickle.dumps(ts.run_spec, protocol=5))
+        stack.extend(d.key for d in ts.dependencies)
+    return out
+
+
 def one_line(proc, status) -> str:
     """The process exited with ``status`` and wrote one line on stderr, the CLI's error
     line, without a traceback; that line."""

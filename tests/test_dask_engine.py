@@ -15,6 +15,7 @@ from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conftest import DaskProcesses, local_client, make_certificates
+from helpers import lineage_pickles
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.testing import assert_same_fit
 
@@ -136,21 +137,6 @@ def test_label_side_state_never_travels_from_the_client(client2):
     assert 0 < est.history_[1]["client_bytes"] < label_side / 10
 
 
-def _lineage_bytes(dask_scheduler, keys):
-    """The number of tasks behind ``keys`` (the keys and their dependencies, recursively)
-    that the scheduler holds, and the pickled bytes of their specs."""
-    seen, stack, total = set(), list(keys), 0
-    while stack:
-        ts = dask_scheduler.tasks.get(stack.pop())
-        if ts is None or ts.key in seen:
-            continue
-        seen.add(ts.key)
-        if ts.run_spec is not None:
-            total += len(pickle.dumps(ts.run_spec, protocol=5))
-        stack.extend(d.key for d in ts.dependencies)
-    return len(seen), total
-
-
 def test_large_arguments_go_to_the_cluster_once_a_round(client2, monkeypatch):
     """An array argument of ``SHARED_BYTES`` or more (lowered here below a ``d1 x l``
     top) is a task of its own that the blocks' tasks name: the lineage the scheduler
@@ -174,7 +160,7 @@ def test_large_arguments_go_to_the_cluster_once_a_round(client2, monkeypatch):
             with client2.as_current():
                 est = OneBitMultiLabel(2, engine="dask", n_iter=n_iter, **params).fit(problem)
             keys = [h.key for h in est._state.blocks.handles]
-            held.append(client2.run_on_scheduler(_lineage_bytes, keys=keys)[1])
+            held.append(sum(map(len, client2.run_on_scheduler(lineage_pickles, keys=keys))))
         assert_same_fit(OneBitMultiLabel(2, n_iter=3, **params).fit(problem), est)
         return (held[1] - held[0]) / 2
 
@@ -244,24 +230,21 @@ for shard_class in (ProjectedShard, SyntheticShard, LabelMatrixShard):
 
 
 @pytest.mark.parametrize("data", ["planted", "label matrix"])
-def test_worker_killed_mid_fit_gives_the_same_result(tmp_path, monkeypatch, data):
+def test_worker_killed_mid_fit_gives_the_same_result(tmp_path, data):
     """SIGKILL a worker while it runs a block task of step 4 (of 8): the scheduler
     recomputes its blocks from their lineage and the fit equals the undisturbed one. The
     lineage holds both kinds of arguments: ``SHARED_BYTES`` is lowered below the ``d1 x l``
-    tops, which are then tasks of their own (recomputed too), the ``l x l`` ones stay
-    inside the block tasks. A label matrix's ``X`` and ``Y`` blocks are shared with the
-    cluster once; Dask's active memory manager, run once before the kill, keeps one copy of
-    each, and those the victim held are recomputed too (scattered data were lost with
-    it, and the fit failed).
+    tops (100 x 4 x 8 bytes; conftest), which are then tasks of their own (recomputed
+    too), the ``l x l`` ones stay inside the block tasks. A label matrix's ``X`` and
+    ``Y`` blocks are shared with the cluster once; Dask's active memory manager, run
+    once before the kill, keeps one copy of each, and those the victim held are
+    recomputed too (scattered data were lost with it, and the fit failed).
 
     The workers' tasks of batch 4 wait for a Dask ``Event`` that the test sets after the
     kill, so the kill lands inside a task, after exactly 4 recorded iterations, whatever
     the machine's speed (the waits' timeouts only guard against a hang)."""
     from distributed import Event, Variable
 
-    from onebit_dask.engine import dask_engine
-
-    monkeypatch.setattr(dask_engine, "SHARED_BYTES", 1024)  # a top: 100 x 4 x 8 bytes
     problem = SyntheticProblem(100, 50, 2, seed=2, n_test=300)
     if data == "label matrix":
         X, Y = problem.full_observation(2000)

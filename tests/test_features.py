@@ -1,8 +1,6 @@
 """The feature map (onebit_dask.features): its closed form, the fit through the factors
 against a fit on the mapped features formed in NumPy, engines, save/load, bad input."""
 
-import pickle
-
 import numpy as np
 import pytest
 import scipy.sparse
@@ -12,6 +10,8 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask import features as F
 from onebit_dask.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit
+
+from helpers import lineage_pickles
 
 RTOL = 1e-8  # the map's products against phi(X) formed in NumPy: float64 rounding, summed
 #              in another order, through a few steps of sign(...) (which a tie would flip)
@@ -248,18 +248,8 @@ def test_partial_fit_on_dask_sends_the_map_once(client2, monkeypatch):
             on_dask.partial_fit(*batch, n_labels=Y.shape[1])
         local.partial_fit(*batch, n_labels=Y.shape[1])
     keys = [h.key for h in on_dask._state.blocks.handles]
-
-    def maps_in_lineage(dask_scheduler, keys):
-        seen, stack = set(), list(keys)
-        while stack:
-            ts = dask_scheduler.tasks.get(stack.pop())
-            if ts is not None and ts.key not in seen:
-                seen.add(ts.key)
-                stack.extend(d.key for d in ts.dependencies)
-        specs = [dask_scheduler.tasks[k].run_spec for k in seen]
-        return sum(b"FeatureMap" in pickle.dumps(spec) for spec in specs if spec is not None)
-
-    assert client2.run_on_scheduler(maps_in_lineage, keys=keys) == 1
+    specs = client2.run_on_scheduler(lineage_pickles, keys=keys)
+    assert sum(b"FeatureMap" in spec for spec in specs) == 1
     assert_same_fit(local, on_dask, X)
 
 
