@@ -364,7 +364,11 @@ def _save(est, args) -> None:
 def _check_model_options(args, est, source) -> dict:
     """Check --save, --checkpoint and --checkpoint-every before anything runs; the keyword
     arguments of ``fit``."""
-    from .model_io import check_target, store_path
+    if args.checkpoint is None and args.checkpoint_every is not None:
+        raise ValueError("--checkpoint-every needs --checkpoint PATH")
+    if args.save is None and args.checkpoint is None:
+        return {}
+    from .model_io import check_target, store_path  # zarr: only for a fit that writes
     from .persist import Checkpoint
 
     if args.save is not None:
@@ -373,8 +377,6 @@ def _check_model_options(args, est, source) -> dict:
             raise ValueError(f"--save={args.save!r} and --checkpoint={args.checkpoint!r} are one "
                              "path: give the model and the checkpoint two paths")
     if args.checkpoint is None:
-        if args.checkpoint_every is not None:
-            raise ValueError("--checkpoint-every needs --checkpoint PATH")
         return {}
     check_target(args.checkpoint, overwrite=False, kind="checkpoint", name="--checkpoint")
     Checkpoint(args.checkpoint, args.checkpoint_every, est.get_params(deep=False),
@@ -521,7 +523,7 @@ def _client(*, debug: bool, **options):
     from .session import open_client
 
     saved = {}
-    if not debug:
+    if not debug and options.get("workers") != 0:  # in-process: distributed not imported
         import distributed
 
         names = {"distributed", "tornado", "bokeh"} | {

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from . import fitting, persist
+from . import fitting
 from ._base import FactorPredictor
 from ._checks import check_int, check_rank
 from ._validation import RANDOM_STATE, check_observations, validate_params
@@ -363,6 +363,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         warn_if_cycling(source, self.batch_size, self.n_iter + 1)
         data = source.identity()
         if checkpoint is not None:  # checked now, before any work
+            from . import persist  # zarr: imported by the fits that write to a store
+
             checkpoint = persist.Checkpoint(checkpoint, checkpoint_every, params, data)
         self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
                                       data))
@@ -591,6 +593,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             The absolute path of the store.
         """
         self._check_fitted()
+        from . import persist
+
         return persist.save(path, overwrite, self.get_params(deep=False), self._state,
                             self._live_blocks())
 
@@ -612,6 +616,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         OneBitMultiLabel
             Predicts exactly as the saved model (same ``A_``, ``B_``, scores).
         """
+        from . import persist
+
         path, attrs = persist.open_model(path)
         est = cls(**{**attrs["params"], "engine": engine})
         est._validate_params()

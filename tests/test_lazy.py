@@ -30,3 +30,19 @@ def test_what_a_worker_imports_for_a_fit_leaves_out_scikit_learn_and_scipy_stats
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_fit_in_process_imports_neither_dask_nor_zarr():
+    # without a client there is nothing for distributed to do (0.25 s of imports), and
+    # without a store to write nothing for zarr: the library's fit and the command line's
+    # in-process fit leave both out
+    code = ("import sys\nimport numpy as np\nfrom onebit_dask import OneBitMultiLabel\n"
+            "from onebit_dask.cli import main\n"
+            "X, Y = np.random.default_rng(0).normal(size=(60, 4)), np.eye(60, 3, dtype=int)\n"
+            "OneBitMultiLabel(2, batch_size=100, n_iter=1, random_state=0).fit(X, Y)\n"
+            "assert main(['fit', '--d1', '6', '--d2', '4', '--rank', '2', '--batch-size', '100',"
+            " '--n-iter', '1', '--n-test', '50', '--workers', '0', '--quiet']) == 0\n"
+            "print(sorted(m for m in ('dask', 'distributed', 'zarr') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

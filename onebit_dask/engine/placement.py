@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 
 import numpy as np
 
@@ -42,14 +43,14 @@ def use_client(client):
 
 def current_client():
     """The client of :func:`use_client`, else the current default ``distributed.Client``
-    (``distributed.default_client()``), else ``None``. distributed is imported only here,
-    and only if installed."""
+    (``distributed.default_client()``), else ``None``. A process that has not imported
+    distributed has no client: a fit there does not import it (0.25 s and 30 MiB)."""
     if _CLIENT.get() is not None:
         return _CLIENT.get()
-    try:
-        from distributed import default_client
-    except ImportError:
+    if "distributed" not in sys.modules:
         return None
+    from distributed import default_client
+
     try:
         return default_client()
     except ValueError:  # no client

@@ -7,6 +7,7 @@ cube's store and the runner, which only the runner's process uses).
 from __future__ import annotations
 
 import socket
+import sys
 import time
 
 from .methods import METHODS
@@ -19,11 +20,13 @@ def compute_cell(params: dict, fixed: dict):
     """
     start = time.perf_counter()
     result = METHODS[params["method"]].run(params, fixed)
-    try:
+    worker = ""  # not on a worker (a process without distributed is not one)
+    if "distributed" in sys.modules:
         from distributed import get_worker
 
-        worker = get_worker().address
-    except (ImportError, ValueError):  # not on a worker
-        worker = ""
+        try:
+            worker = get_worker().address
+        except ValueError:
+            pass
     return result, {"worker": worker, "host": socket.gethostname(), "engine": "local"}, \
         time.perf_counter() - start
