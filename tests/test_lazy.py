@@ -4,6 +4,13 @@ import subprocess
 import sys
 
 
+def python_says(code) -> str:
+    """What ``python -c code``, in a fresh process, prints (it must exit 0)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
 def test_names_are_imported_on_first_use():
     code = ("import sys, onebit_dask, onebit_dask.sweep as sweep\n"
             "assert 'sklearn' not in sys.modules and 'xarray' not in sys.modules\n"
@@ -12,9 +19,7 @@ def test_names_are_imported_on_first_use():
             "assert onebit_dask.SyntheticProblem is SyntheticProblem\n"
             "assert 'SyntheticProblem' in vars(onebit_dask)\n"
             "try:\n    onebit_dask.nope\nexcept AttributeError as e:\n    print(e)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "module 'onebit_dask' has no attribute 'nope'"
+    assert python_says(code) == "module 'onebit_dask' has no attribute 'nope'"
 
 
 def test_what_a_worker_imports_for_a_fit_leaves_out_scikit_learn_and_scipy_stats():
@@ -27,9 +32,7 @@ def test_what_a_worker_imports_for_a_fit_leaves_out_scikit_learn_and_scipy_stats
     code = (f"import sys\nfor name in {modules!r}:\n    __import__(name)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'"
             " or m.startswith('scipy.stats')))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
+    assert python_says(code) == "[]"
 
 
 def test_a_fit_in_process_imports_neither_dask_nor_zarr():
@@ -43,6 +46,4 @@ def test_a_fit_in_process_imports_neither_dask_nor_zarr():
             "assert main(['fit', '--d1', '6', '--d2', '4', '--rank', '2', '--batch-size', '100',"
             " '--n-iter', '1', '--n-test', '50', '--workers', '0', '--quiet']) == 0\n"
             "print(sorted(m for m in ('dask', 'distributed', 'zarr') if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert python_says(code).splitlines()[-1] == "[]"

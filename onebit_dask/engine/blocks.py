@@ -88,8 +88,22 @@ class Block:
                        active=self.active if active is None else active)
 
 
+def map_leaves(leaf, value):
+    """``value`` rebuilt with ``leaf`` applied to everything in it that is not a tuple,
+    a named tuple (:class:`StepModel`, :class:`Projection`, ...) or a list."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return value._make(map_leaves(leaf, v) for v in value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(map_leaves(leaf, v) for v in value)
+    return leaf(value)
+
+
 def _own(value):
     """``value`` with every array in it aligned (:func:`onebit_dask.kernels.aligned`)."""
+    return map_leaves(_own_leaf, value)
+
+
+def _own_leaf(value):
     if isinstance(value, np.ndarray):
         return aligned(value)
     if isinstance(value, Block):
@@ -99,10 +113,6 @@ def _own(value):
                                      weights=aligned(active.weights))
         return replace(value, slots={k: aligned(v) for k, v in value.slots.items()},
                        active=active)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # StepModel, Projection, ...
-        return value._make(_own(v) for v in value)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_own(v) for v in value)
     return value
 
 

@@ -128,17 +128,8 @@ class DaskEngine:
             known.update(zip(new, futures))
             self.bytes_sent += sum(large[i].nbytes for i in new)
         self._recent = [self._recent[1], {i: (large[i], known[i]) for i in large}]
-
-        def swap(value):
-            if isinstance(value, np.ndarray):
-                return known.get(id(value), value)
-            if isinstance(value, tuple) and hasattr(value, "_fields"):
-                return value._make(swap(v) for v in value)
-            if isinstance(value, (tuple, list)):
-                return type(value)(swap(v) for v in value)
-            return value
-
-        return swap(args)
+        return B.map_leaves(
+            lambda v: known.get(id(v), v) if isinstance(v, np.ndarray) else v, args)
 
     def share(self, value):
         """``value`` sent to the cluster once (a future the blocks' tasks take as an
