@@ -15,7 +15,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._validation import FLOAT_DTYPES, check_finite, check_label_matrix, validate_params
+from ._checks import check_finite
+from ._validation import FLOAT_DTYPES, check_label_matrix, validate_params
 
 DENSE_LIMIT = 50_000_000  # entries of W that coef_ may materialise
 

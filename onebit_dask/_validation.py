@@ -11,7 +11,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import scipy.sparse
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import (
     Interval,
@@ -20,7 +19,7 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.multiclass import type_of_target
 
-from ._checks import MAX_SEED, _show, check_int
+from ._checks import MAX_SEED, _show, check_finite, check_int
 
 RANDOM_STATE = [None, Interval(numbers.Integral, 0, MAX_SEED, closed="both"),
                 np.random.RandomState, np.random.Generator]  # what as_generator takes
@@ -42,43 +41,6 @@ def validate_params(constraints: dict, params: dict, owner: str) -> None:
                                            caller_name=owner)
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"{name}={_show(value)} is not allowed: {exc}") from None
-
-
-def _first_non_finite(X: np.ndarray):
-    """``(row, column)`` of the first NaN or infinite entry of a float array, or ``None``.
-
-    One read of ``X`` and no temporary of its size: NaN and inf carry through the row
-    sums ``X @ 1``; only rows whose sum is not finite (a bad entry, or an overflow of
-    finite ones) are looked at entry by entry.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        sums = X @ np.ones(X.shape[1], dtype=X.dtype)
-    rows = np.flatnonzero(~np.isfinite(sums))
-    if rows.size:
-        bad = ~np.isfinite(X[rows])
-        hit = np.flatnonzero(bad.any(axis=1))
-        if hit.size:
-            return int(rows[hit[0]]), int(np.argmax(bad[hit[0]]))
-    return None
-
-
-def check_finite(X, *, name: str = "X", row_offset: int = 0) -> None:
-    """Refuse NaN and infinite entries, naming the first one (dense or CSR ``X``)."""
-    if scipy.sparse.issparse(X):
-        bad = np.flatnonzero(~np.isfinite(X.data))
-        if bad.size:
-            row = int(np.searchsorted(X.indptr, bad[0], side="right") - 1)
-            where, value = (row, int(X.indices[bad[0]])), X.data[bad[0]]
-        else:
-            where = None
-    else:
-        where = _first_non_finite(X)
-        value = None if where is None else X[where]
-    if where is not None:
-        raise ValueError(
-            f"{name}[{where[0] + row_offset}, {where[1]}]={value} is not allowed: "
-            f"{name} must be finite (no NaN or inf); drop or impute those rows first"
-        )
 
 
 def check_features(X, *, n_features: int | None = None, name: str = "X",

@@ -35,8 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from ._checks import check_int
-from ._validation import check_features, check_observations
+from ._checks import check_finite, check_int
 from .data.shards import ShardKind, n_row_batches, row_batch, row_bounds
 from .data.source import BaseSource
 from .stores import atomic, paths
@@ -97,6 +96,8 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
     overwrite : bool, default False
         Replace an existing store; otherwise an existing path is an error.
     """
+    from ._validation import check_observations  # scikit-learn's check_array
+
     path = os.fspath(path)
     rows_per_chunk = check_int("chunk_rows", chunk_rows, low=1)
     X, labels, y, n_labels = check_observations(X, labels, y, n_labels=n_labels)
@@ -163,7 +164,8 @@ class ZarrShard:
         group = zarr.open_group(self.path, mode="r")
         X, labels, y = (read_rows(self.path, name, group[name], self.lo, self.hi)
                         for name in ("X", "labels", "y"))
-        return check_features(X, row_offset=self.lo), labels, y.astype(np.float64)
+        check_finite(X, row_offset=self.lo)  # float32 or float64 and 2-D: checked at open
+        return X, labels, y.astype(np.float64)
 
 
 class ZarrSource(BaseSource):
@@ -175,7 +177,7 @@ class ZarrSource(BaseSource):
     """
 
     def __init__(self, path):
-        from .stores import paths
+        from ._validation import check_observations  # scikit-learn's: on the client only
 
         self.path = os.fspath(path)
         if not (paths.exists(self.path) if paths.is_url(self.path)
@@ -246,7 +248,8 @@ class ZarrSource(BaseSource):
         path = self.path
 
         def read(lo, hi):
-            X = zarr.open_group(path, mode="r")["X"]
-            return check_features(read_rows(path, "X", X, lo, hi), row_offset=lo)
+            X = read_rows(path, "X", zarr.open_group(path, mode="r")["X"], lo, hi)
+            check_finite(X, row_offset=lo)
+            return X
 
         return RowChunks(self.n, self.d1, read, chunk_rows)

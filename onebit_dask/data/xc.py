@@ -30,7 +30,6 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
 from .._checks import check_int
 
@@ -61,6 +60,9 @@ def _blank(line: bytes) -> bool:
 def _parse_lines(path: str, lines: list[bytes], first_line: int):
     """``(X, labels)`` of ``lines`` (line ``first_line`` first) by scikit-learn's reader;
     a malformed line raises :class:`XCFormatError` naming it."""
+    # imported here: a worker reading a CSR store imports this module but parses no file
+    from sklearn.datasets import load_svmlight_file
+
     try:
         return load_svmlight_file(io.BytesIO(b"".join(lines)), multilabel=True,
                                   zero_based=True, dtype=np.float64)
