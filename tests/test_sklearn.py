@@ -2,6 +2,7 @@
 (also of a model whose label blocks live on a cluster), the multi-label indicator,
 validation, feature names, tags, Pipeline, GridSearchCV and the macro-AUC score."""
 
+import functools
 import inspect
 import pickle
 
@@ -82,9 +83,35 @@ def expected_failures(est):
     return ONEBIT_FAILS if isinstance(est, OneBitMultiLabel) else NOT_A_LABEL_MATRIX
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failures)
+def check_name(check) -> str:
+    """The name of a check as ``parametrize_with_checks`` yields it (a partial, perhaps
+    wrapped), as in the tables above."""
+    while hasattr(check, "__wrapped__"):
+        check = check.__wrapped__
+    return check.func.__name__ if isinstance(check, functools.partial) else check.__name__
+
+
+@parametrize_with_checks(ESTIMATORS)
 def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
+    """Every check passes but those listed above, which fail (strictly: one that passes
+    must leave its table). The expected failures end in ``pytest.xfail`` here rather than
+    in scikit-learn's ``xfail`` marks, under which pytest formats the check's own
+    traceback, parsing scikit-learn's estimator_checks.py (5000 lines) for each of its
+    frames: 13 s of the suite's CPU for 57 reports nobody reads."""
+    reason = expected_failures(estimator).get(check_name(check))
+    if reason is None:
+        check(estimator)
+        return
+    try:
+        check(estimator)
+    except Exception:
+        failed = True  # pytest.xfail outside the handler: no chained traceback to format
+    else:
+        failed = False
+    if failed:
+        pytest.xfail(reason)
+    pytest.fail(f"{check_name(check)} passes for {estimator!r}: remove it from the "
+                f"expected failures")
 
 
 # -- planted data --------------------------------------------------------------------------
