@@ -123,35 +123,47 @@ def _wait_for_file(path, proc, timeout=300):
 
 class DaskProcesses:
     """``dask scheduler`` and ``dask worker`` started as subprocesses (``worker_args``:
-    more arguments of ``dask worker``, e.g. ``--preload``)."""
+    more arguments of ``dask worker``, e.g. ``--preload``). The workers start with the
+    scheduler and find it through its scheduler file (they wait for it), so that the
+    three processes' imports overlap."""
 
     def __init__(self, tmp_path, n_workers=2, tls_args=(), worker_args=()):
         self.scheduler_file = str(tmp_path / "scheduler.json")
+        if os.path.exists(self.scheduler_file):  # another scheduler's: not ours to find
+            os.remove(self.scheduler_file)
         base = [sys.executable, "-m", "dask"]
         protocol = ["--protocol", "tls"] if tls_args else []
         self.scheduler = subprocess.Popen(
             [*base, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", self.scheduler_file, *protocol, *tls_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.address = _wait_for_file(self.scheduler_file, self.scheduler)["address"]
         self.workers = [
             subprocess.Popen(
-                [*base, "worker", self.address, "--nthreads", "1", "--no-nanny",
-                 "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}", *tls_args,
-                 *worker_args],
+                [*base, "worker", "--scheduler-file", self.scheduler_file, "--nthreads", "1",
+                 "--no-nanny", "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}",
+                 *tls_args, *worker_args],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for i in range(n_workers)
         ]
+        try:
+            self.address = _wait_for_file(self.scheduler_file, self.scheduler)["address"]
+        except BaseException:
+            self.close()
+            raise
 
     def close(self):
-        for proc in [*self.workers, self.scheduler]:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in [*self.workers, self.scheduler]:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        # the workers first, while their scheduler still answers: a worker stopping after
+        # it waits for the lost scheduler (its unregistering), and was killed 5 s later
+        for group in (self.workers, [self.scheduler]):
+            for proc in group:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in group:
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
 
 
 @pytest.fixture
