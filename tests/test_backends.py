@@ -61,19 +61,52 @@ def pipeline(tmp_path_factory):
     return small_quickstart(tmp_path_factory.mktemp("pipeline"))
 
 
-@pytest.fixture(scope="module")
-def in_process_cube(tmp_path_factory, pipeline):
-    out = tmp_path_factory.mktemp("reference") / "quickstart.zarr"
-    proc = cli("sweep", pipeline, "--out", out, "--workers", "0", "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    return out
+class References:
+    """The in-process (``--workers 0``) runs the back ends must equal: the sweep of
+    :func:`pipeline` and the fit :data:`FIT`, two command lines started in the background
+    when a test first asks, so that they run while the daemons start and the jobs wait;
+    :meth:`cube` and :meth:`fit` wait for theirs."""
+
+    def __init__(self, pipeline, directory):
+        self.cube_path = directory / "quickstart.zarr"
+        self.procs = {
+            name: subprocess.Popen([sys.executable, "-m", "onebit_dask", *map(str, argv)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for name, argv in [
+                ("cube", ["sweep", pipeline, "--out", self.cube_path, "--workers", "0",
+                          "--quiet"]),
+                ("fit", [*FIT, "--workers", "0"])]}
+        self.outputs = {}
+
+    def _output(self, name) -> str:
+        if name not in self.outputs:
+            out, err = self.procs[name].communicate(timeout=600)
+            assert self.procs[name].returncode == 0, err
+            self.outputs[name] = out
+        return self.outputs[name]
+
+    def cube(self) -> Path:
+        self._output("cube")
+        return self.cube_path
+
+    def fit(self) -> dict:
+        return fit_numbers(json.loads(self._output("fit")))
+
+    def close(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
 
 
 @pytest.fixture(scope="module")
-def in_process_fit():
-    proc = cli(*FIT, "--workers", "0")
-    assert proc.returncode == 0, proc.stderr
-    return fit_numbers(json.loads(proc.stdout))
+def references(tmp_path_factory, pipeline):
+    """:class:`References`; a test asks for it before the daemons' fixture."""
+    runs = References(pipeline, tmp_path_factory.mktemp("reference"))
+    try:
+        yield runs
+    finally:
+        runs.close()
 
 
 def _private_dir(tmp_path_factory, name):
@@ -156,16 +189,16 @@ def check_jobs_ran_and_ended(slurm, seen, tmp_path, n_jobs):
     wait_until("the jobs leave squeue", lambda: not slurm.jobs())
 
 
-def test_slurm_sweep_equals_in_process(slurm, pipeline, in_process_cube, tmp_path):
+def test_slurm_sweep_equals_in_process(references, slurm, pipeline, tmp_path):
     config, out = slurm_config(tmp_path), tmp_path / "cube.zarr"
     proc, seen = run_watching_jobs(
         slurm, ["sweep", pipeline, "--out", out, "--cluster", config, "--quiet"])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
     check_jobs_ran_and_ended(slurm, seen, tmp_path, 2)
-    assert_same_cube(in_process_cube, out)
+    assert_same_cube(references.cube(), out)
 
 
-def test_slurm_adaptive_sweep_equals_in_process(slurm, pipeline, in_process_cube, tmp_path):
+def test_slurm_adaptive_sweep_equals_in_process(references, slurm, pipeline, tmp_path):
     """``--adapt 0:2`` with the shipped config's shape (``scale: 4``): no job before the
     work comes, then jobs submitted by the adaptive cluster, never more than 2 at a time
     (not the config's 4), all gone from squeue afterwards; the cube is the same."""
@@ -177,14 +210,14 @@ def test_slurm_adaptive_sweep_equals_in_process(slurm, pipeline, in_process_cube
     used = set((tmp_path / "python-used").read_text().split())
     assert used and proc.most_jobs <= 2, (used, seen)  # jobs ran, never more than 2 listed
     wait_until("the jobs leave squeue", lambda: not slurm.jobs())
-    assert_same_cube(in_process_cube, out)
+    assert_same_cube(references.cube(), out)
 
 
-def test_slurm_fit_equals_in_process(slurm, in_process_fit, tmp_path):
+def test_slurm_fit_equals_in_process(references, slurm, tmp_path):
     proc, seen = run_watching_jobs(slurm, [*FIT, "--cluster", slurm_config(tmp_path, n_jobs=1)])
     assert proc.returncode == 0, proc.stderr_text[-3000:]
     check_jobs_ran_and_ended(slurm, seen, tmp_path, 1)
-    assert fit_numbers(json.loads(proc.stdout_text)) == in_process_fit
+    assert fit_numbers(json.loads(proc.stdout_text)) == references.fit()
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -260,20 +293,20 @@ def check_sessions_ended(sshd):
     wait_until("the SSH sessions' processes end", lambda: not sshd_proc.children(recursive=True))
 
 
-def test_ssh_sweep_equals_in_process(sshd, pipeline, in_process_cube, tmp_path):
+def test_ssh_sweep_equals_in_process(references, sshd, pipeline, tmp_path):
     out = tmp_path / "cube.zarr"
     proc = cli("sweep", pipeline, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
                "--quiet")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_sessions_ended(sshd)
-    assert_same_cube(in_process_cube, out)
+    assert_same_cube(references.cube(), out)
 
 
-def test_ssh_fit_equals_in_process(sshd, in_process_fit, tmp_path):
+def test_ssh_fit_equals_in_process(references, sshd, tmp_path):
     proc = cli(*FIT, "--cluster", ssh_config(sshd, tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_sessions_ended(sshd)
-    assert fit_numbers(json.loads(proc.stdout)) == in_process_fit
+    assert fit_numbers(json.loads(proc.stdout)) == references.fit()
 
 
 @pytest.mark.parametrize("known_hosts", ["another key", "default file, absent"])
