@@ -36,6 +36,14 @@ def test_what_a_worker_imports_for_a_fit_leaves_out_scikit_learn_and_scipy_stats
     assert python_says(code) == "[]"
 
 
+def test_a_sweeps_client_and_its_report_leave_out_scikit_learn():
+    # the runner that sends cells to a cluster, and the report, read the method table;
+    # the cells' estimators are imported where the cells run
+    code = ("import sys\nimport onebit_dask.sweep.runner, onebit_dask.sweep.report\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))\n")
+    assert python_says(code) == "[]"
+
+
 def test_a_fit_in_process_imports_neither_dask_nor_zarr():
     # without a client there is nothing for distributed to do (0.25 s of imports), and
     # without a store to write nothing for zarr: the library's fit and the command line's

@@ -9,6 +9,9 @@ one entry, stored at its last iteration), and the training time ``wall_s``.
 once and its result stored along ``step``.
 A method with ``distributable`` takes ``client=``: its fit then runs with the Dask
 engine across the cluster (:func:`.placement.runs_distributed` decides which cells do).
+
+The estimators are imported when a method runs: what reads the table (the runner on a
+cluster's client, the report) does not import scikit-learn.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ from typing import Callable
 import numpy as np
 
 from .. import metrics
-from ..baselines import LEML, ColumnwiseOneBit, OneVsAll, OneVsRestSVM, TraceNormMultiLabel
-from ..estimator import OneBitMultiLabel, use_client
 from ..synthetic import FullObservationProblem, SyntheticProblem, parse_positive_rate
 from .noise import parse_noise
 
@@ -50,6 +51,8 @@ def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
 
 
 def run_onebit(params: dict, fixed: dict, client=None) -> dict:
+    from ..estimator import OneBitMultiLabel, use_client
+
     problem = make_problem(params, fixed)
     if params["n_train"] > 0:
         problem = FullObservationProblem(problem, params["n_train"])
@@ -74,8 +77,11 @@ def observations(params: dict, fixed: dict, problem: SyntheticProblem):
 
 
 def _run_baseline(estimator):
-    """Single-label: the cell's one-bit observations; full: the ``n_train x d2`` labels."""
+    """Single-label: the cell's one-bit observations; full: the ``n_train x d2`` labels.
+    ``estimator(baselines, params)`` builds the estimator from :mod:`onebit_dask.baselines`."""
     def run(params: dict, fixed: dict) -> dict:
+        from .. import baselines
+
         problem = make_problem(params, fixed)
         if params["n_train"] > 0:
             data = problem.full_observation(params["n_train"])
@@ -84,7 +90,7 @@ def _run_baseline(estimator):
             data = observations(params, fixed, problem)
             n_samples = data[0].shape[0]
         start = time.perf_counter()
-        est = estimator(params)
+        est = estimator(baselines, params)
         est.fit(*data, **({} if params["n_train"] > 0 else {"n_labels": problem.d2}))
         wall = time.perf_counter() - start
         scores = metrics.evaluate(problem.test_set(), problem.truth, est.A_, est.B_)
@@ -97,18 +103,18 @@ BOTH = ("single", "full")
 METHODS = {
     "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)",
                      BOTH, distributable=True),
-    "leml": Method(_run_baseline(lambda p: LEML(p["rank"], random_state=p["seed"])), False,
+    "leml": Method(_run_baseline(lambda b, p: b.LEML(p["rank"], random_state=p["seed"])), False,
                    "LEML, squared loss, lambda by a validation split", BOTH),
-    "onevsall": Method(_run_baseline(lambda p: OneVsAll()), False,
+    "onevsall": Method(_run_baseline(lambda b, p: b.OneVsAll()), False,
                        "one logistic regression per label"),
-    "colwise_1bit": Method(_run_baseline(lambda p: ColumnwiseOneBit()), False,
+    "colwise_1bit": Method(_run_baseline(lambda b, p: b.ColumnwiseOneBit()), False,
                            "column-wise one-bit compressed sensing"),
-    "svm": Method(_run_baseline(lambda p: OneVsRestSVM()), False,
+    "svm": Method(_run_baseline(lambda b, p: b.OneVsRestSVM()), False,
                   "one-vs-rest linear SVM", ("full",)),
-    "lrt": Method(_run_baseline(lambda p: TraceNormMultiLabel("logistic",
-                                                              random_state=p["seed"])),
+    "lrt": Method(_run_baseline(lambda b, p: b.TraceNormMultiLabel(
+                      "logistic", random_state=p["seed"])),
                   False, "logistic loss + trace norm, proximal gradient", ("full",)),
-    "smt": Method(_run_baseline(lambda p: TraceNormMultiLabel("squared",
-                                                              random_state=p["seed"])),
+    "smt": Method(_run_baseline(lambda b, p: b.TraceNormMultiLabel(
+                      "squared", random_state=p["seed"])),
                   False, "squared loss + trace norm, proximal gradient", ("full",)),
 }
