@@ -36,7 +36,7 @@ def _large_arguments_by_reference(monkeypatch):
     monkeypatch.setattr(dask_engine, "SHARED_BYTES", 1024)
 
 
-CLUSTER_FIXTURES = {"client2", "dask_processes"}
+CLUSTER_FIXTURES = {"client2"}
 """Fixtures that start Dask processes: a test using one is marked ``integration``."""
 
 
@@ -164,13 +164,6 @@ class DaskProcesses:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-
-
-@pytest.fixture
-def dask_processes(tmp_path):
-    procs = DaskProcesses(tmp_path)
-    yield procs
-    procs.close()
 
 
 def make_certificates(directory):

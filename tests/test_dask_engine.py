@@ -168,13 +168,17 @@ def test_large_arguments_go_to_the_cluster_once_a_round(client2, monkeypatch):
     assert growth_a_step(2**40) > 2 * params["n_shards"] * top
 
 
-def test_subprocess_scheduler_via_cli(dask_processes, capsys):
+def test_cli_on_a_running_scheduler_equals_in_process(client2, capsys):
+    """``--scheduler ADDRESS``: a command line in its own process fits on a cluster it did
+    not start (the session's), with the in-process numbers. (A ``dask scheduler`` process
+    with ``dask worker`` processes: the TLS test below and the kill tests.)"""
     from onebit_dask.cli import main
 
     args = ["fit", "--d1", "40", "--d2", "30", "--rank", "2", "--batch-size", "8000",
             "--n-iter", "3", "--flip", "0.02", "--seed", "9", "--n-test", "500", "--json"]
     remote = subprocess.run([sys.executable, "-m", "onebit_dask", *args, "--scheduler",
-                             dask_processes.address], capture_output=True, text=True, timeout=300)
+                             client2.scheduler.address], capture_output=True, text=True,
+                            timeout=300)
     assert remote.returncode == 0, remote.stderr
     assert main([*args, "--workers", "0"]) == 0  # the in-process reference, in this process
     a, b = json.loads(capsys.readouterr().out), json.loads(remote.stdout)
