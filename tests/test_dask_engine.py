@@ -285,15 +285,15 @@ def test_worker_killed_mid_fit_gives_the_same_result(tmp_path, data):
 
 
 def test_unreachable_scheduler_is_a_clear_error():
-    """``--connect-timeout 2`` is what the connection waits for: distributed's own connect
+    """``--connect-timeout 1`` is what the connection waits for: distributed's own connect
     timeout is set to an hour in the process, so a CLI that ignored the flag would run into
     this test's guard (which only stops a hang) instead of exiting with the message."""
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3600s"}
     proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--scheduler",
-                           "tcp://127.0.0.1:9", "--connect-timeout", "2"],
+                           "tcp://127.0.0.1:9", "--connect-timeout", "1"],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 1  # a runtime failure (bad input would be 2)
-    assert "could not reach the scheduler at tcp://127.0.0.1:9 within 2 s" in proc.stderr
+    assert "could not reach the scheduler at tcp://127.0.0.1:9 within 1 s" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
