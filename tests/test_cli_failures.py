@@ -7,6 +7,7 @@ other cases through ``main(argv)`` in this process, :func:`helpers.run_main`), r
 full file system (a small tmpfs, when this user may mount one).
 """
 
+import concurrent.futures
 import contextlib
 import os
 import signal
@@ -477,8 +478,9 @@ def test_local_config_with_a_dashboard_port_in_use_writes_no_warning(tmp_path):
         config = write_yaml(tmp_path / "local.yaml", {
             "kind": "local", "options": {"n_workers": 1,
                                          "dashboard_address": f"127.0.0.1:{port}"}})
-        quiet = run_cli(*FIT, "--cluster", config)  # FIT has --quiet
-        loud = run_cli(*[a for a in FIT if a != "--quiet"], "--cluster", config)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two processes at once
+            quiet, loud = pool.map(lambda args: run_cli(*args, "--cluster", config),
+                                   [FIT, [a for a in FIT if a != "--quiet"]])  # FIT: --quiet
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     assert loud.returncode == 0, loud.stderr
     lines = [ln for ln in loud.stderr.replace("\r", "\n").splitlines()
