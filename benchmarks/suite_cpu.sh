@@ -5,6 +5,22 @@
 # them). The floor is CPU / cores: no order of the tests beats it on this machine.
 #   bash benchmarks/suite_cpu.sh [PYTEST ARGS...]      (from the repository's root)
 set -euo pipefail
+# the machine's speed at the time: the same code takes 327-406 CPU-s from one run to the
+# next here, as the host's load changes; a fixed piece of work timed just before (the
+# CPU of importing scikit-learn in a fresh process, the median of 3) says which it was
+python - <<'EOF'
+import resource, statistics, subprocess, sys
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+times = []
+for _ in range(3):
+    before = cpu()
+    subprocess.run([sys.executable, "-c", "import sklearn.base"], check=True)
+    times.append(cpu() - before)
+print(f"calibration: importing scikit-learn takes {statistics.median(times):.2f} CPU-s "
+      "(median of 3)")
+EOF
 read -r _ u n s _ _ q sq _ < /proc/stat
 start=$(date +%s.%N)
 status=0
