@@ -118,10 +118,13 @@ class Slurm(Daemons):
     """munged, slurmctld and slurmd for one node on 127.0.0.1, partition ``partition``.
 
     Clients (``sbatch``, ``squeue``, dask-jobqueue) find it through ``self.env``
-    (``SLURM_CONF``); no accounting, ``proctrack/pgid``, ``task/none``. A submitted job
-    is scheduled at once (``batch_sched_delay=0``: 0.6 s from ``sbatch`` to the
+    (``SLURM_CONF``); no accounting, ``proctrack/linuxproc``, ``task/none``. A submitted
+    job is scheduled at once (``batch_sched_delay=0``: 0.6 s from ``sbatch`` to the
     allocation instead of 1.6 s; nothing else waits to be batched on a one-node test
-    cluster).
+    cluster). A job's processes are followed by their parent ids (``linuxproc``): with
+    ``proctrack/pgid`` a cancelled job's step ended 3 s after ``scancel`` (slurmd's log,
+    from the cancel to "done with job"), with ``linuxproc`` 20 ms; the tests still wait
+    until the jobs leave ``squeue``.
     """
 
     def __init__(self, root: Path, partition: str = "compute"):
@@ -161,7 +164,7 @@ SlurmctldPidFile={r / 'slurmctld.pid'}
 SlurmdPidFile={r / 'slurmd.pid'}
 SlurmctldLogFile={r / 'log' / 'slurmctld.log'}
 SlurmdLogFile={r / 'log' / 'slurmd.log'}
-ProctrackType=proctrack/pgid
+ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
