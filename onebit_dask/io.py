@@ -78,6 +78,15 @@ def read_rows(path: str, name: str, array, lo: int, hi: int):
     return array[lo:hi]  # a failure that was not a chunk's: let it raise
 
 
+def read_features(path: str, group, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of the store's ``X``, refused if one holds NaN or inf (naming
+    it). Its dtype (float32 or float64) and shape (2-D) were checked when the store was
+    opened (:class:`ZarrSource`), so no conversion is left to do where it is read."""
+    X = read_rows(path, "X", group["X"], lo, hi)
+    check_finite(X, row_offset=lo)
+    return X
+
+
 def write_observations(path, X, labels, y, *, n_labels: int | None = None,
                        chunk_rows: int = 100_000, overwrite: bool = False) -> str:
     """Validate ``(X, labels, y)`` and write them as an observations store.
@@ -162,10 +171,9 @@ class ZarrShard:
 
     def load(self):
         group = zarr.open_group(self.path, mode="r")
-        X, labels, y = (read_rows(self.path, name, group[name], self.lo, self.hi)
-                        for name in ("X", "labels", "y"))
-        check_finite(X, row_offset=self.lo)  # float32 or float64 and 2-D: checked at open
-        return X, labels, y.astype(np.float64)
+        labels, y = (read_rows(self.path, name, group[name], self.lo, self.hi)
+                     for name in ("labels", "y"))
+        return read_features(self.path, group, self.lo, self.hi), labels, y.astype(np.float64)
 
 
 class ZarrSource(BaseSource):
@@ -248,8 +256,6 @@ class ZarrSource(BaseSource):
         path = self.path
 
         def read(lo, hi):
-            X = read_rows(path, "X", zarr.open_group(path, mode="r")["X"], lo, hi)
-            check_finite(X, row_offset=lo)
-            return X
+            return read_features(path, zarr.open_group(path, mode="r"), lo, hi)
 
         return RowChunks(self.n, self.d1, read, chunk_rows)
