@@ -244,12 +244,13 @@ def scatter_rows(labels: np.ndarray, rows: np.ndarray, weights: np.ndarray | Non
 
     A ``scipy.sparse`` product ``E @ rows`` with the ``u x n`` one-hot matrix ``E``
     (several times faster than ``np.add.at``; it sums in row order, so it is
-    deterministic).
+    deterministic), built as CSC: one entry per column, given directly (no COO
+    conversion).
     """
     uniq, inverse = np.unique(labels, return_inverse=True)
     n = labels.shape[0]
     data = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    E = scipy.sparse.csr_matrix((data, (inverse, np.arange(n))), shape=(uniq.size, n))
+    E = scipy.sparse.csc_matrix((data, inverse, np.arange(n + 1)), shape=(uniq.size, n))
     return uniq, np.asarray(E @ rows, dtype=np.float64)
 
 

@@ -48,7 +48,7 @@ import numpy as np
 import scipy.linalg
 from scipy.special import log_ndtr, ndtr, ndtri_exp, owens_t
 
-from .kernels import ActiveRows, scatter_rows, sign
+from .kernels import ActiveRows, label_mass, scatter_rows, sign
 from .thresholds import LabelCounts, count_bits
 
 
@@ -102,8 +102,7 @@ def projected_rows(u: np.ndarray, labels: np.ndarray, weights: np.ndarray, P: np
     Rows with ``w_i = 0`` must be left out by the caller.
     """
     uniq, coef = scatter_rows(labels, u, weights)
-    _, sq = scatter_rows(labels, np.ones((labels.size, 1)), weights * weights)
-    rows = complete_rows(P, coef, np.sqrt(sq[:, 0]), rng)
+    rows = complete_rows(P, coef, np.sqrt(label_mass(uniq, labels, weights * weights)), rng)
     return ActiveRows(rows, uniq, np.ones(uniq.size), n_obs)
 
 

@@ -41,6 +41,21 @@ def test_scatter_rows_matches_add_at():
     assert set(uniq) == set(labels)
 
 
+def test_scatter_rows_adds_the_weighted_rows_in_row_order():
+    # the sums are those of a loop over the rows in order, to the bit (float64, from
+    # zero), whatever the rows' dtype: shard results do not depend on the summation's plan
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 20, 3000)
+    weights = rng.choice([-1.0, 0.0, 1.0], 3000) * rng.random(3000)
+    for rows in (rng.standard_normal((3000, 4)), rng.standard_normal((3000, 4)).astype(np.float32)):
+        ref = np.zeros((20, 4))
+        for label, weight, row in zip(labels, weights, rows.astype(np.float64)):
+            ref[label] += weight * row
+        uniq, sums = scatter_rows(labels, rows, weights)
+        np.testing.assert_array_equal(uniq, np.unique(labels))
+        assert sums.dtype == np.float64 and sums.tobytes() == ref[uniq].tobytes()
+
+
 def test_step_size_rules():
     assert [step_size("paper", t) for t in range(6)] == [1.0] * 6
     assert [step_size("averaged", t) for t in range(6)] == [1.0, 1.0, 1.0, 0.5, 1 / 3, 0.25]
