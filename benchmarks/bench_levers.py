@@ -40,7 +40,8 @@ def row(name, kept, alternative, note=""):
 
 def scatter_add(labels, rows, weights, repeat):
     """Weighted rows summed by label: scipy.sparse one-hot product vs np.add.at,
-    np.bincount per column, and sort + np.add.reduceat."""
+    np.bincount per column, sort + np.add.reduceat, and the same product with its matrix
+    built from COO pairs."""
     u = labels.max() + 1
 
     def add_at():
@@ -53,6 +54,14 @@ def scatter_add(labels, rows, weights, repeat):
         return np.stack([np.bincount(labels, w[:, c], minlength=u)
                          for c in range(rows.shape[1])], axis=1)
 
+    def through_coo():  # the same product, its matrix built from (row, column) pairs
+        uniq, inverse = np.unique(labels, return_inverse=True)
+        E = scipy.sparse.csr_matrix((weights, (inverse, np.arange(labels.size))),
+                                    shape=(uniq.size, labels.size))
+        out = np.zeros((u, rows.shape[1]))
+        out[uniq] = E @ rows
+        return out
+
     def reduceat():
         order = np.argsort(labels, kind="stable")
         sorted_labels = labels[order]
@@ -64,6 +73,7 @@ def scatter_add(labels, rows, weights, repeat):
     dense[uniq] = sparse
     for alt in (add_at, bincount):
         np.testing.assert_allclose(alt(), dense, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(through_coo(), dense)  # the same sums, to the bit
     kept = best(lambda: scatter_rows(labels, rows, weights), repeat)
     shape = f"{rows.shape[0]} x {rows.shape[1]} rows"
     row(f"scatter-add, {shape}: sparse product vs `np.add.at`", kept, best(add_at, repeat))
@@ -71,6 +81,8 @@ def scatter_add(labels, rows, weights, repeat):
         best(bincount, repeat))
     row(f"scatter-add, {shape}: sparse product vs sort + `np.add.reduceat`", kept,
         best(reduceat, repeat))
+    row(f"scatter-add, {shape}: CSC one-hot given directly vs built from COO pairs", kept,
+        best(through_coo, repeat))
 
 
 def cholqr2(Y, d1):
