@@ -121,27 +121,34 @@ def _wait_for_file(path, proc, timeout=300):
     raise TimeoutError(path)
 
 
+def _dask_command(name):
+    """``dask NAME`` (``scheduler``, ``worker``) as ``python -m`` of its module."""
+    return [sys.executable, "-m", f"distributed.cli.dask_{name}"]
+
+
 class DaskProcesses:
     """``dask scheduler`` and ``dask worker`` started as subprocesses (``worker_args``:
     more arguments of ``dask worker``, e.g. ``--preload``). The workers start with the
     scheduler and find it through its scheduler file (they wait for it), so that the
-    three processes' imports overlap."""
+    three processes' imports overlap. Each runs the ``main`` of the command by its
+    module (``python -m distributed.cli.dask_worker``, as dask-jobqueue starts workers):
+    the ``dask`` command finds the same ``main`` through the installed packages' entry
+    points, 0.27 CPU-s more a process (`--help`, medians of 7: 0.94 against 0.66)."""
 
     def __init__(self, tmp_path, n_workers=2, tls_args=(), worker_args=()):
         self.scheduler_file = str(tmp_path / "scheduler.json")
         if os.path.exists(self.scheduler_file):  # another scheduler's: not ours to find
             os.remove(self.scheduler_file)
-        base = [sys.executable, "-m", "dask"]
         protocol = ["--protocol", "tls"] if tls_args else []
         self.scheduler = subprocess.Popen(
-            [*base, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+            [*_dask_command("scheduler"), "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
              "--scheduler-file", self.scheduler_file, *protocol, *tls_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.workers = [
             subprocess.Popen(
-                [*base, "worker", "--scheduler-file", self.scheduler_file, "--nthreads", "1",
-                 "--no-nanny", "--host", "127.0.0.1", "--no-dashboard", "--name", f"w{i}",
-                 *tls_args, *worker_args],
+                [*_dask_command("worker"), "--scheduler-file", self.scheduler_file,
+                 "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard",
+                 "--name", f"w{i}", *tls_args, *worker_args],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for i in range(n_workers)
         ]
