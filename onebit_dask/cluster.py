@@ -470,7 +470,7 @@ def _start_failure(config: ClusterConfig, exc: BaseException) -> str:
     return f"{config.path}: the {config.kind} cluster did not start ({detail})"
 
 
-def _start(config: ClusterConfig):
+def _start(config: ClusterConfig, silence_logs=None):
     security = make_security(config.security)
     extra = {"security": security, "protocol": "tls://"} if security else {}
     opts = dict(config.options)
@@ -480,6 +480,8 @@ def _start(config: ClusterConfig):
         opts.setdefault("host", "127.0.0.1")
         opts.setdefault("threads_per_worker", 1)
         opts.setdefault("dashboard_address", f"{opts['host']}:0")  # a free port
+        if silence_logs is not None:
+            opts["silence_logs"] = silence_logs
         return LocalCluster(**opts, **extra)
     if config.kind == "ssh":
         from distributed import SSHCluster
@@ -494,12 +496,14 @@ def _start(config: ClusterConfig):
     return KubeCluster(**opts)
 
 
-def make_cluster(config: ClusterConfig, adapt_range=None):
+def make_cluster(config: ClusterConfig, adapt_range=None, silence_logs=None):
     """Start the cluster of a config, scaled or adaptive as it says.
 
     ``adapt_range=(minimum, maximum)`` (the CLI's ``--adapt``) makes it adaptive
     instead of the config's ``scale``/``adapt``: no job is submitted for the
-    config's ``scale`` first.
+    config's ``scale`` first. ``silence_logs``: the level below which a local
+    cluster's workers drop their log records (LocalCluster's ``silence_logs``; ``None``
+    leaves its default, WARNING).
 
     The config comes from :func:`load_cluster_config` (or :func:`parse_cluster_config`);
     what it needs of this machine is checked first (:func:`check_runnable`).
@@ -521,7 +525,7 @@ def make_cluster(config: ClusterConfig, adapt_range=None):
             # and the CLI's "dask dashboard:" line gives it (4 lines of warning otherwise)
             warnings.filterwarnings("ignore", message=r"\s*Port \d+ is already in use",
                                     category=UserWarning)
-            cluster = _start(config)
+            cluster = _start(config, silence_logs)
     except (ClusterConfigError, ClusterStartError):
         raise
     except Exception as exc:

@@ -79,18 +79,20 @@ def _connect(scheduler, tls, timeout):
 def _start_cluster(cluster, workers, debug, adapt=None):
     """The cluster of a config or the embedded LocalCluster; with ``adapt=(min, max)``
     adaptive from the start (no workers or jobs started for a fixed size first)."""
+    # the workers' log records: all of them with --debug, else none (a worker's
+    # heartbeat cut short by the cluster's closing is an ERROR record of distributed's)
+    silence_logs = logging.DEBUG if debug else logging.CRITICAL
     if cluster is not None:  # a failure to start is a one-line ClusterStartError
         from .cluster import make_cluster
 
-        return make_cluster(cluster, adapt)
+        return make_cluster(cluster, adapt, silence_logs)
     from distributed import LocalCluster
 
     from .cluster import adapt as make_adaptive
 
     local = LocalCluster(n_workers=0 if adapt is not None else workers or default_workers(),
                          threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address="127.0.0.1:0",
-                         silence_logs=logging.DEBUG if debug else logging.CRITICAL)
+                         dashboard_address="127.0.0.1:0", silence_logs=silence_logs)
     if adapt is not None:
         make_adaptive(local, *adapt)
     return local

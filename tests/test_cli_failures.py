@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 
+import dask
 import numpy as np
 import pytest
 import yaml
@@ -488,6 +489,29 @@ def test_local_config_with_a_dashboard_port_in_use_writes_no_warning(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("dask dashboard: http://127.0.0.1:"), lines
     assert f":{port}/" not in lines[0]
 
+
+
+def test_a_local_configs_workers_are_as_quiet_as_the_embedded_clusters(tmp_path, capfd):
+    """A local cluster config's workers drop their log records as the embedded
+    cluster's do (``--debug`` shows them): a worker's heartbeat cut short by the
+    cluster's closing is an ERROR record with a traceback, and it reached the stderr of
+    a command that succeeded (the test above caught it, now and then). Here a worker
+    preload logs an error and a warning, and leaves a file (it ran); the workers are
+    processes and write to this process's file descriptor 2."""
+    ran = tmp_path / "ran"
+    preload = tmp_path / "log_at_start.py"
+    preload.write_text(
+        "import logging, pathlib\n\n"
+        "def dask_setup(worker):\n"
+        "    logging.getLogger('distributed.worker').error('an error record of a worker')\n"
+        "    logging.getLogger('distributed.worker').warning('a warning record of a worker')\n"
+        f"    pathlib.Path({str(ran)!r}).touch()\n")
+    config = write_yaml(tmp_path / "local.yaml", {"kind": "local", "options": {"n_workers": 1}})
+    with dask.config.set({"distributed.worker.preload": [str(preload)]}):  # sent to workers
+        proc = run_main(*FIT, "--cluster", config)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert ran.exists()
+    assert "record of a worker" not in capfd.readouterr().err
 
 def test_data_directory_that_is_not_a_store_is_named_as_the_flag(tmp_path):
     (tmp_path / "notes").mkdir()
