@@ -490,14 +490,13 @@ def test_local_config_with_a_dashboard_port_in_use_writes_no_warning(tmp_path):
     assert f":{port}/" not in lines[0]
 
 
-
 def test_a_local_configs_workers_are_as_quiet_as_the_embedded_clusters(tmp_path, capfd):
     """A local cluster config's workers drop their log records as the embedded
     cluster's do (``--debug`` shows them): a worker's heartbeat cut short by the
-    cluster's closing is an ERROR record with a traceback, and it reached the stderr of
-    a command that succeeded (the test above caught it, now and then). Here a worker
-    preload logs an error and a warning, and leaves a file (it ran); the workers are
-    processes and write to this process's file descriptor 2."""
+    cluster's closing is an ERROR record with a traceback, which would otherwise reach
+    the stderr of a command that succeeded. Here a worker preload logs an error and a
+    warning, and leaves a file (it ran); the workers are processes and write to this
+    process's file descriptor 2."""
     ran = tmp_path / "ran"
     preload = tmp_path / "log_at_start.py"
     preload.write_text(
@@ -512,6 +511,7 @@ def test_a_local_configs_workers_are_as_quiet_as_the_embedded_clusters(tmp_path,
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert ran.exists()
     assert "record of a worker" not in capfd.readouterr().err
+
 
 def test_data_directory_that_is_not_a_store_is_named_as_the_flag(tmp_path):
     (tmp_path / "notes").mkdir()
