@@ -216,18 +216,16 @@ def weighted_label_sums(X, labels, weights, rows=None):
     w = np.asarray(weights, dtype=np.float64)
     w = w if rows is None else w[rows]
     if scipy.sparse.issparse(X):
-        E = scipy.sparse.csc_matrix((w, inverse, np.arange(lab.size + 1)),
-                                    shape=(uniq.size, lab.size))
         block = X if rows is None else X[rows]
+        E = one_hot(inverse, w, uniq.size)
         return uniq, scipy.sparse.csr_matrix(E @ block.astype(np.float64, copy=False))
     S = np.zeros((uniq.size, X.shape[1]))
     step = max(1, SUM_BYTES // (8 * max(1, X.shape[1])))
     for a in range(0, lab.size, step):
         z = min(a + step, lab.size)
-        u, local = np.unique(inverse[a:z], return_inverse=True)
-        E = scipy.sparse.csc_matrix((w[a:z], local, np.arange(z - a + 1)), shape=(u.size, z - a))
         block = X[a:z] if rows is None else X[rows[a:z]]
-        S[u] += E @ block.astype(np.float64, copy=False)
+        u, sums = scatter_rows(inverse[a:z], block.astype(np.float64, copy=False), w[a:z])
+        S[u] += sums
     return uniq, S
 
 
@@ -243,15 +241,20 @@ def scatter_rows(labels: np.ndarray, rows: np.ndarray, weights: np.ndarray | Non
     ``sums[u] = sum_{i: labels_i = unique_labels[u]} weights_i rows_i`` in float64.
 
     A ``scipy.sparse`` product ``E @ rows`` with the ``u x n`` one-hot matrix ``E``
-    (several times faster than ``np.add.at``; it sums in row order, so it is
-    deterministic), built as CSC: one entry per column, given directly (no COO
-    conversion).
+    (:func:`one_hot`; several times faster than ``np.add.at``; it sums in row order, so
+    it is deterministic).
     """
     uniq, inverse = np.unique(labels, return_inverse=True)
     n = labels.shape[0]
     data = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    E = scipy.sparse.csc_matrix((data, inverse, np.arange(n + 1)), shape=(uniq.size, n))
-    return uniq, np.asarray(E @ rows, dtype=np.float64)
+    return uniq, np.asarray(one_hot(inverse, data, uniq.size) @ rows, dtype=np.float64)
+
+
+def one_hot(inverse: np.ndarray, weights: np.ndarray, n_groups: int):
+    """The ``n_groups x n`` matrix ``E[inverse_i, i] = weights_i`` as CSC: one entry per
+    column, given directly (no COO conversion)."""
+    n = inverse.shape[0]
+    return scipy.sparse.csc_matrix((weights, inverse, np.arange(n + 1)), shape=(n_groups, n))
 
 
 def shard_label_sums(X, labels, y) -> tuple[np.ndarray, np.ndarray]:
