@@ -470,19 +470,25 @@ def _start_failure(config: ClusterConfig, exc: BaseException) -> str:
     return f"{config.path}: the {config.kind} cluster did not start ({detail})"
 
 
+def local_cluster(options: dict, silence_logs=None, **extra):
+    """A ``LocalCluster`` of ``options`` with the package's defaults: on 127.0.0.1, one
+    thread a worker, the dashboard on a free port of its host. ``silence_logs`` as in
+    :func:`make_cluster`; ``extra`` (TLS) goes to LocalCluster as it is."""
+    from distributed import LocalCluster
+
+    opts = {"host": "127.0.0.1", "threads_per_worker": 1, **options}
+    opts.setdefault("dashboard_address", f"{opts['host']}:0")  # a free port
+    if silence_logs is not None:
+        opts["silence_logs"] = silence_logs
+    return LocalCluster(**opts, **extra)
+
+
 def _start(config: ClusterConfig, silence_logs=None):
     security = make_security(config.security)
     extra = {"security": security, "protocol": "tls://"} if security else {}
     opts = dict(config.options)
     if config.kind == "local":
-        from distributed import LocalCluster
-
-        opts.setdefault("host", "127.0.0.1")
-        opts.setdefault("threads_per_worker", 1)
-        opts.setdefault("dashboard_address", f"{opts['host']}:0")  # a free port
-        if silence_logs is not None:
-            opts["silence_logs"] = silence_logs
-        return LocalCluster(**opts, **extra)
+        return local_cluster(opts, silence_logs, **extra)
     if config.kind == "ssh":
         from distributed import SSHCluster
 

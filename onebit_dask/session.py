@@ -86,13 +86,11 @@ def _start_cluster(cluster, workers, debug, adapt=None):
         from .cluster import make_cluster
 
         return make_cluster(cluster, adapt, silence_logs)
-    from distributed import LocalCluster
-
     from .cluster import adapt as make_adaptive
+    from .cluster import local_cluster
 
-    local = LocalCluster(n_workers=0 if adapt is not None else workers or default_workers(),
-                         threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address="127.0.0.1:0", silence_logs=silence_logs)
+    n_workers = 0 if adapt is not None else workers or default_workers()
+    local = local_cluster({"n_workers": n_workers, "processes": True}, silence_logs)
     if adapt is not None:
         make_adaptive(local, *adapt)
     return local
