@@ -24,7 +24,7 @@ import time
 from . import shipped
 from .errors import EXIT_RUNTIME, EXIT_USAGE, RunError
 from .failures import describe_failure
-from .metric_names import METRICS
+from .metric_names import METRICS, RANKING
 
 
 class UsageError(Exception):
@@ -119,10 +119,6 @@ def _common(p) -> None:
 
 SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "positive_rate", "n_test", "max_eval_labels",
                   "sampler")
-
-
-RANKING_KEYS = ("auc", "precision_at_1", "precision_at_3", "precision_at_5", "ndcg_at_1",
-                "ndcg_at_3", "ndcg_at_5", "psp_at_1", "psp_at_3", "psp_at_5")
 
 
 def _add_fit(sub):
@@ -314,7 +310,7 @@ def _run_fit(args) -> int:
             _save(est, args)
     last = est.history_[-1]
     synthetic = args.data is None
-    metric_keys = METRICS if synthetic else tuple(k for k in RANKING_KEYS if k in last)
+    metric_keys = METRICS if synthetic else tuple(k for k in RANKING if k in last)
     result = {key: last[key] for key in metric_keys}
     result.update(
         wall_s=wall, fit_s=last["fit_s"], n_samples=est.n_samples_seen_, d1=d1, d2=d2,
@@ -627,7 +623,7 @@ def _run_sweep(args) -> int:
         target = check_target(**_target(args))
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
-        raise UsageError(str(exc)) from None  # (a damaged store: SweepRuntimeError, exit 1)
+        raise UsageError(str(exc)) from None  # (a damaged store: DamagedStoreError, exit 1)
     args.writes = args.out
     from .stores.lock import StoreLock
 

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._checks import check_float, check_int
+from .metric_names import RANKING_KS
 
 
 def _positives(Y_true) -> sp.csr_matrix:
@@ -203,7 +204,7 @@ def psp_at_k(Y_true, top_labels, propensities, k: int) -> float:
     return gained / best if best > 0 else float("nan")
 
 
-def top_k_metrics(Y_true, top_labels, propensities=None, ks=(1, 3, 5)) -> dict:
+def top_k_metrics(Y_true, top_labels, propensities=None, ks=RANKING_KS) -> dict:
     """Precision@k, nDCG@k and (with propensities) PSP@k for each ``k`` in ``ks``.
 
     Parameters
@@ -212,7 +213,8 @@ def top_k_metrics(Y_true, top_labels, propensities=None, ks=(1, 3, 5)) -> dict:
     top_labels : array-like of int of shape (n, K), K >= max(ks)
     propensities : array-like of shape (d2,), optional
         From :func:`propensities` on the training labels; without them no ``psp_at_k``.
-    ks : sequence of int
+    ks : sequence of int, default (1, 3, 5)
+        :data:`onebit_dask.metric_names.RANKING_KS`.
 
     Returns
     -------

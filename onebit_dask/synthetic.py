@@ -248,7 +248,7 @@ class ProjectedShard(_BlockShard):
         block's labels, ``None`` for zeros).
 
         ``thresholded`` (the thresholded model): what
-        :func:`onebit_dask.engine.blocks.shard_activate` gives for explicit rows, in law:
+        :meth:`SyntheticShard.activate` gives for explicit rows, in law:
         the batch's :class:`~onebit_dask.thresholds.LabelCounts` in ``counts``, and for
         the initial batch the sums of the positive bits' rows in ``X`` and of the
         negative bits' in ``X_neg`` (every label with bits, unit weights)."""

@@ -19,33 +19,32 @@ reading rows ``[lo, hi)`` (:meth:`CsrStore.rows`, what a worker calls) reads the
 
 :func:`convert` streams a data file (:mod:`onebit_dask.data.xc`) into a store
 ``chunk_rows`` lines at a time: its memory does not grow with the file. It writes a
-temporary sibling directory (named ``.NAME.onebit-dask-partial-PID``) and renames it
-to ``store_path`` once the whole file was read and checked; on any error it removes
-that directory (and nothing else), so a bad file leaves nothing behind.
+marked temporary sibling directory (:func:`onebit_dask.stores.atomic.new_temporary`)
+and moves it to ``store_path`` once the whole file was read and checked; on any error it
+removes that directory (and nothing else), so a bad file leaves nothing behind.
 
 Every chunk is written, even one equal to the fill value, so a chunk that is missing
 later means a damaged store: reading checks that the chunks it needs exist (zarr
 itself would read a missing chunk as zeros) and that the row pointers it reads are
-consistent, and raises :class:`~onebit_dask.io.DamagedStoreError` naming the store
+consistent, and raises :class:`~onebit_dask.stores.zarr_format.DamagedStoreError` naming the store
 and the part otherwise.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 
 import numpy as np
 import scipy.sparse as sp
 import zarr
 
 from .._checks import check_int
-from ..stores.zarr_format import DamagedStoreError
+from ..stores import atomic
+from ..stores.zarr_format import ALL_CHUNKS, DamagedStoreError, format_attrs, missing_chunk
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = "onebit-dask/csr"
 VERSION = 1
-_ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
 _ARRAYS = {  # name: (dtype kind, dimension name, length key)
     "X/indptr": ("i", "row_pointer", "n"), "X/indices": ("i", "x_entry", "nnz_x"),
     "X/data": ("f", "x_entry", "nnz_x"), "Y/indptr": ("i", "row_pointer", "n"),
@@ -65,14 +64,11 @@ def _damaged(path: str, what: str) -> DamagedStoreError:
 def _read(path: str, name: str, array, lo: int, hi: int) -> np.ndarray:
     """Elements ``[lo, hi)`` of the array ``name``, after checking (through zarr's store
     API) that their chunks exist."""
-    from zarr.core.sync import sync
-
-    store, prefix, size = array.store_path.store, array.store_path.path, array.chunks[0]
-    for i in range(lo // size, -(-hi // size)):
-        key = array.metadata.encode_chunk_key((i,))
-        if not sync(store.exists(f"{prefix}/{key}" if prefix else key)):
-            raise _damaged(path, f"the chunk {name}/{key} (elements {i * size}.."
-                           f"{min((i + 1) * size, array.shape[0]) - 1}) is missing")
+    gone = missing_chunk(array, lo, hi)
+    if gone is not None:
+        first, last, key = gone
+        raise _damaged(path, f"the chunk {name}/{key} (elements {first}..{last - 1}) is "
+                       "missing")
     try:
         return array[lo:hi]
     except Exception as exc:
@@ -190,11 +186,11 @@ def is_csr_store(path) -> bool:
 
 def _create(group, name: str, dtype, chunk: int):
     return group.create_array(name, shape=(0,), chunks=(chunk,), dtype=dtype,
-                              dimension_names=(_ARRAYS[name][1],), config=_ALL_CHUNKS)
+                              dimension_names=(_ARRAYS[name][1],), config=ALL_CHUNKS)
 
 
 def _write(tmp: str, src: str, sizes, chunk_rows: int, chunk_nnz: int) -> None:
-    group = zarr.open_group(tmp, mode="w-")
+    group = zarr.open_group(tmp, mode="a", zarr_format=3)  # the marked temporary
     arrays = {
         "X/indptr": _create(group, "X/indptr", np.int64, chunk_rows),
         "X/indices": _create(group, "X/indices", _index_dtype(sizes.d1), chunk_nnz),
@@ -212,7 +208,7 @@ def _write(tmp: str, src: str, sizes, chunk_rows: int, chunk_nnz: int) -> None:
         arrays["Y/indptr"].append(Y.indptr[1:].astype(np.int64) + nnz_y)
         arrays["Y/indices"].append(Y.indices.astype(arrays["Y/indices"].dtype))
         n, nnz_x, nnz_y = n + X.shape[0], nnz_x + X.nnz, nnz_y + Y.nnz
-    group.attrs.update({"format": FORMAT, "version": VERSION, "n": n, "d1": sizes.d1,
+    group.attrs.update({**format_attrs(FORMAT, VERSION), "n": n, "d1": sizes.d1,
                         "d2": sizes.d2, "nnz_x": nnz_x, "nnz_y": nnz_y})
 
 
@@ -255,17 +251,15 @@ def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 
         raise FileNotFoundError(f"store_path={os.fspath(store_path)!r}: its folder does not "
                                 "exist")
     sizes = xc_sizes(src, n_features=n_features, n_labels=n_labels, chunk_rows=chunk_rows)
-    tmp = os.path.join(os.path.dirname(target),
-                       f".{os.path.basename(target)}.onebit-dask-partial-{os.getpid()}")
-    os.mkdir(tmp)  # fails if it exists: then it is not ours to remove
+    tmp = atomic.new_temporary(target)
     try:
         _write(tmp, src, sizes, chunk_rows, chunk_nnz)
         if os.path.lexists(target):
             raise ValueError(f"store_path={os.fspath(store_path)!r} appeared while converting: "
                              "give a new path, or delete it first")
-        os.rename(tmp, target)
+        atomic.replace(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        atomic.discard(tmp)
         raise
     return os.fspath(store_path)
 

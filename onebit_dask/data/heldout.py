@@ -18,9 +18,10 @@ import numpy as np
 from .._validation import check_features
 from ..engine import blocks as B
 from ..engine import topk
+from ..metric_names import RANKING_KS
 from .label_matrix import check_label_matrix
 
-TOP_K = 5  # precision, nDCG and PSP at 1, 3, 5
+TOP_K = max(RANKING_KS)  # precision, nDCG and PSP at each k of RANKING_KS
 
 
 def read_test_data(path, d1: int, d2: int, *, name: str, training: str):
@@ -106,6 +107,6 @@ class HeldOut:
         aucs = np.concatenate([o[0] for o in outs])
         top, _ = topk.best_k(np.hstack([o[1] for o in outs]), np.hstack([o[2] for o in outs]), k)
         scores = {"auc": float(np.nanmean(aucs)) if np.isfinite(aucs).any() else float("nan")}
-        ks = tuple(j for j in (1, 3, 5) if j <= k)  # d2 < 5: the k that exist
+        ks = tuple(j for j in RANKING_KS if j <= k)  # d2 < 5: the k that exist
         scores.update(ranking.top_k_metrics(self.Y, top, propensities, ks=ks))
         return scores

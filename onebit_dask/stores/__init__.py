@@ -1,4 +1,5 @@
-"""What the package's zarr stores share (observations, models and checkpoints, sweep cubes).
+"""What the package's zarr stores share (observations, models and checkpoints, sweep cubes,
+CSR stores).
 
 - :mod:`.zarr_format`: format attributes, typed attribute reads, chunk checks through
   zarr's store API, and the one :class:`~.zarr_format.DamagedStoreError`;

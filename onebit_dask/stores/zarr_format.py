@@ -1,8 +1,9 @@
-"""What the package's three zarr formats share: format attributes, typed attribute reads,
+"""What the package's zarr formats share: format attributes, typed attribute reads,
 chunk checks through zarr's store API and the one error for a damaged store.
 
 The formats are the observations store (:mod:`onebit_dask.io`), the model store
-(:mod:`onebit_dask.model_io`) and the sweep cube (:mod:`onebit_dask.sweep.store`).
+(:mod:`onebit_dask.model_io`), the sweep cube (:mod:`onebit_dask.sweep.store`) and the
+CSR store (:mod:`onebit_dask.data.csr_store`).
 Each array is written with every chunk (``write_empty_chunks``), so a chunk missing
 later means damage, which zarr would otherwise read as the fill value.
 """

@@ -24,10 +24,9 @@ from typing import Callable
 import numpy as np
 
 from .. import metrics
+from ..metric_names import METRICS
 from ..synthetic import FullObservationProblem, SyntheticProblem, parse_positive_rate
 from .noise import parse_noise
-
-METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
 
 
 @dataclass(frozen=True)
