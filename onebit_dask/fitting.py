@@ -200,7 +200,8 @@ def prepare(engine, shards, bounds):
 def evaluations(problem, labels, bounds) -> list:
     """One :class:`~onebit_dask.engine.blocks.Evaluation` per label block: the evaluated
     ``labels`` it owns."""
-    return [Evaluation(problem, labels[(labels >= lo) & (labels < hi)])
+    truth = problem.planted()
+    return [Evaluation(truth, labels[(labels >= lo) & (labels < hi)])
             for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 

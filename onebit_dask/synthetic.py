@@ -162,6 +162,20 @@ def _priors(rate, d2: int, seed: int, labels: np.ndarray) -> np.ndarray:
     return np.exp(np.log(low) + frac * (np.log(high) - np.log(low)))
 
 
+class PlantedTruth(NamedTuple):
+    """What a label block's task needs of a planted truth for the test metrics: the four
+    numbers that draw its factors (:meth:`truth_rows`), not the problem."""
+
+    d1: int
+    d2: int
+    rank: int
+    seed: int
+
+    def truth_rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(A*, B*[lo:hi])`` without forming all of ``B*`` (cached per process)."""
+        return _truth_rows(self.d1, self.d2, self.rank, self.seed, lo, hi)
+
+
 class TestSet(NamedTuple):
     """Held-out instances with noiseless labels on the evaluated labels."""
 
@@ -355,7 +369,11 @@ class SyntheticProblem:
 
     def truth_rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """``(A*, B*[lo:hi])`` without forming all of ``B*`` (cached per process)."""
-        return _truth_rows(self.d1, self.d2, self.rank, self.seed, lo, hi)
+        return self.planted().truth_rows(lo, hi)
+
+    def planted(self) -> PlantedTruth:
+        """The truth's :class:`PlantedTruth`."""
+        return PlantedTruth(self.d1, self.d2, self.rank, self.seed)
 
     def truth_bias(self, lo: int, hi: int) -> np.ndarray:
         """The thresholds ``b*_j = Phi^{-1}(p_j)`` of the labels ``[lo, hi)``, shape
@@ -530,6 +548,9 @@ class FullObservationProblem:
 
     def truth_rows(self, lo: int, hi: int):
         return self.problem.truth_rows(lo, hi)
+
+    def planted(self) -> PlantedTruth:
+        return self.problem.planted()
 
     def truth_bias(self, lo: int, hi: int) -> np.ndarray:
         return self.problem.truth_bias(lo, hi)

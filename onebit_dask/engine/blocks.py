@@ -23,7 +23,7 @@ whose ``out`` carries the small result that goes back to the client. No Dask her
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from ..data.shards import ShardKind, active_sums, row_scaled, scored_bits
 from ..kernels import ActiveRows, aligned, row_norms
 from ..metrics import auc_rows, label_auc_sums
 from . import topk
+
+if TYPE_CHECKING:
+    from ..synthetic import PlantedTruth
 
 THRESHOLD_SLOTS = ("b", "p", "v")
 """The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of
@@ -63,10 +66,11 @@ class StepModel(NamedTuple):
 
 
 class Evaluation(NamedTuple):
-    """What a block reports for the metrics: ``truth`` has ``truth_rows(lo, hi)``;
-    ``labels`` are the evaluated labels that lie in the block (sorted, global)."""
+    """What a block reports for the metrics: ``truth`` gives the planted factors' rows
+    (:class:`onebit_dask.synthetic.PlantedTruth`, ``truth_rows(lo, hi)``); ``labels`` are
+    the evaluated labels that lie in the block (sorted, global)."""
 
-    truth: Any
+    truth: PlantedTruth
     labels: np.ndarray
 
 
