@@ -520,7 +520,7 @@ def _client(*, debug: bool, **options):
 
     saved = {}
     if not debug and options.get("workers") != 0:  # in-process: distributed not imported
-        import distributed
+        import distributed  # noqa: F401  (its loggers exist once it is imported)
 
         names = {"distributed", "tornado", "bokeh"} | {
             n for n in logging.root.manager.loggerDict

@@ -13,8 +13,10 @@ import io
 import pathlib
 import subprocess
 import sys
+import time
+from typing import NamedTuple
 
-ROOT = pathlib.Path(__file__).parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SMALL = dict(d1=20, d2=10, rank=2, batch_size=2000, n_iter=2, n_test=200)
 """A synthetic problem and fit small enough for the command line tests."""
@@ -38,7 +40,15 @@ def run_cli(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def run_main(*args) -> subprocess.CompletedProcess:
+class Finished(NamedTuple):
+    """A command run in this process, as a finished process (``status, out, err =``)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_main(*args) -> Finished:
     """``onebit-dask ARGS`` through ``main(argv)`` in this process, as a finished
     process: its exit status and what it wrote on stdout and stderr."""
     from onebit_dask.cli import main
@@ -49,10 +59,20 @@ def run_main(*args) -> subprocess.CompletedProcess:
             status = main([*map(str, args)])
         except SystemExit as exc:  # argparse's --help / --version
             status = exc.code
-    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
+    return Finished(status, out.getvalue(), err.getvalue())
 
 
-def run_bench(script, *args) -> subprocess.CompletedProcess:
+def wait_until(done, what: str = "the condition", timeout: float = 300.0,
+               every: float = 0.02) -> None:
+    """Return once ``done()`` is true, asked every ``every`` s; the timeout only stops a
+    hang (a failure naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(every)
+
+
+def run_bench(script, *args) -> Finished:
     """``python benchmarks/SCRIPT ARGS`` run in this process (its ``main(argv)``, the
     environment restored after it), as a finished process: exit status, stdout, stderr."""
     import importlib.util
@@ -73,7 +93,7 @@ def run_bench(script, *args) -> subprocess.CompletedProcess:
         finally:
             os.environ.clear()
             os.environ.update(environ)
-    return subprocess.CompletedProcess([script, *args], status, out.getvalue(), err.getvalue())
+    return Finished(status, out.getvalue(), err.getvalue())
 
 
 def lineage_pickles(dask_scheduler, keys) -> list[bytes]:

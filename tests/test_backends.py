@@ -24,24 +24,12 @@ from onebit_dask.cluster import load_cluster_config, parse_cluster_config
 from onebit_dask.sweep.store import open_cube
 from onebit_dask.testing import computed
 
-from helpers import run_cli, small_quickstart
+from helpers import ROOT, run_cli, small_quickstart, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ROOT = Path(__file__).parents[1]
 FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
        "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
 METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
-
-
-def cli(*args, env=None, timeout=600):
-    return run_cli(*args, env=env, timeout=timeout)
-
-
-def wait_until(what, ready, timeout=300.0):  # the timeout only stops a hang
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
-        time.sleep(0.5)
 
 
 def fit_numbers(result):
@@ -186,7 +174,7 @@ def check_jobs_ran_and_ended(slurm, seen, tmp_path, n_jobs):
     # can run between two polls); every job squeue listed ran
     used = set((tmp_path / "python-used").read_text().split())
     assert len(used) == n_jobs and set(seen) <= used, (used, seen)
-    wait_until("the jobs leave squeue", lambda: not slurm.jobs())
+    wait_until(lambda: not slurm.jobs(), "the jobs leave squeue", every=0.5)
 
 
 def test_slurm_sweep_equals_in_process(references, slurm, pipeline, tmp_path):
@@ -209,7 +197,7 @@ def test_slurm_adaptive_sweep_equals_in_process(references, slurm, pipeline, tmp
     assert proc.returncode == 0, proc.stderr_text[-3000:]
     used = set((tmp_path / "python-used").read_text().split())
     assert used and proc.most_jobs <= 2, (used, seen)  # jobs ran, never more than 2 listed
-    wait_until("the jobs leave squeue", lambda: not slurm.jobs())
+    wait_until(lambda: not slurm.jobs(), "the jobs leave squeue", every=0.5)
     assert_same_cube(references.cube(), out)
 
 
@@ -228,7 +216,7 @@ def test_slurm_refused_job_is_one_line(slurm, tmp_path, change, reason):
     config = slurm_config(tmp_path, **change)
     # sbatch's reason in the line: the refusal was seen, not waited out (cli's timeout
     # only stops a hang)
-    proc = cli(*FIT, "--cluster", config, env=slurm.env)
+    proc = run_cli(*FIT, "--cluster", config, env=slurm.env)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(config) in lines[0] and reason in lines[0], proc.stderr
@@ -290,12 +278,13 @@ def ssh_config(sshd, tmp_path, **connect):
 
 def check_sessions_ended(sshd):
     sshd_proc = psutil.Process(next(p.pid for name, p in sshd.procs if name == "sshd"))
-    wait_until("the SSH sessions' processes end", lambda: not sshd_proc.children(recursive=True))
+    wait_until(lambda: not sshd_proc.children(recursive=True), "the SSH sessions' processes end",
+               every=0.5)
 
 
 def test_ssh_sweep_equals_in_process(references, sshd, pipeline, tmp_path):
     out = tmp_path / "cube.zarr"
-    proc = cli("sweep", pipeline, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
+    proc = run_cli("sweep", pipeline, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
                "--quiet")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_sessions_ended(sshd)
@@ -303,7 +292,7 @@ def test_ssh_sweep_equals_in_process(references, sshd, pipeline, tmp_path):
 
 
 def test_ssh_fit_equals_in_process(references, sshd, tmp_path):
-    proc = cli(*FIT, "--cluster", ssh_config(sshd, tmp_path))
+    proc = run_cli(*FIT, "--cluster", ssh_config(sshd, tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_sessions_ended(sshd)
     assert fit_numbers(json.loads(proc.stdout)) == references.fit()
@@ -322,7 +311,7 @@ def test_ssh_unknown_host_key_is_refused(sshd, tmp_path, known_hosts):
         config = ssh_config(sshd, tmp_path, known_hosts=str(file))
     else:  # the shipped config's way: no known_hosts key, ~/.ssh/known_hosts is absent
         config = ssh_config(sshd, tmp_path, known_hosts=...)
-    proc = cli(*FIT, "--cluster", config, env={**os.environ, "HOME": str(home)}, timeout=600)
+    proc = run_cli(*FIT, "--cluster", config, env={**os.environ, "HOME": str(home)}, timeout=600)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "known_hosts" in lines[0] and "not trusted" in lines[0], proc.stderr

@@ -27,9 +27,8 @@ import sys
 
 import pytest
 
-from helpers import small_quickstart
+from helpers import ROOT, small_quickstart
 
-ROOT = pathlib.Path(__file__).parents[1]
 SMALLER = {
     "README.md": {"100_000": "5_000", "100000": "5000", "10_000]": "2_000]",
                   # test sets of 1000 rows, not the default 10 000 (each fit scores them

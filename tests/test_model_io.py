@@ -20,7 +20,6 @@ from distributed import get_task_stream
 
 from test_cli_failures import read_only_dir, small_disk
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, model_io
-from onebit_dask.cli import main
 from onebit_dask.engine import placement
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.io import write_observations
@@ -30,7 +29,7 @@ from onebit_dask.stores.lock import StoreLock, StoreLockedError
 from onebit_dask.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit, computed
 
-from helpers import run_cli
+from helpers import run_cli, run_main
 
 pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
@@ -384,14 +383,7 @@ FIT = ["fit", "--workers", "0", "--d1", "20", "--d2", "30", "--rank", "2", "--ba
        "--n-iter", "3", "--n-test", "300", "--flip", "0.02", "--seed", "3", "--quiet", "--json"]
 
 
-def run_main(capsys, *args):
-    """``onebit-dask ARGS`` in this process: ``(status, stdout, stderr)``."""
-    status = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
+def test_cli_fit_save_then_predict_and_evaluate(tmp_path):
     model = str(tmp_path / "model.zarr")
     checkpoint = str(tmp_path / "ckpt.zarr")
     _user_dir(f"{model}.old")  # the user's, beside it (issue 18 item 2): left alone
@@ -403,20 +395,20 @@ def test_cli_fit_save_then_predict_and_evaluate(tmp_path, capsys):
     assert est.history_ == result["history"]
     obs = write_observations(tmp_path / "obs.zarr", *PROBLEM.draw(0, 50), n_labels=30)
     X = zarr.open_group(obs, mode="r")["X"][:4]
-    status, out, err = run_main(capsys, "predict", model, "--data", obs, "--top-k", 3, "--rows", 4,
+    status, out, err = run_main("predict", model, "--data", obs, "--top-k", 3, "--rows", 4,
                                 "--json")
     assert status == 0, err
     out = json.loads(out)
     scores = (X.astype(np.float64) @ est.A_) @ est.B_.T + est.intercept_
     assert out["labels"] == np.argsort(-scores, axis=1, kind="stable")[:, :3].tolist()
     np.testing.assert_allclose(out["scores"], -np.sort(-scores, axis=1)[:, :3], rtol=1e-12)
-    status, out, err = run_main(capsys, "evaluate", model, "--json")
+    status, out, err = run_main("evaluate", model, "--json")
     assert status == 0, err
     metrics = json.loads(out)
     for key in ("auc", "hamming_loss", "spectral_error", "frobenius_error"):
         assert metrics[key] == result[key]
     # the checkpoint: the same command again resumes from it (nothing left to do)
-    status, out, err = run_main(capsys, *FIT, "--checkpoint", checkpoint)
+    status, out, err = run_main(*FIT, "--checkpoint", checkpoint)
     assert status == 0, err
     assert computed(json.loads(out)["history"]) == computed(result["history"])
 
@@ -449,9 +441,9 @@ def stores(tmp_path_factory):
     ([*FIT, "--save", ""], "--save='' is not allowed"),
     ([*FIT, "--checkpoint", ""], "checkpoint='' is not allowed"),
 ])
-def test_cli_bad_input_exits_2_with_one_line(stores, capsys, args, message):
+def test_cli_bad_input_exits_2_with_one_line(stores, args, message):
     before = sorted(os.listdir(stores))
-    status, out, err = run_main(capsys, *[a.format(tmp=stores) for a in args])
+    status, out, err = run_main(*[a.format(tmp=stores) for a in args])
     assert status == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], err
@@ -459,11 +451,11 @@ def test_cli_bad_input_exits_2_with_one_line(stores, capsys, args, message):
     assert sorted(os.listdir(stores)) == before  # nothing written, nothing removed
 
 
-def test_cli_damaged_model_exits_1_with_one_line(stores, tmp_path, capsys):
+def test_cli_damaged_model_exits_1_with_one_line(stores, tmp_path):
     damaged = tmp_path / "damaged.zarr"
     shutil.copytree(stores / "model.zarr", damaged)
     shutil.rmtree(damaged / "blocks" / "3")
-    status, out, err = run_main(capsys, "predict", damaged, "--data", stores / "obs.zarr")
+    status, out, err = run_main("predict", damaged, "--data", stores / "obs.zarr")
     assert status == 1 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "block 3" in lines[0] and "damaged" in lines[0], err
@@ -481,7 +473,7 @@ def _intact(path):
         return fh.read() == "x"
 
 
-def test_user_directories_named_like_old_temporaries_are_left_alone(reference, tmp_path, capsys):
+def test_user_directories_named_like_old_temporaries_are_left_alone(reference, tmp_path):
     """Issue 18 item 2: ``PATH.old`` and ``PATH.tmp`` were deleted by save and checkpoint."""
     model, ckpt = tmp_path / "model.zarr", tmp_path / "ckpt.zarr"
     mine = [f"{model}.old", f"{model}.tmp", f"{ckpt}.old", f"{ckpt}.tmp"]
@@ -490,7 +482,7 @@ def test_user_directories_named_like_old_temporaries_are_left_alone(reference, t
     reference.save(model)
     reference.save(model, overwrite=True)
     OneBitMultiLabel(2, **dict(PARAMS, n_iter=2)).fit(PROBLEM, checkpoint=ckpt)
-    status, _, err = run_main(capsys, *FIT, "--n-iter", 1, "--save", tmp_path / "cli.zarr",
+    status, _, err = run_main(*FIT, "--n-iter", 1, "--save", tmp_path / "cli.zarr",
                               "--checkpoint", tmp_path / "cli-ckpt.zarr")
     assert status == 0, err
     for path in mine:
@@ -499,19 +491,18 @@ def test_user_directories_named_like_old_temporaries_are_left_alone(reference, t
     assert OneBitMultiLabel.load(model).n_steps_ == reference.n_steps_
 
 
-def test_a_foreign_file_where_the_lock_goes_is_refused_before_any_work(reference, tmp_path,
-                                                                       capsys):
+def test_a_foreign_file_where_the_lock_goes_is_refused_before_any_work(reference, tmp_path):
     model = tmp_path / "model.zarr"
     lock = tmp_path / "model.zarr.lock"
     lock.write_text("my notes")
     with pytest.raises(ForeignPathError, match="model.zarr.lock.*not an onebit-dask lock"):
         reference.save(model)
-    status, out, err = run_main(capsys, *FIT, "--save", model)
+    status, out, err = run_main(*FIT, "--save", model)
     assert status == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "model.zarr.lock" in err and "not an onebit-dask lock" in err
     ckpt_lock = tmp_path / "ckpt.zarr.lock"
     os.mkdir(ckpt_lock)
-    status, out, err = run_main(capsys, *FIT, "--checkpoint", tmp_path / "ckpt.zarr")
+    status, out, err = run_main(*FIT, "--checkpoint", tmp_path / "ckpt.zarr")
     assert status == 2 and "ckpt.zarr.lock" in err, err
     assert lock.read_text() == "my notes" and ckpt_lock.is_dir()
     assert not model.exists() and not (tmp_path / "ckpt.zarr").exists()
@@ -590,14 +581,14 @@ def test_damaged_or_edited_model_store_is_refused_naming_the_part(saved, tmp_pat
     assert f"model store {path!r} is damaged" in str(info.value)
 
 
-def test_damaged_model_exits_1_with_one_line_naming_the_part(saved, stores, tmp_path, capsys):
+def test_damaged_model_exits_1_with_one_line_naming_the_part(saved, stores, tmp_path):
     cases = {"predict": ("chunk of blocks/2/B", ["--data", stores / "obs.zarr"]),
              "evaluate": ("NaN in B", [])}
     for command, (case, extra) in cases.items():
         path = tmp_path / f"{command}.zarr"
         shutil.copytree(saved, path)
         DAMAGES[case][0](str(path))
-        status, out, err = run_main(capsys, command, path, *extra)
+        status, out, err = run_main(command, path, *extra)
         assert status == 1 and out == "", err
         lines = err.strip().splitlines()
         assert len(lines) == 1 and str(path) in lines[0], err
@@ -621,14 +612,14 @@ def test_rng_state_is_exact_for_every_json_reader(saved):
 
 
 # -- one writer per checkpoint, resumed only when whole ---------------------------------------
-def test_a_checkpoint_held_by_another_writer_is_refused_before_any_work(tmp_path, capsys):
+def test_a_checkpoint_held_by_another_writer_is_refused_before_any_work(tmp_path):
     """Deterministic two writers: this process holds the checkpoint's lock (as a fit
     does) while another fit, in-process and as a real process, starts on it."""
     path = tmp_path / "ckpt.zarr"
     with StoreLock(str(path), writer="fit"):
         with pytest.raises(StoreLockedError, match=f"in use by another fit .*pid {os.getpid()}"):
             OneBitMultiLabel(2, **PARAMS).fit(PROBLEM, checkpoint=path)
-        status, out, err = run_main(capsys, *FIT, "--checkpoint", path)
+        status, out, err = run_main(*FIT, "--checkpoint", path)
         assert status == 1 and out == "" and len(err.strip().splitlines()) == 1, err
         proc = run_cli(*FIT, "--checkpoint", str(path))
         assert proc.returncode == 1 and proc.stdout == "", proc.stderr
@@ -688,7 +679,7 @@ def test_a_checkpoint_that_is_not_whole_is_not_resumed(tmp_path, damage):
 
 
 # -- targets checked before the work; a full disk during save ------------------------------
-def test_save_targets_are_checked_before_writing(reference, tmp_path, capsys):
+def test_save_targets_are_checked_before_writing(reference, tmp_path):
     (tmp_path / "afile.txt").write_text("mine")
     for path, message in [("", "path='' is not allowed"),
                           (tmp_path / "afile.txt" / "m.zarr", "is not a directory"),
@@ -698,9 +689,9 @@ def test_save_targets_are_checked_before_writing(reference, tmp_path, capsys):
     with read_only_dir(tmp_path / "ro") as ro:
         with pytest.raises(ValueError, match="is not writable"):
             reference.save(ro / "m.zarr")
-        status, out, err = run_main(capsys, *FIT, "--save", ro / "m.zarr")
+        status, out, err = run_main(*FIT, "--save", ro / "m.zarr")
         assert status == 2 and len(err.strip().splitlines()) == 1 and "not writable" in err
-        status, out, err = run_main(capsys, *FIT, "--checkpoint", ro / "ck.zarr")
+        status, out, err = run_main(*FIT, "--checkpoint", ro / "ck.zarr")
         assert status == 2 and len(err.strip().splitlines()) == 1 and "not writable" in err
     assert (tmp_path / "afile.txt").read_text() == "mine"
 
@@ -709,7 +700,7 @@ WIDE = ["--d1", "20000", "--d2", "30", "--rank", "2", "--batch-size", "1000", "-
         "--n-test", "20", "--workers", "0", "--quiet"]  # Q_top alone is 640 kB
 
 
-def test_full_disk_during_save_leaves_nothing_and_keeps_the_model(tmp_path, capsys):
+def test_full_disk_during_save_leaves_nothing_and_keeps_the_model(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 20_000))
     labels, y = rng.integers(0, 30, 60), rng.choice([-1.0, 1.0], 60)
@@ -719,7 +710,7 @@ def test_full_disk_during_save_leaves_nothing_and_keeps_the_model(tmp_path, caps
                                             "memory: call save again"):
             est.save(disk / "m.zarr")
         assert os.listdir(disk) == []  # no temporary, no lock
-        status, out, err = run_main(capsys, "fit", *WIDE, "--save", disk / "m.zarr")
+        status, out, err = run_main("fit", *WIDE, "--save", disk / "m.zarr")
         assert status == 1 and out == "", err
         assert len(err.strip().splitlines()) == 1 and "no space left" in err, err
         assert "the fitted model is lost with this command" in err

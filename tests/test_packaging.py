@@ -17,7 +17,8 @@ from packaging.utils import canonicalize_name
 from onebit_dask import shipped
 from onebit_dask.cli import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from helpers import ROOT
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 

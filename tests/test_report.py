@@ -86,8 +86,6 @@ def faceted(tmp_path_factory):
 
 
 def test_figures_are_faceted_by_dimensions_they_do_not_show(faceted, tmp_path):
-    import numpy as np
-
     from onebit_dask.sweep.report import collect
     from onebit_dask.sweep.store import open_cube
 

@@ -20,6 +20,8 @@ from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.store import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
+from helpers import wait_until
+
 pytestmark = pytest.mark.integration
 
 SPEC_TEXT = """
@@ -350,15 +352,6 @@ def test_two_runners_on_one_store(tmp_path, in_process):
             assert len(err.strip().splitlines()) == 1, err
             assert "in use by another sweep runner" in err and f"pid {other.pid}" in err
     xr.testing.assert_equal(cube_values(shared), cube_values(in_process))
-
-
-def wait_until(done, timeout=300.0):
-    """Return once ``done()`` is true (checked every 20 ms); the timeout only stops a
-    hang."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "hung"
-        time.sleep(0.02)
 
 
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
