@@ -236,6 +236,11 @@ def test_report_on_a_damaged_done_array_exits_1(cube, tmp_path, damage):
     run = run_cli if damage == "missing" else run_main  # one real process, one in-process
     line = one_line(run("report", copy), 1)
     assert str(copy) in line and "damaged" in line
+    from onebit_dask.stores.zarr_format import DamagedStoreError
+    from onebit_dask.sweep.report import report
+
+    with pytest.raises(DamagedStoreError, match="damaged"):  # the package's one error for it
+        report(copy)
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ import xarray as xr
 
 from ..errors import RunError
 from ..metric_names import METRICS
+from ..stores.zarr_format import DamagedStoreError
 from .methods import METHODS
 from .store import open_cube
 
@@ -88,9 +89,9 @@ def collect(ds, progress: bool = False, path: str = "the cube",
         failed = int(np.asarray(ds["failed"].values).sum()) if "failed" in ds else 0
     except Exception as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RunError(f"{path}: the 'done' flags are missing or unreadable ({detail}): the "
-                       "store is damaged; run the sweep again with --overwrite to rebuild it"
-                       ) from None
+        raise DamagedStoreError(f"{path}: the 'done' flags are missing or unreadable ({detail}): "
+                                "the store is damaged; run the sweep again with --overwrite "
+                                "to rebuild it") from None
     index = np.nonzero(done)
     n_done = len(index[0]) if index else 0
     if require_done and n_done == 0:
@@ -528,7 +529,7 @@ def _save(fig, directory, name) -> str:
 
 def _check_whole(path: str, ds) -> None:
     """A store whose arrays are missing or unreadable (the store module's check, which
-    sees through consolidated metadata) is a :class:`RunError`."""
+    sees through consolidated metadata) is a :class:`DamagedStoreError`."""
     from types import SimpleNamespace
 
     from .store import damage
@@ -539,8 +540,8 @@ def _check_whole(path: str, ds) -> None:
     except Exception as exc:
         problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if problem:
-        raise RunError(f"{path}: the store is damaged ({problem}): run the sweep again with "
-                       "--overwrite to rebuild it")
+        raise DamagedStoreError(f"{path}: the store is damaged ({problem}): run the sweep again "
+                                "with --overwrite to rebuild it")
 
 
 def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]:
@@ -550,8 +551,9 @@ def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]
         ds = open_cube(path)
     except Exception as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RunError(f"{path}: the cube cannot be opened ({detail}): the store is damaged; "
-                       "run the sweep again with --overwrite to rebuild it") from None
+        raise DamagedStoreError(f"{path}: the cube cannot be opened ({detail}): the store is "
+                                "damaged; run the sweep again with --overwrite to rebuild it"
+                                ) from None
     _check_whole(os.fspath(path), ds)
     cells = collect(ds, progress, os.fspath(path), require_done=plot_dir is not None)
     text = tables(cells)
