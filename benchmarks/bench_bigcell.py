@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from onebit_dask.metric_names import METRICS
+
 SPEC = """
 name: bigcell
 grid:
@@ -41,7 +43,6 @@ grid:
 fixed: {{n_test: {n_test}, n_shards: {shards}, max_eval_labels: {max_eval_labels},
         distributed: always}}
 """
-METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
 
 
 def run(argv: list, timeout: float) -> tuple:

@@ -549,12 +549,6 @@ def inverse_marginal(u, t1, t2, rho, tau, mass):
     return x
 
 
-def draw_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray) -> np.ndarray:
-    """``r_i z_i`` (``(n, 2)``) of active rows of labels ``j`` (:func:`rows_in_pieces`)."""
-    z, pick = rows_in_pieces(rng, pieces, j, agree)
-    return PIECE_RESIDUAL[pick][:, None] * z
-
-
 def rows_in_pieces(rng, pieces: Pieces, j: np.ndarray, agree: np.ndarray):
     """``(z, piece)`` of active rows of labels ``j``: ``z_i`` (``(n, 2)``) in the plane from
     ``N(0, I_2)`` restricted to where the bit and the score disagree (``agree`` false) or

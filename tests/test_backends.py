@@ -21,6 +21,7 @@ import yaml
 import backends
 from onebit_dask import testing
 from onebit_dask.cluster import load_cluster_config, parse_cluster_config
+from onebit_dask.metric_names import METRICS
 from onebit_dask.sweep.store import open_cube
 from onebit_dask.testing import computed
 
@@ -29,7 +30,6 @@ from helpers import ROOT, run_cli, small_quickstart, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
        "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
-METRICS = ("spectral_error", "frobenius_error", "hamming_loss", "auc")
 
 
 def fit_numbers(result):

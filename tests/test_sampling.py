@@ -518,13 +518,18 @@ def plane_references():
 
 def plane_min_p_value(references):
     """Smallest Welch p-value over the first and second moments of ``r z``: 5000 rows
-    drawn by :func:`sampling.draw_in_pieces` against the rejection reference."""
+    drawn by :func:`sampling.rows_in_pieces` (``r`` the residual of the piece drawn, as
+    the conditional step takes it) against the rejection reference."""
     rng = np.random.default_rng(1)
     stats = lambda a: np.column_stack([a, a[:, :1] ** 2, a[:, :1] * a[:, 1:], a[:, 1:] ** 2])  # noqa: E731
-    p = [scipy.stats.ttest_ind(
-            stats(sampling.draw_in_pieces(rng, pieces, np.zeros(5000, dtype=int),
-                                          np.full(5000, agree))),
-            stats(ref), equal_var=False).pvalue.min() for pieces, agree, ref in references]
+
+    def residual_rows(pieces, agree):
+        z, pick = sampling.rows_in_pieces(rng, pieces, np.zeros(5000, dtype=int),
+                                          np.full(5000, agree))
+        return sampling.PIECE_RESIDUAL[pick][:, None] * z
+
+    p = [scipy.stats.ttest_ind(stats(residual_rows(pieces, agree)), stats(ref),
+                               equal_var=False).pvalue.min() for pieces, agree, ref in references]
     return min(p), 5 * len(p)
 
 
