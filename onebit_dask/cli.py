@@ -662,9 +662,10 @@ def _add_report(sub):
 
 def _run_report(args) -> int:
     from .sweep.report import TooManyFacets, check_plot_dir, report
-    from .sweep.store import FORMAT, read_attrs
+    from .stores.zarr_format import group_attrs
+    from .sweep.store import FORMAT
 
-    attrs = read_attrs(args.store) if os.path.isdir(args.store) else None
+    attrs = group_attrs(args.store) if os.path.isdir(args.store) else None
     if attrs is None or attrs.get("format") != FORMAT:
         raise UsageError(f"store={args.store!r} is not an onebit-dask sweep store")
     if args.plots is not None:

@@ -40,7 +40,7 @@ from .data.shards import ShardKind, n_row_batches, row_batch, row_bounds
 from .data.source import BaseSource
 from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
-                                 missing_chunk)
+                                 group_attrs, missing_chunk)
 
 FORMAT = "onebit-dask/observations"
 VERSION = 1
@@ -114,7 +114,7 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
     if paths.exists(where):
         if not overwrite:
             raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace it")
-        if _format(where) != FORMAT:
+        if (group_attrs(where) or {}).get("format") != FORMAT:
             raise ValueError(f"path={path!r} is not an observations store: overwrite=True "
                              "replaces an observations store only (nothing was changed)")
     if paths.is_url(where):  # no rename: in place, the attributes (the format) last
@@ -145,14 +145,6 @@ def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None
         group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
                            config=ALL_CHUNKS, dimension_names=DIMS[name])[:] = data
     group.attrs.update({**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)})
-
-
-def _format(path: str):
-    """The ``format`` attribute of the zarr group at ``path`` (``None`` if not a group)."""
-    try:
-        return zarr.open_group(path, mode="r").attrs.get("format")
-    except Exception:  # zarr raises several types for a path that is not a group
-        return None
 
 
 @dataclass(frozen=True)

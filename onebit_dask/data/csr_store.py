@@ -40,7 +40,8 @@ import zarr
 
 from .._checks import check_int
 from ..stores import atomic
-from ..stores.zarr_format import ALL_CHUNKS, DamagedStoreError, format_attrs, missing_chunk
+from ..stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, format_attrs, group_attrs,
+                                  missing_chunk)
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = "onebit-dask/csr"
@@ -175,13 +176,7 @@ def open_csr_store(path) -> CsrStore:
 
 def is_csr_store(path) -> bool:
     """Whether ``path`` is a zarr group whose attrs say it is a CSR store."""
-    path = os.fspath(path)
-    if not os.path.isfile(os.path.join(path, "zarr.json")):
-        return False
-    try:
-        return zarr.open_group(path, mode="r").attrs.get("format") == FORMAT
-    except Exception:
-        return False
+    return (group_attrs(path) or {}).get("format") == FORMAT
 
 
 def _create(group, name: str, dtype, chunk: int):

@@ -9,6 +9,7 @@ import scipy.sparse
 
 from .._checks import as_generator, check_seed
 from .._validation import check_features, check_observations
+from ..stores.zarr_format import group_attrs
 from ..synthetic import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
 from .label_matrix import LabelMatrixSource, check_label_matrix
@@ -90,13 +91,7 @@ CSR_FORMAT = "onebit-dask/csr"  # a CSR store's format attribute (data.csr_store
 
 def store_format(path: str):
     """The ``format`` attribute of the zarr group at ``path``, or ``None``."""
-    import json
-
-    try:
-        with open(os.path.join(path, "zarr.json")) as fh:
-            return json.load(fh).get("attributes", {}).get("format")
-    except (OSError, ValueError):
-        return None
+    return (group_attrs(path) or {}).get("format")
 
 
 def _none_of(call: str, why: str, **given) -> None:

@@ -11,11 +11,14 @@ later means damage, which zarr would otherwise read as the fill value.
 from __future__ import annotations
 
 import itertools
+import json
 import numbers
+import os
 
 import numpy as np
 
 from ..errors import RunError
+from . import paths
 
 ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
 
@@ -28,6 +31,30 @@ class DamagedStoreError(RunError):
 def format_attrs(fmt: str, version: int) -> dict:
     """The attributes that mark a group as a store of format ``fmt``."""
     return {"format": fmt, "version": version}
+
+
+def group_attrs(path) -> dict | None:
+    """The attributes of the zarr (v3) group at ``path``, a local path or a URL, as they
+    are (unchecked: which format it is, for a dispatch or a refusal), or ``None`` where
+    there is no group. A local group's are read from its ``zarr.json``, without importing
+    zarr."""
+    path = os.fspath(path)
+    if paths.is_url(path.removeprefix("file://")):
+        import zarr
+
+        try:
+            return dict(zarr.open_group(path, mode="r", zarr_format=3).attrs)
+        except Exception:  # zarr raises several types for a path that is not a group
+            return None
+    try:
+        with open(os.path.join(path.removeprefix("file://"), "zarr.json")) as fh:
+            meta = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("node_type") != "group":
+        return None
+    attrs = meta.get("attributes", {})
+    return dict(attrs) if isinstance(attrs, dict) else None
 
 
 def chunk_rows(array, lo: int = 0, hi: int | None = None):

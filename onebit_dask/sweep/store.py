@@ -25,7 +25,7 @@ import xarray as xr
 
 from ..provenance import provenance
 from ..stores import atomic
-from ..stores.zarr_format import ALL_CHUNKS, DamagedStoreError, missing_chunk
+from ..stores.zarr_format import ALL_CHUNKS, DamagedStoreError, group_attrs, missing_chunk
 from .noise import parse_noise
 from .spec import SweepSpec
 
@@ -235,7 +235,7 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
         raise StoreError(f"--out {path!r}: the directory {parent!r} is not writable")
     if not os.path.exists(path):
         return True
-    attrs = read_attrs(path)
+    attrs = group_attrs(path)
     if attrs is None or attrs.get("format") != FORMAT:
         if attrs is None and _ours_without_attributes(path):
             return True  # a store we started to make and that holds nothing yet
@@ -296,15 +296,6 @@ def damage(path: str, spec: SweepSpec) -> str | None:
     finally:
         ctx.__exit__(None, None, None)
     return None
-
-
-def read_attrs(path: str) -> dict | None:
-    import zarr
-
-    try:
-        return dict(zarr.open_group(os.fspath(path), mode="r").attrs)
-    except Exception:  # not a zarr group at all
-        return None
 
 
 def flags(path: str) -> tuple[np.ndarray, np.ndarray]:
