@@ -242,10 +242,10 @@ def _fit_inputs(args):
                                 "svmlight format), a CSR store or an observations store")
     if not is_url(path) and os.path.isdir(path):
         from .data.csr_store import FORMAT as CSR_FORMAT
-        from .data.inputs import store_format
         from .io import FORMAT as OBSERVATIONS_FORMAT
+        from .stores.zarr_format import group_attrs
 
-        if store_format(path) not in (CSR_FORMAT, OBSERVATIONS_FORMAT):
+        if (group_attrs(path) or {}).get("format") not in (CSR_FORMAT, OBSERVATIONS_FORMAT):
             raise ValueError(f"--data {path!r} is a directory but not a CSR store or an "
                              "observations store (no onebit-dask format in its zarr.json): "
                              "give one of those, or a data file (XC or svmlight format)")

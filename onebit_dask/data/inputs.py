@@ -9,7 +9,6 @@ import scipy.sparse
 
 from .._checks import as_generator, check_seed
 from .._validation import check_features, check_observations
-from ..stores.zarr_format import group_attrs
 from ..synthetic import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
 from .label_matrix import LabelMatrixSource, check_label_matrix
@@ -56,7 +55,9 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
             features, labels = read_xc(path)
             return LabelMatrixSource(features, check_label_matrix(labels, features.shape[0]),
                                      batch_seed(random_state))
-        if store_format(path) == CSR_FORMAT:
+        from .csr_store import is_csr_store  # a store: zarr is imported to read it anyway
+
+        if is_csr_store(path):
             from .csr_source import CsrStoreSource
             from .csr_store import open_csr_store
 
@@ -86,12 +87,6 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
     return LabelMatrixSource(X, Y, batch_seed(random_state))
 
 
-CSR_FORMAT = "onebit-dask/csr"  # a CSR store's format attribute (data.csr_store)
-
-
-def store_format(path: str):
-    """The ``format`` attribute of the zarr group at ``path``, or ``None``."""
-    return (group_attrs(path) or {}).get("format")
 
 
 def _none_of(call: str, why: str, **given) -> None:
