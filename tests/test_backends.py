@@ -25,11 +25,10 @@ from onebit_dask.metric_names import METRICS
 from onebit_dask.sweep.store import open_cube
 from onebit_dask.testing import computed
 
-from helpers import ROOT, run_cli, small_quickstart, wait_until
+from helpers import ROOT, fit_args, run_cli, small_quickstart, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-FIT = ["fit", "--d1", "30", "--d2", "12", "--rank", "2", "--batch-size", "3000", "--n-iter",
-       "3", "--n-test", "300", "--seed", "3", "--json", "--quiet"]
+FIT = fit_args("--json", "--quiet", d1=30, d2=12, batch_size=3000, n_iter=3, n_test=300, seed=3)
 
 
 def fit_numbers(result):

@@ -29,7 +29,7 @@ from onebit_dask.stores.lock import StoreLock, StoreLockedError
 from onebit_dask.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit, computed
 
-from helpers import run_cli, run_main
+from helpers import fit_args, run_cli, run_main
 
 pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
@@ -379,8 +379,8 @@ def test_checkpoint_of_another_fit_is_refused(tmp_path):
 
 
 # -- the command line -------------------------------------------------------------------------
-FIT = ["fit", "--workers", "0", "--d1", "20", "--d2", "30", "--rank", "2", "--batch-size", "4000",
-       "--n-iter", "3", "--n-test", "300", "--flip", "0.02", "--seed", "3", "--quiet", "--json"]
+FIT = fit_args("--quiet", "--json", workers=0, d2=30, batch_size=4000, n_iter=3, n_test=300,
+               flip=0.02, seed=3)
 
 
 def test_cli_fit_save_then_predict_and_evaluate(tmp_path):
