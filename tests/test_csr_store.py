@@ -58,6 +58,7 @@ def test_store_layout(tmp_path):
         assert group[name].metadata.dimension_names is not None
     assert group["X/indptr"].chunks == (50,) and group["X/indptr"].shape == (301,)
     assert is_csr_store(tmp_path / "s.zarr") and not is_csr_store(DATA / "emotions_train.txt")
+    assert not is_csr_store(f"file://{tmp_path / 's.zarr'}")  # read from local paths only
 
 
 def test_headerless_file(tmp_path):

@@ -50,6 +50,34 @@ def test_replace_and_recover_touch_only_marked_directories(tmp_path):
     assert atomic.leftovers(path, "old") == [] and atomic.leftovers(path, "tmp") == []
 
 
+def test_publish_never_replaces_what_appeared_at_the_path(tmp_path):
+    path = str(tmp_path / "s.zarr")
+    tmp = atomic.new_temporary(path)
+    (tmp_path / os.path.basename(tmp) / "v").write_text("new")
+    os.mkdir(path)  # the user's, made while the temporary was written
+    (tmp_path / "s.zarr" / "notes.txt").write_text("mine")
+    with pytest.raises(OSError):
+        atomic.publish(tmp, path)
+    assert os.listdir(path) == ["notes.txt"]
+    assert (tmp_path / "s.zarr" / "notes.txt").read_text() == "mine"
+    atomic.discard(tmp)
+    os.remove(os.path.join(path, "notes.txt"))
+    os.rmdir(path)
+    tmp = atomic.new_temporary(path)
+    atomic.publish(tmp, path)  # where nothing is: moved, its marker gone
+    assert os.listdir(tmp_path) == ["s.zarr"] and os.listdir(path) == []
+
+
+def test_a_temporary_whose_marker_cannot_be_written_is_not_left(tmp_path, monkeypatch):
+    def full_disk(directory, token):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic, "_mark", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        atomic.new_temporary(str(tmp_path / "s.zarr"))
+    assert os.listdir(tmp_path) == []  # an unmarked directory would never be removed
+
+
 # -- typed attributes and chunks ---------------------------------------------------------------
 def test_a_discarded_temporary_outlives_no_write_still_running(tmp_path):
     # a failed write's sibling chunk writes go on in zarr's event loop after the failure

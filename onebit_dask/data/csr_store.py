@@ -175,8 +175,11 @@ def open_csr_store(path) -> CsrStore:
 
 
 def is_csr_store(path) -> bool:
-    """Whether ``path`` is a zarr group whose attrs say it is a CSR store."""
-    return (group_attrs(path) or {}).get("format") == FORMAT
+    """Whether ``path`` is a local zarr group whose attrs say it is a CSR store (a CSR
+    store is read from local paths only)."""
+    path = os.fspath(path)
+    return os.path.isfile(os.path.join(path, "zarr.json")) and (
+        group_attrs(path) or {}).get("format") == FORMAT
 
 
 def _create(group, name: str, dtype, chunk: int):
@@ -252,7 +255,7 @@ def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 
         if os.path.lexists(target):
             raise ValueError(f"store_path={os.fspath(store_path)!r} appeared while converting: "
                              "give a new path, or delete it first")
-        atomic.replace(tmp, target)
+        atomic.publish(tmp, target)
     except BaseException:
         atomic.discard(tmp)
         raise

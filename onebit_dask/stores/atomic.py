@@ -62,7 +62,11 @@ def new_temporary(path: str) -> str:
     token = uuid.uuid4().hex[:16]
     tmp = _sibling(path, "tmp", token)
     os.mkdir(tmp)
-    _mark(tmp, token)
+    try:
+        _mark(tmp, token)
+    except BaseException:  # (a full disk) an unmarked directory would never be removed
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return tmp
 
 
@@ -116,6 +120,14 @@ def replace(tmp: str, path: str) -> None:
     os.remove(os.path.join(path, MARKER))
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def publish(tmp: str, path: str) -> None:
+    """Move the marked temporary ``tmp`` to ``path``, where nothing is (unlike
+    :func:`replace`): a directory with files that appeared there meanwhile makes the
+    rename fail and is left as it is."""
+    os.rename(tmp, path)
+    os.remove(os.path.join(path, MARKER))
 
 
 def recover(path: str, temporaries: bool = False) -> None:
