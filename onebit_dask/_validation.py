@@ -158,7 +158,8 @@ def check_observations(X, labels, y, *, n_labels: int | None = None,
             f"labels has shape {labels.shape}, but X has {n} rows: labels must have shape ({n},)"
         )
     y = check_bits(y, n=n)
-    if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == np.round(labels)):
+    if (labels.dtype.kind == "f" and np.all(np.isfinite(labels))
+            and np.all(labels == np.round(labels))):
         labels = labels.astype(np.int64)
     if labels.dtype.kind not in "iu":
         raise TypeError(f"labels has dtype {labels.dtype}: labels must be integers in [0, d2)")

@@ -142,11 +142,13 @@ def _add_fit(sub):
                    help="probability a bit is flipped")
     g.add_argument("--noise-std", type=_number(0.0), default=0.0, action=_Given,
                    help="std of Gaussian noise added to x^T w_j")
-    g.add_argument("--positive-rate", type=_positive_rate, default="none", action=_Given, metavar="P|P_MIN:P_MAX",
+    g.add_argument("--positive-rate", type=_positive_rate, default="none", action=_Given,
+                   metavar="P|P_MIN:P_MAX",
                    help="label priors of the clean bits sign(x^T w*_j + b*_j): none (the "
                         "paper's balanced model), one rate P in (0, 1), or a range spread "
                         "log-uniformly over the labels in a seeded order")
-    g.add_argument("--n-test", type=_integer(1), default=10_000, action=_Given, help="test instances")
+    g.add_argument("--n-test", type=_integer(1), default=10_000, action=_Given,
+                   help="test instances")
     g.add_argument("--max-eval-labels", type=_integer(1), default=1000, action=_Given,
                    help="labels scored for AUC/Hamming above this many labels")
     g.add_argument("--sampler", default="conditional", action=_Given,
@@ -159,7 +161,8 @@ def _add_fit(sub):
 
     e = p.add_argument_group("the estimator")
     e.add_argument("--rank", type=_integer(1), default=3, help="rank k")
-    e.add_argument("--batch-size", type=_integer(1), default=100_000, help="observations per batch m")
+    e.add_argument("--batch-size", type=_integer(1), default=100_000,
+                   help="observations per batch m")
     e.add_argument("--n-iter", type=_integer(0), default=10, help="steps after the initial batch")
     e.add_argument("--step", default="auto", choices=STEPS, metavar="{" + ",".join(STEPS) + "}",
                    help="the step: auto is paper on a planted problem and select on data "
@@ -384,7 +387,8 @@ def _check_model_options(args, est, source) -> dict:
 # --- saved models --------------------------------------------------------------------------
 
 def _add_predict(sub):
-    p = sub.add_parser("predict", formatter_class=_Help, help="the top-k labels of observations by a saved model")
+    p = sub.add_parser("predict", formatter_class=_Help,
+                       help="the top-k labels of observations by a saved model")
     p.add_argument("model", help="a model store written by fit --save")
     p.add_argument("--data", required=True, help="an observations store (its X is scored)")
     p.add_argument("--top-k", type=int, default=5, help="labels per row")
@@ -396,8 +400,8 @@ def _add_predict(sub):
 
 
 def _add_evaluate(sub):
-    p = sub.add_parser("evaluate", formatter_class=_Help, help="test metrics of a saved model fitted on a synthetic "
-                                        "problem")
+    p = sub.add_parser("evaluate", formatter_class=_Help,
+                       help="test metrics of a saved model fitted on a synthetic problem")
     p.add_argument("model", help="a model store written by fit --save")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     _add_target(p, default="in-process")

@@ -293,7 +293,8 @@ def check_attrs(attrs: dict, where: str) -> None:
     bounds = attr(attrs, "bounds", list, where)
     if (len(bounds) < 2 or not all(isinstance(b, int) and not isinstance(b, bool)
                                    for b in bounds)
-            or bounds[0] != 0 or bounds[-1] != d2 or any(a >= b for a, b in zip(bounds, bounds[1:]))):
+            or bounds[0] != 0 or bounds[-1] != d2
+            or any(a >= b for a, b in zip(bounds, bounds[1:]))):
         raise DamagedStoreError(f"{where} is damaged: the attribute bounds={bounds!r} does not "
                                 f"cut the n_labels={d2} labels into blocks")
     if attrs["version"] >= 2:

@@ -17,7 +17,8 @@ step uses the batch only through the per-label sums ``T_j = sum_{i in j} r_i x_i
 .. math::
 
     T_j = P \sum_{i \in j} r_i u_i + (I - P P^T) \sum_{i \in j} r_i g_i
-        \overset{d}{=} P \sum_{i \in j} r_i u_i + (I - P P^T) \sqrt{\textstyle\sum_{i \in j} r_i^2}\, g_j,
+        \overset{d}{=} P \sum_{i \in j} r_i u_i
+        + (I - P P^T) \sqrt{\textstyle\sum_{i \in j} r_i^2}\, g_j,
 
 with ``g_i, g_j ~ N(0, I_d1)`` independent of everything else (a sum of independent
 Gaussian vectors with fixed coefficients). A shard therefore draws ``m_s r`` normals
@@ -360,7 +361,8 @@ def draw_conditional_step(rng, n_obs: int, lo: int, hi: int, P: np.ndarray,
     has = np.flatnonzero(k)
     # sum r_i v_i = (sum r_i z_i1) p1 + (sum r_i z_i2) p2 + sum r_i v_perp,i
     in_plane = np.add.reduceat(rz, first[has], axis=0) if has.size else np.zeros((0, 2))
-    # the v_perp,i are independent of the rest: sum_i r_i v_perp,i ~ sqrt(4 K_j) N(0, I - p1 p1^T - p2 p2^T)
+    # the v_perp,i are independent of the rest:
+    # sum_i r_i v_perp,i ~ sqrt(4 K_j) N(0, I - p1 p1^T - p2 p2^T)
     P1, P2 = p1[has], p2[has]
     sums = (in_plane[:, :1] * P1 + in_plane[:, 1:] * P2
             + 2.0 * np.sqrt(k[has])[:, None] * _normals_orthogonal_to(rng, P1, P2))

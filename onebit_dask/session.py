@@ -30,7 +30,8 @@ def default_workers() -> int:
 def check_target(workers=None, scheduler=None, cluster=None, tls=None) -> dict:
     """Check the choice of cluster before anything starts; the keyword arguments of
     :func:`open_client`, with ``cluster`` (a config file) loaded and checked once
-    (:func:`onebit_dask.cluster.load_cluster_config`, :func:`~onebit_dask.cluster.check_runnable`)."""
+    (:func:`onebit_dask.cluster.load_cluster_config`,
+    :func:`~onebit_dask.cluster.check_runnable`)."""
     if sum(x is not None for x in (workers, scheduler, cluster)) > 1:
         raise ValueError("give at most one of --workers, --scheduler and --cluster")
     if workers is not None:
@@ -108,7 +109,8 @@ def wait_for_a_worker(client, timeout: float, where: str) -> None:
 
 @contextlib.contextmanager
 def open_client(workers=None, scheduler=None, cluster=None, tls=None, timeout: float = 10.0,
-                worker_timeout: float = 120.0, quiet: bool = False, debug: bool = False, adapt=None):
+                worker_timeout: float = 120.0, quiet: bool = False, debug: bool = False,
+                adapt=None):
     """Yield a ``distributed.Client`` with at least one worker, or ``None`` for
     ``workers=0`` (in-process); the target comes from :func:`check_target` (``cluster``
     a checked :class:`~onebit_dask.cluster.ClusterConfig`).

@@ -312,12 +312,12 @@ class SyntheticProblem:
         Above this many labels, a fixed seeded subset of this size is evaluated.
     sampler : {"conditional", "projected", "explicit"}, default "conditional"
         How a batch is simulated; all three give the step's ``H`` exactly the same law.
-        ``"explicit"`` draws every observation's ``d1`` features. ``"projected"`` draws, for every observation, only its coordinates
-        ``u = P^T x`` in a basis ``P`` of ``span([A*, A])`` (which decide its bit and
-        its score), and whole feature vectors only where the step uses them, as
-        per-label sums over the rows with a non-zero residual: the step's ``H`` has
-        exactly the same law (:mod:`onebit_dask.sampling`), at a cost of
-        ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``.
+        ``"explicit"`` draws every observation's ``d1`` features. ``"projected"`` draws,
+        for every observation, only its coordinates ``u = P^T x`` in a basis ``P`` of
+        ``span([A*, A])`` (which decide its bit and its score), and whole feature vectors
+        only where the step uses them, as per-label sums over the rows with a non-zero
+        residual: the step's ``H`` has exactly the same law (:mod:`onebit_dask.sampling`),
+        at a cost of ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``.
         ``"conditional"`` draws, per label, how many of its observations are active
         (binomial, from the angle between the truth and the model) and only the active
         rows' coordinates, from their conditional law: a step then costs ``O(d2)`` plus

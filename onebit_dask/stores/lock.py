@@ -139,7 +139,8 @@ class StoreLock:
             "not create)")
 
     def acquire(self) -> None:
-        info = {"format": FORMAT, "writer": self.writer, "host": socket.gethostname(), "pid": os.getpid(),
+        info = {"format": FORMAT, "writer": self.writer, "host": socket.gethostname(),
+                "pid": os.getpid(),
                 "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
                 "token": uuid.uuid4().hex}
         for _ in range(5):

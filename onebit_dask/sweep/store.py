@@ -80,12 +80,14 @@ STRINGS = ("worker", "host", "engine")
 STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
 COORDS = {
-    "estimator": "estimator (the spec's method)", "d1": "feature dimension", "d2": "number of labels",
+    "estimator": "estimator (the spec's method)", "d1": "feature dimension",
+    "d2": "number of labels",
     "rank": "rank k of the truth and the model", "noise": "noise setting",
     "noise_model": "none, flip (bit flipped with probability noise_level) or gaussian "
                    "(noise of std noise_level added to x^T w_j)",
     "noise_level": "flip probability or Gaussian noise std",
-    "step": "the estimator's step rule (OneBitMultiLabel step)", "batch_size": "observations per batch m",
+    "step": "the estimator's step rule (OneBitMultiLabel step)",
+    "batch_size": "observations per batch m",
     "n_iter": "steps after the initial batch", "seed": "seed of the truth, data and start",
     "iteration": "0 = after the initial batch, t = after step t",
 }
@@ -367,7 +369,8 @@ class CubeWriter:
         ctx = _quiet_zarr()
         try:
             if ok:
-                cells = np.array([i for idx, *_ in ok for i in idx]).reshape(-1, len(self.spec.dims))
+                cells = np.array([i for idx, *_ in ok for i in idx]).reshape(
+                    -1, len(self.spec.dims))
                 repeat = [len(idx) for idx, *_ in ok]
                 grid_sel = tuple(cells.T)
                 it_sel = tuple(np.repeat(cells[:, d:d + 1], n_it, axis=1) for d in
