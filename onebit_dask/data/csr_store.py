@@ -26,8 +26,8 @@ removes that directory (and nothing else), so a bad file leaves nothing behind.
 Every chunk is written, even one equal to the fill value, so a chunk that is missing
 later means a damaged store: reading checks that the chunks it needs exist (zarr
 itself would read a missing chunk as zeros) and that the row pointers it reads are
-consistent, and raises :class:`~onebit_dask.stores.zarr_format.DamagedStoreError` naming the store
-and the part otherwise.
+consistent, and raises :class:`~onebit_dask.stores.zarr_format.DamagedStoreError`
+naming the store and the part otherwise.
 """
 
 from __future__ import annotations

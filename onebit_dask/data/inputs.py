@@ -88,7 +88,6 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
 
 
 
-
 def _none_of(call: str, why: str, **given) -> None:
     shown = {"Y": "labels or label matrix Y"}
     named = [shown.get(name, name) for name, value in given.items() if value is not None]
