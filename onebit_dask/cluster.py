@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
+from ._warnings import ignored
 from ._yaml import YamlError, load_yaml
 from .errors import ClusterConfigError, ClusterStartError
 
@@ -520,17 +521,15 @@ def make_cluster(config: ClusterConfig, adapt_range=None, silence_logs=None):
     a cluster class fails.
     """
     import logging
-    import warnings
 
     check_runnable(config)
     spec_log = logging.getLogger("distributed.deploy.spec")
     level = spec_log.level
     spec_log.setLevel(logging.ERROR)  # "Cluster closed without starting up": said below
     try:
-        with warnings.catch_warnings():  # a dashboard port in use: another port is taken,
-            # and the CLI's "dask dashboard:" line gives it (4 lines of warning otherwise)
-            warnings.filterwarnings("ignore", message=r"\s*Port \d+ is already in use",
-                                    category=UserWarning)
+        # a dashboard port in use: another port is taken, and the CLI's "dask dashboard:"
+        # line gives it (4 lines of warning otherwise)
+        with ignored(dict(message=r"\s*Port \d+ is already in use", category=UserWarning)):
             cluster = _start(config, silence_logs)
     except (ClusterConfigError, ClusterStartError):
         raise

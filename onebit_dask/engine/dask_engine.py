@@ -23,15 +23,14 @@ it are forgotten. The data a fit reads at every step go to the cluster once per 
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import uuid
-import warnings
 
 import numpy as np
 from dask.sizeof import sizeof
 from distributed import Future
 
+from .._warnings import ignored
 from ..data.shards import Pieces, ScoredPieces
 from ..features import FeatureMap
 from . import blocks as B
@@ -53,13 +52,10 @@ def _sizeof_feature_map(feature_map: FeatureMap) -> int:
                                   feature_map.directions, feature_map.factors))
 
 
-@contextlib.contextmanager
 def _large_arguments_expected():
     """Tasks carry ``d1 x l`` blocks (and, once, a block's initial rows) by design, so a
     lost task can be recomputed: do not warn about "large graphs" for them."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
-        yield
+    return ignored(dict(message="Sending large graph", category=UserWarning))
 
 
 class DaskEngine:

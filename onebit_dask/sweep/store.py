@@ -18,11 +18,11 @@ import datetime
 import json
 import os
 import socket
-import warnings
 
 import numpy as np
 import xarray as xr
 
+from .._warnings import ignored
 from ..provenance import provenance
 from ..stores import atomic
 from ..stores.zarr_format import ALL_CHUNKS, DamagedStoreError, group_attrs, missing_chunk
@@ -138,11 +138,12 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
 
 
 def _quiet_zarr():
-    ctx = warnings.catch_warnings()
+    """zarr's warnings about the cube's string types and metadata ignored until the
+    returned block is exited."""
+    ctx = ignored(dict(message=".*does not have a Zarr V3 specification.*"),
+                  dict(message=".*[Cc]onsolidated metadata.*"),
+                  dict(category=UserWarning, module="zarr.*"))
     ctx.__enter__()
-    warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
-    warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
-    warnings.filterwarnings("ignore", category=UserWarning, module="zarr.*")
     return ctx
 
 
