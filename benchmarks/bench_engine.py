@@ -79,7 +79,7 @@ def paper_setting(args):
 
     def cluster(n):
         return LocalCluster(n_workers=n, threads_per_worker=args.threads_per_worker,
-                            host="127.0.0.1", dashboard_address=":0")
+                            host="127.0.0.1", dashboard_address="127.0.0.1:0")
 
     times = {}
 

@@ -88,7 +88,7 @@ def main() -> None:
             from distributed import Client, LocalCluster
 
             with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                              host="127.0.0.1", dashboard_address=":0") as cluster, \
+                              host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
                     Client(cluster) as client:
                 one_run(spec, out, client, n_workers, f"{n_workers} workers, fresh")
                 if not args.no_warm:

@@ -69,7 +69,7 @@ return_freed_memory()  # as the onebit-dask program does
 start = time.perf_counter()
 if a["local"]:
     cluster = LocalCluster(n_workers=a["workers"], threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=":0", memory_limit=0)
+                           host="127.0.0.1", dashboard_address="127.0.0.1:0", memory_limit=0)
 else:
     cluster = SubprocessCluster(host="127.0.0.1", n_workers=a["workers"],
                                 threads_per_worker=1, dashboard_address="127.0.0.1:0",

@@ -445,7 +445,7 @@ def test_adapt_flag(tmp_path, capsys):
     spec_path.write_text(SPEC_TEXT.replace("seed: [0, 1]", "seed: [0]"))
     # a cluster with no worker grows with the work (and the sweep completes)
     with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         adaptive = adapt(cluster, 0, 2)
         assert (adaptive.minimum, adaptive.maximum) == (0, 2)
         summary = run_sweep(parse_spec(spec_path.read_text()), tmp_path / "y.zarr", client,
