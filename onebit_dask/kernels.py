@@ -154,8 +154,9 @@ def rows_product(X: np.ndarray, M: np.ndarray) -> np.ndarray:
     non-zeros). OpenBLAS packs the whole tall operand before it multiplies; for a thin
     ``M`` that copy costs as much as the product itself. Blocks that stay in the L2
     cache read ``X`` once, about twice as fast (1.1 M x 500 float32 times 500 x 6 on one
-    thread: 0.63 s in one product, 0.34 s in 128-row blocks; ``docs/PERFORMANCE.md``). The blocks
-    depend only on the shape of ``X``, so the result does not depend on where it runs.
+    thread: 0.63 s in one product, 0.34 s in 128-row blocks; ``docs/PERFORMANCE.md``).
+    The blocks depend only on the shape of ``X``, so the result does not depend on where
+    it runs.
     """
     if scipy.sparse.issparse(X):  # CSR: one pass over the non-zeros, dense result
         return np.asarray(X @ M)

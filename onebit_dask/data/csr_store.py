@@ -39,7 +39,7 @@ import scipy.sparse as sp
 import zarr
 
 from .._checks import check_int
-from ..stores import atomic
+from ..stores import atomic, paths
 from ..stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, format_attrs, group_attrs,
                                   missing_chunk)
 from .xc import iter_xc, read_xc, xc_sizes
@@ -178,8 +178,7 @@ def is_csr_store(path) -> bool:
     """Whether ``path`` is a local zarr group whose attrs say it is a CSR store (a CSR
     store is read from local paths only)."""
     path = os.fspath(path)
-    return os.path.isfile(os.path.join(path, "zarr.json")) and (
-        group_attrs(path) or {}).get("format") == FORMAT
+    return not paths.is_url(path) and (group_attrs(path) or {}).get("format") == FORMAT
 
 
 def _create(group, name: str, dtype, chunk: int):

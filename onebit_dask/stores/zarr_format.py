@@ -39,7 +39,8 @@ def group_attrs(path) -> dict | None:
     there is no group. A local group's are read from its ``zarr.json``, without importing
     zarr."""
     path = os.fspath(path)
-    if paths.is_url(path.removeprefix("file://")):
+    local = path.removeprefix("file://")
+    if paths.is_url(local):
         import zarr
 
         try:
@@ -47,7 +48,7 @@ def group_attrs(path) -> dict | None:
         except Exception:  # zarr raises several types for a path that is not a group
             return None
     try:
-        with open(os.path.join(path.removeprefix("file://"), "zarr.json")) as fh:
+        with open(os.path.join(local, "zarr.json")) as fh:
             meta = json.load(fh)
     except (OSError, ValueError):
         return None
