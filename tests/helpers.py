@@ -1,18 +1,24 @@
 """Helpers shared by the tests: the command line in a real process or in this one.
 
-:func:`run_cli` starts ``python -m onebit_dask`` (an interpreter start and the imports,
-~2 s of CPU); :func:`run_main` runs the same ``main(argv)`` in this process and returns
-the same kind of result. A test of a failure class runs at least one case through a
-real process; the other cases of the class go through :func:`run_main`.
+:func:`run_cli` runs ``python -m onebit_dask`` in a process of its own, forked from
+``tests/cli_server.py`` (an interpreter that has imported the libraries once: a fork
+instead of an interpreter start and ~2 s of CPU of imports); :func:`run_main` runs the
+same ``main(argv)`` in this process and returns the same kind of result. A test of a
+failure class runs at least one case through a process; the other cases of the class go
+through :func:`run_main`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pathlib
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import NamedTuple
 
@@ -33,11 +39,156 @@ def fit_args(*flags, **options) -> list[str]:
 FIT = fit_args("--quiet")
 
 
-def run_cli(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
-    """``onebit-dask ARGS`` as a real process (text output captured); ``kwargs`` go to
-    :func:`subprocess.run` (``env``, ``cwd``)."""
-    return subprocess.run([sys.executable, "-m", "onebit_dask", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, **kwargs)
+class _CliServer:
+    """This test process's ``tests/cli_server.py``, started at the first command and
+    stopped when the process ends (its stdin, the lifeline, closes)."""
+
+    def __init__(self):
+        import atexit
+        import tempfile
+
+        self.directory = tempfile.mkdtemp(prefix="onebit-cli-server-")
+        self.path = os.path.join(self.directory, "socket")
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "cli_server.py"),
+                                      self.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, cwd=ROOT)
+        if self.proc.stdout.readline() != b"ready\n":
+            raise RuntimeError(f"tests/cli_server.py did not start (exit "
+                               f"{self.proc.wait()}):\n{self.proc.stderr.read().decode()}")
+        atexit.register(self.close)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_cli_server = None
+_cli_server_lock = threading.Lock()
+
+
+class CliProcess:
+    """``onebit-dask ARGS`` started in a process of its own, forked from this test
+    process's ``tests/cli_server.py``: the part of :class:`subprocess.Popen`'s interface
+    (``text=True``, stdout and stderr piped, stdin ``/dev/null``) that the tests use."""
+
+    def __init__(self, args, env=None, cwd=None):
+        import json
+        import socket
+        import struct
+
+        from cli_server import recv_exactly
+
+        global _cli_server
+        with _cli_server_lock:
+            if _cli_server is None:
+                _cli_server = _CliServer()
+        self.args = [*map(str, args)]
+        self.returncode = None
+        request = json.dumps({"argv": self.args, "cwd": os.fspath(cwd or os.getcwd()),
+                              "env": dict(os.environ if env is None else env)}).encode()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with open(os.devnull, "rb") as stdin:
+                self._conn.connect(_cli_server.path)
+                socket.send_fds(self._conn, [struct.pack("!Q", len(request))],
+                                [stdin.fileno(), out_w, err_w])
+            self._conn.sendall(request)
+            (self.pid,) = struct.unpack("!q", recv_exactly(self._conn, 8))
+        except BaseException:
+            self._conn.close()
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        # as Popen(text=True): the locale's encoding, universal newlines
+        self.stdout, self.stderr = open(out_r), open(err_r)
+        self._texts = {}  # what communicate() read
+
+    def _ended(self, status: bytes) -> int:
+        import struct
+
+        (self.returncode,) = struct.unpack("!q", status)
+        self._conn.close()
+        return self.returncode
+
+    def poll(self):
+        """The exit status if the process has ended, else ``None``."""
+        import socket
+
+        if self.returncode is None:
+            self._conn.settimeout(0)
+            try:
+                status = self._conn.recv(8, socket.MSG_PEEK)
+            except BlockingIOError:
+                return None
+            if len(status) == 8 or not status:  # ended, or the server is gone (wait says)
+                return self.wait()
+        return self.returncode
+
+    def wait(self, timeout=None) -> int:
+        """The exit status, once the process has ended (``TimeoutExpired`` after
+        ``timeout`` seconds)."""
+        import socket
+
+        from cli_server import recv_exactly
+
+        if self.returncode is None:
+            self._conn.settimeout(timeout)
+            try:
+                status = recv_exactly(self._conn, 8)
+            except socket.timeout:
+                raise subprocess.TimeoutExpired(self.args, timeout) from None
+            self._ended(status)
+        return self.returncode
+
+    def communicate(self, timeout=None) -> tuple[str, str]:
+        """All of stdout and stderr (after what was already read; the same again at a
+        second call), then the exit status in :attr:`returncode` (``TimeoutExpired`` after
+        ``timeout`` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        texts = self._texts
+
+        def read(stream):
+            texts[stream] = stream.read()
+            stream.close()
+
+        readers = [threading.Thread(target=read, args=(stream,), daemon=True)
+                   for stream in (self.stdout, self.stderr) if stream not in texts]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(None if deadline is None else max(deadline - time.monotonic(), 0))
+        return texts[self.stdout], texts[self.stderr]
+
+    def send_signal(self, signum):
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def run_cli(*args, timeout=600, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """``onebit-dask ARGS`` in a process of its own (:class:`CliProcess`), to its end, as
+    :func:`subprocess.run` with ``capture_output=True, text=True``: ``env`` and ``cwd``
+    are the process's environment and directory (this process's by default); at
+    ``timeout`` seconds it is killed and :class:`subprocess.TimeoutExpired` raised."""
+    proc = CliProcess(args, env=env, cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 class Finished(NamedTuple):

@@ -25,7 +25,7 @@ from onebit_dask.metric_names import METRICS
 from onebit_dask.sweep.store import open_cube
 from onebit_dask.testing import computed
 
-from helpers import ROOT, fit_args, run_cli, small_quickstart, wait_until
+from helpers import ROOT, CliProcess, fit_args, run_cli, small_quickstart, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FIT = fit_args("--json", "--quiet", d1=30, d2=12, batch_size=3000, n_iter=3, n_test=300, seed=3)
@@ -57,8 +57,7 @@ class References:
     def __init__(self, pipeline, directory):
         self.cube_path = directory / "quickstart.zarr"
         self.procs = {
-            name: subprocess.Popen([sys.executable, "-m", "onebit_dask", *map(str, argv)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            name: CliProcess(argv)
             for name, argv in [
                 ("cube", ["sweep", pipeline, "--out", self.cube_path, "--workers", "0",
                           "--quiet"]),
@@ -148,8 +147,7 @@ def run_watching_jobs(slurm, argv):
     ``process.most_jobs`` is the largest number of jobs squeue listed at one poll.
     """
     env = {**slurm.env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "onebit_dask", *map(str, argv)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = CliProcess(argv, env=env)
     seen, most = {}, 0
     try:
         while proc.poll() is None:

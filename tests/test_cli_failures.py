@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 
 import dask
 import numpy as np
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import DaskProcesses, make_certificates
-from helpers import FIT, one_line, run_cli, run_main
+from helpers import FIT, CliProcess, one_line, run_cli, run_main
 
 pytestmark = pytest.mark.integration
 
@@ -323,10 +322,7 @@ def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
     preload.write_text(f"GO = {str(go)!r}\n{HOLD}")
     procs = DaskProcesses(tmp_path, n_workers=1, worker_args=["--preload", str(preload)])
     try:
-        sweep = subprocess.Popen(
-            [sys.executable, "-m", "onebit_dask", "sweep", str(spec), "--out", str(out),
-             "--scheduler", procs.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+        sweep = CliProcess(["sweep", spec, "--out", out, "--scheduler", procs.address])
         before = []  # stderr up to the first cell's progress line "[1/4] ..."
         for line in sweep.stderr:
             before.append(line)

@@ -2,8 +2,6 @@
 
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,6 +10,8 @@ from distributed import Client
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.cluster import (ClusterConfigError, cluster_spec, load_cluster_config,
                                  make_cluster, parse_cluster_config)
+
+from helpers import run_cli
 
 CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "cluster").glob("*.yaml"))
 
@@ -140,10 +140,8 @@ def test_tls_files_must_exist():
 def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
     """Where SLURM is not installed, the shipped config fails before a scheduler starts."""
     config = pathlib.Path(__file__).parents[1] / "cluster" / "slurm.yaml"
-    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--d1", "20", "--d2", "10",
-                           "--rank", "2", "--n-iter", "1", "--quiet", "--cluster", str(config)],
-                          env={**os.environ, "PATH": str(tmp_path)}, capture_output=True,
-                          text=True, timeout=600)
+    proc = run_cli("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1", "--quiet",
+                   "--cluster", config, env={**os.environ, "PATH": str(tmp_path)})
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "sbatch is not on PATH" in lines[0], proc.stderr

@@ -6,8 +6,6 @@ import json
 import os
 import pickle
 import signal
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -15,7 +13,7 @@ from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from conftest import DaskProcesses, local_client, make_certificates
-from helpers import lineage_pickles
+from helpers import lineage_pickles, run_cli
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.testing import assert_same_fit
 
@@ -176,9 +174,7 @@ def test_cli_on_a_running_scheduler_equals_in_process(client2, capsys):
 
     args = ["fit", "--d1", "40", "--d2", "30", "--rank", "2", "--batch-size", "8000",
             "--n-iter", "3", "--flip", "0.02", "--seed", "9", "--n-test", "500", "--json"]
-    remote = subprocess.run([sys.executable, "-m", "onebit_dask", *args, "--scheduler",
-                             client2.scheduler.address], capture_output=True, text=True,
-                            timeout=300)
+    remote = run_cli(*args, "--scheduler", client2.scheduler.address, timeout=300)
     assert remote.returncode == 0, remote.stderr
     assert main([*args, "--workers", "0"]) == 0  # the in-process reference, in this process
     a, b = json.loads(capsys.readouterr().out), json.loads(remote.stdout)
@@ -194,17 +190,16 @@ def test_tls_scheduler_via_cli(tmp_path, capsys):
     procs = DaskProcesses(tmp_path, tls_args=tls_args)
     try:
         assert procs.address.startswith("tls://")
-        base = [sys.executable, "-m", "onebit_dask", "fit", "--d1", "30", "--d2", "20", "--rank",
-                "2", "--batch-size", "4000", "--n-iter", "2", "--n-test", "200", "--json",
-                "--scheduler", procs.address]
-        proc = subprocess.run([*base, *tls_args], capture_output=True, text=True, timeout=300)
+        base = ["fit", "--d1", "30", "--d2", "20", "--rank", "2", "--batch-size", "4000",
+                "--n-iter", "2", "--n-test", "200", "--json", "--scheduler", procs.address]
+        proc = run_cli(*base, *tls_args, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["n_workers"] == 2
         # without certificates the CLI refuses before connecting (main() in this process:
         # the exit-2 path of a real process is tested in test_cli.py)
         from onebit_dask.cli import main
 
-        assert main(base[3:]) == 2 and "uses TLS" in capsys.readouterr().err
+        assert main(base) == 2 and "uses TLS" in capsys.readouterr().err
     finally:
         procs.close()
 
@@ -289,9 +284,7 @@ def test_unreachable_scheduler_is_a_clear_error():
     timeout is set to an hour in the process, so a CLI that ignored the flag would run into
     this test's guard (which only stops a hang) instead of exiting with the message."""
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3600s"}
-    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--scheduler",
-                           "tcp://127.0.0.1:9", "--connect-timeout", "1"],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = run_cli("fit", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1", env=env)
     assert proc.returncode == 1  # a runtime failure (bad input would be 2)
     assert "could not reach the scheduler at tcp://127.0.0.1:9 within 1 s" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -299,8 +292,7 @@ def test_unreachable_scheduler_is_a_clear_error():
 
 @pytest.mark.parametrize("address", ["127.0.0.1:8786", "http://x:1", "tcp://host"])
 def test_bad_scheduler_address(address):
-    proc = subprocess.run([sys.executable, "-m", "onebit_dask", "fit", "--scheduler", address],
-                          capture_output=True, text=True, timeout=600)
+    proc = run_cli("fit", "--scheduler", address)
     assert proc.returncode == 2 and "tcp://HOST:PORT" in proc.stderr
 
 

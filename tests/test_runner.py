@@ -20,7 +20,7 @@ from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.store import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
-from helpers import wait_until
+from helpers import CliProcess, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -85,9 +85,8 @@ def test_rerun_skips_done_cells(in_process):
     np.testing.assert_array_equal(open_cube(in_process)["wall_s"].values, before)
 
 
-def _sweep_cmd(spec_path, out):
-    return [sys.executable, "-m", "onebit_dask", "sweep", str(spec_path), "--out", str(out),
-            "--workers", "0", "--quiet"]
+def _sweep_args(spec_path, out):
+    return ["sweep", str(spec_path), "--out", str(out), "--workers", "0", "--quiet"]
 
 
 # ``onebit-dask sweep ARGS`` with the cells' writes flushed after each cell and the 4th
@@ -116,7 +115,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, in_process, request)
     spec_path = tmp_path / "kill.yaml"
     spec_path.write_text(SPEC_TEXT)
     killed = tmp_path / "killed.zarr"
-    proc = subprocess.Popen([sys.executable, "-c", HELD_SWEEP, *_sweep_cmd(spec_path, killed)[3:]],
+    proc = subprocess.Popen([sys.executable, "-c", HELD_SWEEP, *_sweep_args(spec_path, killed)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     request.addfinalizer(lambda: proc.poll() is None and proc.kill())
     deadline = time.time() + 600  # only stops a hang
@@ -136,8 +135,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, in_process, request)
     assert 3 <= done_before.sum() < done_before.size, "the kill came too late to test anything"
     wall_before = partial["wall_s"].values[done_before]
 
-    resumed = subprocess.run(_sweep_cmd(spec_path, killed), capture_output=True, text=True,
-                             timeout=600)
+    resumed = run_cli(*_sweep_args(spec_path, killed))
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done_before.sum()} skipped" in resumed.stdout
     assert not os.path.exists(f"{killed}.lock")
@@ -172,8 +170,7 @@ def test_failed_cell_is_recorded_and_others_go_on(tmp_path, monkeypatch):
 def test_cli_failures_exit_1_and_bad_spec_exits_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(SPEC_TEXT.replace("rank: [2]", "rank: [50]"))
-    proc = subprocess.run(_sweep_cmd(bad, tmp_path / "x.zarr"), capture_output=True, text=True,
-                          timeout=600)
+    proc = run_cli(*_sweep_args(bad, tmp_path / "x.zarr"))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "grid.rank: rank=50 is not allowed" in proc.stderr
     assert not (tmp_path / "x.zarr").exists()
@@ -333,16 +330,14 @@ def test_two_runners_on_one_store(tmp_path, in_process):
     spec_path.write_text(SPEC_TEXT)
     shared = tmp_path / "shared.zarr"
     with StoreLock(str(shared)):
-        held = subprocess.run(_sweep_cmd(spec_path, shared), capture_output=True, text=True,
-                              timeout=600)
+        held = run_cli(*_sweep_args(spec_path, shared))
     assert held.returncode == 1, held
     assert len(held.stderr.strip().splitlines()) == 1, held.stderr
     assert "in use by another sweep runner" in held.stderr and f"pid {os.getpid()}" in held.stderr
     assert "since" in held.stderr
     assert not shared.exists()  # refused before any work
 
-    procs = [subprocess.Popen(_sweep_cmd(spec_path, shared), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [CliProcess(_sweep_args(spec_path, shared)) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     codes = [p.returncode for p in procs]
     assert set(codes) <= {0, 1} and 0 in codes, outs
@@ -451,7 +446,7 @@ def test_adapt_flag(tmp_path, capsys):
         summary = run_sweep(parse_spec(spec_path.read_text()), tmp_path / "y.zarr", client,
                             progress=False)
         assert (summary.ran, summary.failed) == (4, 0)
-    base = _sweep_cmd(spec_path, tmp_path / "x.zarr")[3:-3]
+    base = _sweep_args(spec_path, tmp_path / "x.zarr")[:-3]
     for bad in ("2", "3:1", "0:0", "a:2", "1:2:3", "-1:2"):
         assert main([*base, f"--adapt={bad}"]) == 2
         err = capsys.readouterr().err

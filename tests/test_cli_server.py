@@ -1,0 +1,56 @@
+"""``helpers.run_cli``'s processes (forks of ``tests/cli_server.py``) against real
+``python -m onebit_dask`` processes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT, CliProcess, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("args", [["--version"], ["fit", "--scheduler", "http://x:1"],
+                                  ["fit", "--d1", "abc"]])
+def test_a_command_gives_what_python_m_gives(args):
+    """Exit status, stdout and stderr byte for byte (commands that end before any work:
+    their output has no timings)."""
+    real = subprocess.run([sys.executable, "-m", "onebit_dask", *args], capture_output=True,
+                          text=True, timeout=600)
+    forked = run_cli(*args)
+    assert (forked.returncode, forked.stdout, forked.stderr) == \
+        (real.returncode, real.stdout, real.stderr)
+
+
+def test_the_directory_and_the_environment_are_the_callers(tmp_path):
+    """A relative path is found in ``cwd``; the environment is ``env`` (here a ``PATH``
+    without ``sbatch``, which this machine may have: SLURM's config is refused for it)."""
+    (tmp_path / "obs.zarr").mkdir()  # there, not in this process's directory
+    found = run_cli("fit", "--data", "obs.zarr", "--rank", "2", cwd=tmp_path)
+    assert found.returncode == 2 and "is a directory but not a CSR store" in found.stderr
+    config = ROOT / "cluster" / "slurm.yaml"
+    no_sbatch = run_cli("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1",
+                        "--quiet", "--cluster", config, env={**os.environ, "PATH": str(tmp_path)})
+    assert no_sbatch.returncode == 1 and "sbatch is not on PATH" in no_sbatch.stderr
+
+
+def test_a_command_past_its_timeout_is_killed():
+    """As :func:`subprocess.run`: killed, and :class:`subprocess.TimeoutExpired` raised."""
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli("fit", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "600",
+                timeout=1)
+    assert time.monotonic() - start < 60  # not the 600 s of the command
+
+
+def test_a_started_command_is_polled_and_killed_as_a_popen():
+    """:class:`helpers.CliProcess`: running (``poll()`` is ``None``) until killed, then
+    the signal's negative number as its status."""
+    proc = CliProcess(["fit", "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "600"])
+    assert proc.poll() is None and proc.pid > 0
+    proc.kill()
+    assert proc.wait(timeout=60) == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
