@@ -4,12 +4,15 @@ of this server, an interpreter that has imported the command line's libraries on
 A command's own process then costs a fork instead of an interpreter start and ~2 s of
 CPU of imports (scikit-learn, Dask, zarr, xarray). The process is otherwise the real
 thing: its own pid, its stdin, stdout and stderr on the caller's pipes, its working
-directory and environment (Dask's configuration read again from it), ``onebit_dask``
+directory and environment (Dask's configuration read again from its ``DASK_*``
+variables), ``onebit_dask``
 run as ``__main__`` (so the workers that Dask spawns from it import it as they would),
 and the interpreter's normal end (``atexit``, flushing) giving its exit status, or the
 signal that killed it. What is not the same is what an interpreter start and the first
-imports do; the documentation's commands, the wheel's and the lazy-import tests start
-real interpreters for that. The preload must write nothing (a warning an import gives
+imports do (and what they read from the environment then: locale, hash seed, Dask's
+config files and logging, ``TMPDIR``, ``PYTHON*`` variables, all the test process's);
+the documentation's commands, the wheel's and the lazy-import tests start real
+interpreters for that. The preload must write nothing (a warning an import gives
 would then reach no command's stderr): the server refuses to start if it does.
 
 Protocol (one connection per command, on the UNIX socket named by ``argv[1]``): the
@@ -37,24 +40,28 @@ from the environment as it is imported), imported once here."""
 
 
 def preload():
-    """Import :data:`PRELOAD`, refusing to go on if that writes anything on stderr."""
+    """Import :data:`PRELOAD`, refusing to go on if that writes anything on stdout or
+    stderr."""
     import importlib
 
     with tempfile.TemporaryFile() as captured:
-        saved = os.dup(2)
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(captured.fileno(), 1)
         os.dup2(captured.fileno(), 2)
         try:
             for name in PRELOAD:
                 importlib.import_module(name)
+            sys.stdout.flush()
             sys.stderr.flush()
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
         captured.seek(0)
         written = captured.read()
     if written:
-        sys.exit("cli_server: importing the command line's libraries wrote on stderr "
-                 "(a real process would show it):\n" + written.decode(errors="replace"))
+        sys.exit("cli_server: importing the command line's libraries wrote this (a real "
+                 "process would show it):\n" + written.decode(errors="replace"))
 
 
 def recv_exactly(conn, size) -> bytes:
@@ -72,6 +79,8 @@ def receive(conn):
     """A request: its JSON and its three file descriptors."""
     head, fds, _, _ = socket.recv_fds(conn, 8, 3)
     try:
+        if len(fds) != 3:
+            raise ValueError(f"a request sends 3 file descriptors, not {len(fds)}")
         (size,) = struct.unpack("!Q", head)
         return json.loads(recv_exactly(conn, size)), fds
     except BaseException:
@@ -114,7 +123,7 @@ def serve(path):
             conn, _ = listener.accept()
             try:
                 request, fds = receive(conn)
-            except (OSError, ValueError):  # a caller that hung up, or not a request
+            except Exception:  # a caller that hung up, or not a request
                 conn.close()
                 continue
             pid = os.fork()
@@ -152,10 +161,10 @@ def become(request, fds):
 
 
 def end(status):
-    """The interpreter's end as :c:func:`Py_FinalizeEx` runs it (non-daemon threads
+    """The interpreter's end as :c:func:`Py_FinalizeEx` begins it (non-daemon threads
     joined, ``atexit`` functions, stdout and stderr flushed), then the exit, without the
-    teardown of the ~2200 modules the server imported (0.7 s of CPU a command, which a
-    command that imports what it needs does not spend)."""
+    garbage collection and teardown of the ~2200 modules the server imported (0.7 s of
+    CPU a command, which a command that imports what it needs does not spend)."""
     import atexit
     import threading
 
@@ -181,7 +190,8 @@ def exit_status(exc: SystemExit) -> int:
 
 
 if __name__ == "__main__":
-    del sys.path[0]  # this script's directory: a command imports nothing from tests/
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # not tests/
     preload()
     request = serve(sys.argv[1])
     try:

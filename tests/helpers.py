@@ -53,6 +53,7 @@ class _CliServer:
                                       self.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=ROOT)
         if self.proc.stdout.readline() != b"ready\n":
+            self.proc.kill()
             raise RuntimeError(f"tests/cli_server.py did not start (exit "
                                f"{self.proc.wait()}):\n{self.proc.stderr.read().decode()}")
         atexit.register(self.close)
@@ -85,7 +86,7 @@ class CliProcess:
                 _cli_server = _CliServer()
         self.args = [*map(str, args)]
         self.returncode = None
-        request = json.dumps({"argv": self.args, "cwd": os.fspath(cwd or os.getcwd()),
+        request = json.dumps({"argv": self.args, "cwd": os.path.abspath(cwd or os.getcwd()),
                               "env": dict(os.environ if env is None else env)}).encode()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -107,7 +108,7 @@ class CliProcess:
             os.close(err_w)
         # as Popen(text=True): the locale's encoding, universal newlines
         self.stdout, self.stderr = open(out_r), open(err_r)
-        self._texts = {}  # what communicate() read
+        self._texts, self._readers = {}, []  # communicate()'s
 
     def _ended(self, status: bytes) -> int:
         import struct
@@ -141,7 +142,7 @@ class CliProcess:
             self._conn.settimeout(timeout)
             try:
                 status = recv_exactly(self._conn, 8)
-            except socket.timeout:
+            except (socket.timeout, BlockingIOError):  # BlockingIOError: timeout 0
                 raise subprocess.TimeoutExpired(self.args, timeout) from None
             self._ended(status)
         return self.returncode
@@ -157,11 +158,12 @@ class CliProcess:
             texts[stream] = stream.read()
             stream.close()
 
-        readers = [threading.Thread(target=read, args=(stream,), daemon=True)
-                   for stream in (self.stdout, self.stderr) if stream not in texts]
-        for reader in readers:
-            reader.start()
-        for reader in readers:
+        if not self._readers:  # once: a call after a timeout waits for the same readers
+            self._readers = [threading.Thread(target=read, args=(stream,), daemon=True)
+                             for stream in (self.stdout, self.stderr)]
+            for reader in self._readers:
+                reader.start()
+        for reader in self._readers:
             reader.join(None if deadline is None else max(deadline - time.monotonic(), 0))
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout)
@@ -169,8 +171,11 @@ class CliProcess:
         return texts[self.stdout], texts[self.stderr]
 
     def send_signal(self, signum):
-        if self.returncode is None:
-            os.kill(self.pid, signum)
+        """As :meth:`subprocess.Popen.send_signal`: nothing once the process has ended
+        (the server reaps it at once, where a Popen's would wait as a zombie)."""
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
 
     def kill(self):
         self.send_signal(signal.SIGKILL)
