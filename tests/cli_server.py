@@ -5,15 +5,15 @@ A command's own process then costs a fork instead of an interpreter start and ~2
 CPU of imports (scikit-learn, Dask, zarr, xarray). The process is otherwise the real
 thing: its own pid, its stdin, stdout and stderr on the caller's pipes, its working
 directory and environment (Dask's configuration read again from its ``DASK_*``
-variables), ``onebit_dask``
-run as ``__main__`` (so the workers that Dask spawns from it import it as they would),
-and the interpreter's normal end (``atexit``, flushing) giving its exit status, or the
-signal that killed it. What is not the same is what an interpreter start and the first
-imports do (and what they read from the environment then: locale, hash seed, Dask's
-config files and logging, ``TMPDIR``, ``PYTHON*`` variables, all the test process's);
-the documentation's commands, the wheel's and the lazy-import tests start real
-interpreters for that. The preload must write nothing (a warning an import gives
-would then reach no command's stderr): the server refuses to start if it does.
+variables), ``onebit_dask`` run as ``__main__`` (so the workers that Dask spawns from it
+import it as they would), and the interpreter's normal end (``atexit``, flushing) giving
+its exit status, or the signal that killed it. What is not the same is what an
+interpreter start and the first imports do (and what they read from the environment
+then: locale, hash seed, Dask's config files and logging, ``TMPDIR``, ``PYTHON*``
+variables, all the test process's); the documentation's commands, the wheel's and the
+lazy-import tests start real interpreters for that. The preload must write nothing (a
+warning an import gives would then reach no command's stderr): the server refuses to
+start if it does.
 
 Protocol (one connection per command, on the UNIX socket named by ``argv[1]``): the
 caller sends a length-prefixed JSON ``{"argv", "env", "cwd"}`` with three file
