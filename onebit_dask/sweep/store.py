@@ -138,13 +138,11 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
 
 
 def _quiet_zarr():
-    """zarr's warnings about the cube's string types and metadata ignored until the
-    returned block is exited."""
-    ctx = ignored(dict(message=".*does not have a Zarr V3 specification.*"),
-                  dict(message=".*[Cc]onsolidated metadata.*"),
-                  dict(category=UserWarning, module="zarr.*"))
-    ctx.__enter__()
-    return ctx
+    """A block in which zarr's warnings about the cube's string types and metadata are
+    ignored."""
+    return ignored(dict(message=".*does not have a Zarr V3 specification.*"),
+                   dict(message=".*[Cc]onsolidated metadata.*"),
+                   dict(category=UserWarning, module="zarr.*"))
 
 
 def _build(path: str, spec: SweepSpec) -> None:
@@ -208,15 +206,13 @@ def create(path: str, spec: SweepSpec) -> None:
     path = os.fspath(path).rstrip("/")
     atomic.recover(path, temporaries=True)
     tmp = atomic.new_temporary(path)
-    ctx = _quiet_zarr()
-    try:
-        _build(tmp, spec)
-        atomic.replace(tmp, path)
-    except BaseException:
-        atomic.discard(tmp)
-        raise
-    finally:
-        ctx.__exit__(None, None, None)
+    with _quiet_zarr():
+        try:
+            _build(tmp, spec)
+            atomic.replace(tmp, path)
+        except BaseException:
+            atomic.discard(tmp)
+            raise
     if os.path.exists(failures_path(path)):
         os.remove(failures_path(path))
 
@@ -280,24 +276,23 @@ def damage(path: str, spec: SweepSpec) -> str | None:
     """What is wrong with our store at ``path`` (``None``: it can be resumed)."""
     import zarr
 
-    ctx = _quiet_zarr()
-    try:
-        group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
-        for name in VARIABLES:
-            if name not in group:
-                return f"the array {name!r} is missing"
-            want = (*spec.shape, spec.n_iterations) if name in ITERATION_VARIABLES else spec.shape
-            if group[name].shape != want:
-                return f"the array {name!r} has shape {group[name].shape}, expected {want}"
-        gone = missing_part(group)
-        if gone is not None:
-            return f"the chunk {gone} is missing"
-        for name in FLAGS:
-            group[name][...]
-    except Exception as exc:  # unreadable metadata or chunks
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    finally:
-        ctx.__exit__(None, None, None)
+    with _quiet_zarr():
+        try:
+            group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
+            for name in VARIABLES:
+                if name not in group:
+                    return f"the array {name!r} is missing"
+                want = ((*spec.shape, spec.n_iterations) if name in ITERATION_VARIABLES
+                        else spec.shape)
+                if group[name].shape != want:
+                    return f"the array {name!r} has shape {group[name].shape}, expected {want}"
+            gone = missing_part(group)
+            if gone is not None:
+                return f"the chunk {gone} is missing"
+            for name in FLAGS:
+                group[name][...]
+        except Exception as exc:  # unreadable metadata or chunks
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return None
 
 
@@ -367,8 +362,7 @@ class CubeWriter:
             self.arrays = {name: group[name].with_config(ALL_CHUNKS) for name in VARIABLES}
         n_it = self.spec.n_iterations
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
-        ctx = _quiet_zarr()
-        try:
+        with _quiet_zarr():
             if ok:
                 cells = np.array([i for idx, *_ in ok for i in idx]).reshape(
                     -1, len(self.spec.dims))
@@ -393,8 +387,6 @@ class CubeWriter:
             sel = tuple(cells_all.T)
             self.arrays["failed"].set_coordinate_selection(sel, ~is_done)
             self.arrays["done"].set_coordinate_selection(sel, is_done)
-        finally:
-            ctx.__exit__(None, None, None)
         n = len(self.pending)
         self.written += n
         self.pending = []
@@ -413,11 +405,8 @@ def consolidate(path: str) -> None:
     then opens the cube without a warning."""
     import zarr
 
-    ctx = _quiet_zarr()
-    try:
+    with _quiet_zarr():
         zarr.consolidate_metadata(os.fspath(path))
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 def _consolidated(path: str) -> bool:
@@ -435,8 +424,7 @@ def open_cube(path) -> xr.Dataset:
     import zarr
 
     path = os.fspath(path)
-    ctx = _quiet_zarr()
-    try:
+    with _quiet_zarr():
         ds = xr.open_zarr(path, consolidated=_consolidated(path))
         if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) >= 4:
             gone = missing_part(zarr.open_group(path, mode="r", use_consolidated=False))
@@ -444,8 +432,6 @@ def open_cube(path) -> xr.Dataset:
                 raise DamagedStoreError(
                     f"the result cube {path!r} is damaged: the chunk {gone} is missing; "
                     "run its sweep again with --overwrite to recompute it")
-    finally:
-        ctx.__exit__(None, None, None)
     if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
         ds = ds.rename({old: new for old, new in RENAMED.items() if old in ds.dims})
     return ds
