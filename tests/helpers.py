@@ -110,13 +110,6 @@ class CliProcess:
         self.stdout, self.stderr = open(out_r), open(err_r)
         self._texts, self._readers = {}, []  # communicate()'s
 
-    def _ended(self, status: bytes) -> int:
-        import struct
-
-        (self.returncode,) = struct.unpack("!q", status)
-        self._conn.close()
-        return self.returncode
-
     def poll(self):
         """The exit status if the process has ended, else ``None``."""
         import socket
@@ -135,6 +128,7 @@ class CliProcess:
         """The exit status, once the process has ended (``TimeoutExpired`` after
         ``timeout`` seconds)."""
         import socket
+        import struct
 
         from cli_server import recv_exactly
 
@@ -144,7 +138,8 @@ class CliProcess:
                 status = recv_exactly(self._conn, 8)
             except (socket.timeout, BlockingIOError):  # BlockingIOError: timeout 0
                 raise subprocess.TimeoutExpired(self.args, timeout) from None
-            self._ended(status)
+            (self.returncode,) = struct.unpack("!q", status)
+            self._conn.close()
         return self.returncode
 
     def communicate(self, timeout=None) -> tuple[str, str]:

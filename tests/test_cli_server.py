@@ -1,7 +1,6 @@
 """``helpers.run_cli``'s processes (forks of ``tests/cli_server.py``) against real
 ``python -m onebit_dask`` processes."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -9,7 +8,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, CliProcess, run_cli
+from helpers import CliProcess, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +25,13 @@ def test_a_command_gives_what_python_m_gives(args):
         (real.returncode, real.stdout, real.stderr)
 
 
-def test_the_directory_and_the_environment_are_the_callers(tmp_path):
-    """A relative path is found in ``cwd``; the environment is ``env`` (here a ``PATH``
-    without ``sbatch``, which this machine may have: SLURM's config is refused for it)."""
+def test_a_relative_path_is_found_in_the_callers_directory(tmp_path):
+    """(That the environment is the caller's ``env`` is
+    ``test_cluster.test_slurm_config_without_sbatch_exits_1_with_one_line``'s check: its
+    ``PATH`` has no ``sbatch``, which this machine may have.)"""
     (tmp_path / "obs.zarr").mkdir()  # there, not in this process's directory
     found = run_cli("fit", "--data", "obs.zarr", "--rank", "2", cwd=tmp_path)
     assert found.returncode == 2 and "is a directory but not a CSR store" in found.stderr
-    config = ROOT / "cluster" / "slurm.yaml"
-    no_sbatch = run_cli("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1",
-                        "--quiet", "--cluster", config, env={**os.environ, "PATH": str(tmp_path)})
-    assert no_sbatch.returncode == 1 and "sbatch is not on PATH" in no_sbatch.stderr
 
 
 def test_a_command_past_its_timeout_is_killed():
