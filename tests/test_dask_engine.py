@@ -11,6 +11,7 @@ import threading
 import pytest
 from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.security import Security
 
 from conftest import DaskProcesses, local_client, make_certificates
 from helpers import lineage_pickles, run_cli
@@ -190,6 +191,11 @@ def test_tls_scheduler_via_cli(tmp_path, capsys):
     procs = DaskProcesses(tmp_path, tls_args=tls_args)
     try:
         assert procs.address.startswith("tls://")
+        # both workers in before the command (it fits on the workers it finds)
+        security = Security(tls_ca_file=certs["ca_file"], tls_client_cert=certs["cert"],
+                            tls_client_key=certs["key"], require_encryption=True)
+        with Client(procs.address, security=security, timeout=300) as client:
+            client.wait_for_workers(2, timeout=300)
         base = ["fit", "--d1", "30", "--d2", "20", "--rank", "2", "--batch-size", "4000",
                 "--n-iter", "2", "--n-test", "200", "--json", "--scheduler", procs.address]
         proc = run_cli(*base, *tls_args, timeout=300)
