@@ -26,7 +26,7 @@ import scipy.linalg
 
 from . import thresholds
 from .engine import blocks as B
-from .kernels import add_label_rows, scale_constant
+from .kernels import add_label_rows, canonical_signs, scale_constant
 
 
 class TopState(NamedTuple):
@@ -104,11 +104,13 @@ def product(engine, data_scale, P_top, src, dst, A=None, with_gram=False):
 def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
     r"""``Q0, V0`` from the dense ``H0 = c S^T`` (``S`` is ``d2 x d1``), by an exact SVD.
 
-    ``Q0 = [[U_k, U_k], [V_k, -V_k]] / sqrt(2)`` and ``V0 = H0_dil Q0``.
+    ``Q0 = [[U_k, U_k], [V_k, -V_k]] / sqrt(2)`` and ``V0 = H0_dil Q0``, the singular
+    pairs with :func:`~onebit_dask.kernels.canonical_signs` taken from ``U_k``.
     """
     H0 = scale_constant(d2, n_obs) * S.T
     U, _, Vt = scipy.linalg.svd(H0, full_matrices=False)
-    U, V = U[:, :rank], Vt[:rank].T
+    signs = canonical_signs(U[:, :rank])
+    U, V = U[:, :rank] * signs, Vt[:rank].T * signs
     Q0 = np.block([[U, U], [V, -V]]) / np.sqrt(2.0)
     return Q0, np.vstack([H0 @ Q0[d1:], H0.T @ Q0[:d1]])
 
@@ -139,7 +141,8 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
                     oversampling: int = 4):
     r"""Initialise matrix-free: randomised subspace iteration on the dilation of ``H0``
     (``n_power`` products on ``2k + oversampling`` columns, then Rayleigh-Ritz), then
-    ``Q0 = cholqr2([[U_k, U_k], [V_k, -V_k]])`` and ``V0 = H0_dil Q0``."""
+    ``Q0 = cholqr2([[U_k, U_k], [V_k, -V_k]])`` and ``V0 = H0_dil Q0``, the Ritz
+    vectors with :func:`~onebit_dask.kernels.canonical_signs` taken from ``U_k``."""
     c = scale_constant(d2, n_obs)
     n = d1 + d2
     width = min(2 * rank + oversampling, n)
@@ -155,6 +158,8 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     T = top.T @ Z + _sum(engine.map(B.cross, "P", "Z"))
     theta, Zr = scipy.linalg.eigh((T + T.T) / 2)
     pick = Zr[:, np.argsort(theta)[::-1][:rank]]  # eigenvalue +sigma_i: [u_i; v_i] / sqrt(2)
+    signs = canonical_signs(top @ pick)
+    pick = pick * signs
     U = top @ pick
     both = np.hstack([np.eye(rank), -np.eye(rank)])
     grams = engine.map(B.transform, "P", "Y", pick @ both, True)

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 
-from .kernels import aligned, one_blas_thread, rows_product
+from .kernels import aligned, canonical_signs, one_blas_thread, rows_product
 
 KINDS = ("none", "standardize", "whiten")
 DEFAULT_COMPONENTS = 200
@@ -216,6 +216,7 @@ def _fit(rows: RowChunks, features: str, n_components, random_state) -> FeatureM
         lam, U = _leading(rows, mean, scale, min(q, min(rows.n, rows.d1) - 1), random_state)
     keep = lam > RANK_TOLERANCE * max(lam[0] if lam.size else 0.0, 0.0)
     lam, U = lam[keep], U[:, keep]
+    U = U * canonical_signs(U)
     return FeatureMap(mean, scale, np.ascontiguousarray(U), 1.0 / np.sqrt(lam))
 
 

@@ -112,6 +112,10 @@ class FitState:
         validation bits); ``None`` for a model loaded from a store saved without it.
     validation_score : ndarray or None
         ``validation_auc`` after each iteration (with ``validation_fraction``).
+    blas : str or None
+        The BLAS of the processes that fitted it
+        (:func:`onebit_dask.provenance.blas_summary`); ``None`` for a model loaded from a
+        store saved without it.
     """
 
     d1: int
@@ -128,6 +132,7 @@ class FitState:
     history: list = field(default_factory=list)
     best_iteration: int | None = None
     validation_score: Any = None
+    blas: str | None = None
 
     @property
     def width(self) -> int:
@@ -160,7 +165,7 @@ def restore(state: FitState, saved: dict) -> None:
     (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
     ``state.rng``."""
     for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
-                 "data", "feature_map", "best_iteration", "validation_score"):
+                 "data", "feature_map", "best_iteration", "validation_score", "blas"):
         setattr(state, name, saved[name])
     if saved["rng"] is not None:
         state.rng = saved["rng"]
@@ -236,6 +241,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     else:
         map_features(settings, state, source.features)
         engine.start(state.bounds)
+    state.blas = engine.blas()
     features = shared_features(state, engine)
     source = source.place(engine, state.bounds)
     batches = lambda t: source.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
@@ -313,6 +319,7 @@ def _select(state, validation, engine) -> None:
 def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None:
     """Initialise (a fresh ``state``) or take one step on the given ``shards`` (all of a
     batch), then keep the blocks."""
+    state.blas = engine.blas()
     advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None,
             shared_features(state, engine))
     state.best_iteration = state.n_steps

@@ -68,6 +68,24 @@ def aligned(a: np.ndarray) -> np.ndarray:
     return a if a.flags.aligned else a.copy(order="K")
 
 
+def canonical_signs(U: np.ndarray) -> np.ndarray:
+    """``s`` (``+-1`` per column) such that every column of ``U * s`` has its entry of
+    largest magnitude positive (the first such entry on a tie): scikit-learn's
+    ``svd_flip`` convention.
+
+    Singular and eigenvectors are defined up to sign, and which sign LAPACK returns
+    depends on the BLAS kernel and on the shape of the call; a factor that enters the
+    model takes this sign, so that it does not. An all-zero column keeps its sign.
+    """
+    U = np.asarray(U)
+    if U.size == 0:
+        return np.ones(U.shape[1] if U.ndim == 2 else 0)
+    at = np.argmax(np.abs(U), axis=0)
+    s = np.sign(U[at, np.arange(U.shape[1])])
+    s[s == 0] = 1.0
+    return s
+
+
 def scale_constant(d2: int, m: int) -> float:
     """The constant ``c = d2 / (m * lambda)`` of one batch of ``m`` observations."""
     return d2 / (m * LAMBDA)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from .kernels import canonical_signs
+
 __all__ = ["spectral_error", "frobenius_error", "hamming_loss", "auc", "auc_per_label",
            "evaluate", "evaluate_factored", "label_auc_sums"]
 
@@ -148,6 +150,7 @@ def evaluate_factored(test_set, A_true, A, gram_R, B_eval, d2: int,
     L = np.hstack([A_true, -A])
     sq = float(np.sum((L.T @ L) * gram_R))
     theta, Z = scipy.linalg.eigh(gram_R)
+    Z = Z * canonical_signs(Z)
     F = np.sqrt(np.maximum(theta, 0.0))[:, None] * Z.T
     RL = scipy.linalg.qr(L, mode="r")[0][: L.shape[1]]
     hamming, auc_value = _scores_metrics(test_set, A, B_eval, chunk_labels, b_eval)

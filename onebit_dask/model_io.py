@@ -216,7 +216,8 @@ def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
         raise RuntimeError(f"the label blocks written to {path!r} do not match the bounds "
                            f"{bounds}: {written}")
     sums["blocks"] = [w[2] for w in written]
-    root.update_attributes({**attrs, **format_attrs(FORMAT, VERSION), "versions": versions(),
+    root.update_attributes({**attrs, **format_attrs(FORMAT, VERSION),
+                            "versions": versions(),
                             "checksums": sums})
 
 
@@ -290,6 +291,7 @@ def check_attrs(attrs: dict, where: str) -> None:
         raise DamagedStoreError(f"{where} is damaged: the attribute 'history' is not a list "
                                 "of records")
     attr(attrs, "data", dict, where, optional=True)
+    attr(attrs, "blas", str, where, optional=True)
     bounds = attr(attrs, "bounds", list, where)
     if (len(bounds) < 2 or not all(isinstance(b, int) and not isinstance(b, bool)
                                    for b in bounds)

@@ -242,6 +242,18 @@ PartitionName={self.partition} Nodes={node} Default=YES MaxTime=INFINITE State=U
                 pass
 
 
+BLAS_VARIABLES = ("OPENBLAS_", "GOTO_", "GOTOBLAS_", "MKL_", "BLIS_", "OMP_")
+
+
+def blas_environment() -> dict:
+    """The test process's BLAS and threading variables (``OPENBLAS_CORETYPE``,
+    ``OPENBLAS_L2_SIZE``, ``OMP_NUM_THREADS``, ...), for processes started elsewhere: an
+    sshd session starts from an empty environment, and its workers would otherwise run
+    another BLAS kernel than the test process (the same seed gives the same bits only
+    with the same kernel)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(BLAS_VARIABLES)}
+
+
 class Sshd(Daemons):
     """An sshd on a free port of 127.0.0.1: a generated host key, one user key for root.
 

@@ -242,7 +242,7 @@ def sshd(tmp_path_factory):
     reason = backends.missing_sshd()
     if reason:
         pytest.skip(f"no sshd: {reason}")
-    setenv = {"OMP_NUM_THREADS": "1"}
+    setenv = {**backends.blas_environment(), "OMP_NUM_THREADS": "1"}
     if os.environ.get("PYTHONPATH"):  # e.g. a source checkout on the path
         setenv["PYTHONPATH"] = os.environ["PYTHONPATH"]
     daemon = backends.Sshd(_private_dir(tmp_path_factory, "sshd"), setenv=setenv)
@@ -284,6 +284,7 @@ def test_ssh_sweep_equals_in_process(references, sshd, pipeline, tmp_path):
     proc = run_cli("sweep", pipeline, "--out", out, "--cluster", ssh_config(sshd, tmp_path),
                "--quiet")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "another BLAS" not in proc.stderr  # the workers run the test process's kernel
     check_sessions_ended(sshd)
     assert_same_cube(references.cube(), out)
 
@@ -291,6 +292,7 @@ def test_ssh_sweep_equals_in_process(references, sshd, pipeline, tmp_path):
 def test_ssh_fit_equals_in_process(references, sshd, tmp_path):
     proc = run_cli(*FIT, "--cluster", ssh_config(sshd, tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "another BLAS" not in proc.stderr  # the workers run the test process's kernel
     check_sessions_ended(sshd)
     assert fit_numbers(json.loads(proc.stdout)) == references.fit()
 

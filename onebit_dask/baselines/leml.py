@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._base import FactorPredictor
 from .._checks import check_float, check_rank
 from .._validation import RANDOM_STATE, check_fit_data
-from ..kernels import column_norms, label_sums, scatter_rows
+from ..kernels import canonical_signs, column_norms, label_sums, scatter_rows
 from ._select import best, held_out, sign_error
 
 CHUNK = 65_536  # rows per block of the data passes
@@ -179,6 +179,7 @@ class LEML(FactorPredictor, BaseEstimator):
         evals, P = np.linalg.eigh(X.T @ X)
         XtY = X.T @ Y
         U = np.linalg.svd(XtY, full_matrices=False)[0][:, :k]
+        U = U * canonical_signs(U)
         objective = []
 
         def value(U, V):
@@ -204,6 +205,7 @@ class LEML(FactorPredictor, BaseEstimator):
         # start: the top-k left singular vectors of sum_i y_i x_i e_{j_i}^T
         S = label_sums(data.X, data.labels, data.y, d2)
         U = np.linalg.svd(S.T, full_matrices=False)[0][:, :k]
+        U = U * canonical_signs(U)
         V = np.zeros((d2, k))
         objective = []
         eye = np.eye(k)

@@ -33,6 +33,7 @@ from distributed import Future
 from .._warnings import ignored
 from ..data.shards import Pieces, ScoredPieces
 from ..features import FeatureMap
+from ..provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
 from . import blocks as B
 from .local import LocalEngine
 
@@ -71,14 +72,27 @@ class DaskEngine:
         self.bytes_received = 0  # small results the client gathered
         self._recent = [{}, {}]  # id -> (array, future): the last two rounds' large arguments
         self._shared = {}  # id -> (value, future): what share() sent
+        self._blas = None  # blas(), once the workers were asked
 
     @property
     def n_workers(self) -> int:
         return len(self.client.scheduler_info()["workers"])
 
+    def blas(self) -> str:
+        """The BLAS of this process and of the workers
+        (:func:`~onebit_dask.provenance.blas_summary`), asked once; one warning if a
+        worker runs another than this process."""
+        if self._blas is None:
+            mine, theirs = blas(), workers_blas(self.client)
+            warn_if_blas_differs(mine, theirs)
+            self._blas = blas_summary(mine, theirs)
+        return self._blas
+
     def start(self, bounds) -> None:
         """One empty block per label range, spread over the workers round-robin (a
-        preference: a block may start elsewhere, e.g. before any worker has joined)."""
+        preference: a block may start elsewhere, e.g. before any worker has joined).
+        The workers' BLAS is compared with this process's (:meth:`blas`)."""
+        self.blas()
         workers = sorted(self.client.scheduler_info()["workers"])
         place = [dict(workers=workers[s % len(workers)], allow_other_workers=True)
                  if workers else {} for s in range(len(bounds) - 1)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..data.shards import Pieces, ScoredPieces
 from ..kernels import one_blas_thread
+from ..provenance import blas
 from . import blocks as B
 
 
@@ -29,6 +30,10 @@ class LocalEngine:
     def adopt(self, blocks) -> None:
         """Blocks from elsewhere (gathered from a cluster) held here from now on."""
         self.handles = list(blocks)
+
+    def blas(self) -> str:
+        """The BLAS of the processes that run the blocks (here: this one)."""
+        return f"client: {blas()}; workers: none (in-process)"
 
     def share(self, value):
         """``value`` as the blocks' tasks see it (here: itself)."""

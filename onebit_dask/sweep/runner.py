@@ -28,6 +28,7 @@ import numpy as np
 from . import store
 from .cell import compute_cell
 from .errors import SweepRuntimeError
+from ..provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
 from ..stores.lock import StoreLock, StoreLockedError
 from .methods import METHODS
 from .placement import placement_text, runs_distributed
@@ -205,6 +206,17 @@ def _full_disk(out: str, exc: OSError, written: int, left: int) -> SweepRuntimeE
         "free space and run the same command again")
 
 
+def _processes_blas(client) -> str:
+    """The BLAS of the runner and of the cluster's workers (one warning where a worker
+    runs another than the runner), for the cube's ``blas`` attribute."""
+    mine = blas()
+    if client is None:
+        return f"client: {mine}; workers: none (in-process)"
+    theirs = workers_blas(client)
+    warn_if_blas_differs(mine, theirs)
+    return blas_summary(mine, theirs)
+
+
 def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
               progress: bool = True, retries: int = 0, retry_failed: bool = False,
               flush_cells: int = FLUSH_CELLS, flush_s: float = FLUSH_S) -> SweepSummary:
@@ -257,6 +269,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         creating = creator.submit(store.create, out, spec) if fresh else None
 
         writer = store.CubeWriter(out, spec, before_write=lock.check)
+        processes_blas = _processes_blas(client)
         bar = CellProgress(len(todo), enabled=progress)
         failures = []
         results = (_in_process(todo, spec.fixed, retries) if client is None else
@@ -310,7 +323,8 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
             creator.shutdown(wait=True)  # never release the lock while the store is built
             bar.close()
         try:
-            store.set_attrs(out, placement=placement_text(spec.fixed, client))
+            store.set_attrs(out, placement=placement_text(spec.fixed, client),
+                            blas=processes_blas)
             store.consolidate(out)
         except OSError as exc:
             raise _full_disk(out, exc, writer.written, 0) from None
