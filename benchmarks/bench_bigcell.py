@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from onebit_dask.metric_names import METRICS
+from onebit_dask.metrics.names import METRICS
 
 SPEC = """
 name: bigcell
@@ -71,7 +71,7 @@ def fit_alone(args) -> dict:
 
 
 def cell_in_sweep(args, tmp: str) -> dict:
-    from onebit_dask.sweep.store import open_cube
+    from onebit_dask.sweep.cube import open_cube
 
     spec = os.path.join(tmp, "bigcell.yaml")
     with open(spec, "w") as fh:

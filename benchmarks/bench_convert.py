@@ -6,7 +6,7 @@
 
 Generates a file with ``benchmarks/make_xc.py`` (``--d1 100000 --d2 1000000``, ~100
 features and ~5 labels per row) in a temporary folder unless ``--file`` is given,
-then runs :func:`onebit_dask.data.csr_store.convert` in a fresh process and reports
+then runs :func:`onebit_dask.io.csr_store.convert` in a fresh process and reports
 its peak RSS (``ru_maxrss`` of that process), the peak of a process that only imports
 the package (the floor every process pays), the time, and the sizes. The goal: the
 peak stays far below the file's size and does not grow with it (<= 1 GiB whatever the
@@ -28,14 +28,14 @@ HERE = pathlib.Path(__file__).parent
 
 CONVERT = """
 import sys, time
-from onebit_dask.data.csr_store import convert, open_csr_store
+from onebit_dask.io.csr_store import convert, open_csr_store
 start = time.perf_counter()
 convert(sys.argv[1], sys.argv[2], chunk_rows=int(sys.argv[3]))
 seconds = time.perf_counter() - start
 s = open_csr_store(sys.argv[2])
 print(seconds, s.n, s.d1, s.d2, s.nnz_x, s.nnz_y)
 """
-FLOOR = "import onebit_dask.data.csr_store"
+FLOOR = "import onebit_dask.io.csr_store"
 
 
 def run(code: str, *args: str):

@@ -18,10 +18,11 @@ import numpy as np
 import scipy.linalg
 from threadpoolctl import threadpool_limits
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, algorithm
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.fit import algorithm
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks
-from onebit_dask.kernels import residuals, scatter_rows, weighted_label_sums
+from onebit_dask.ops.kernels import residuals, scatter_rows, weighted_label_sums
 
 
 def best(fn, repeat):
@@ -86,7 +87,7 @@ def scatter_add(labels, rows, weights, repeat):
 
 
 def cholqr2(Y, d1):
-    """The package's Cholesky-QR2 (:func:`onebit_dask.algorithm.cholqr2`) of ``Y``: the
+    """The package's Cholesky-QR2 (:func:`onebit_dask.fit.algorithm.cholqr2`) of ``Y``: the
     top ``d1`` rows on the client, the others in one label block."""
     engine = LocalEngine([blocks.Block(0, Y.shape[0] - d1, {"Y": Y[d1:]})])
     top = algorithm.cholqr2(engine, Y[:d1], "Y", "Q", engine.map(blocks.cross, "Y", "Y"),

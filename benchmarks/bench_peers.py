@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem, metrics
 from onebit_dask.baselines import LEML, OneVsAll
-from onebit_dask.kernels import rows_product
+from onebit_dask.ops.kernels import rows_product
 
 
 def timed(fit, repeat):

@@ -33,9 +33,9 @@ from sklearn.linear_model import LogisticRegression
 
 from onebit_dask import OneBitMultiLabel
 from onebit_dask.baselines import LEML, ColumnwiseOneBit
-from onebit_dask.data.xc import read_xc
+from onebit_dask.io.xc import read_xc
 from onebit_dask.metrics import auc_rows
-from onebit_dask.ranking import top_k_metrics
+from onebit_dask.metrics.ranking import top_k_metrics
 
 SETS = ("bibtex", "enron", "yeast", "scene", "emotions")
 METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper",

@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, synthetic
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.data.synthetic import problem as synthetic
 
 DRAWS = ("draw_projected_init", "draw_projected_step", "draw_conditional_init",
          "draw_conditional_step")

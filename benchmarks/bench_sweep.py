@@ -69,7 +69,7 @@ def main() -> None:
                              "e.g. for `onebit-dask report`")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from onebit_dask.sweep import store
+    from onebit_dask.sweep import cube as store
     from onebit_dask.sweep.spec import parse_spec
 
     spec = parse_spec(SPEC.format(seeds=list(range(args.cells))))

@@ -11,7 +11,7 @@ Stages, each timed:
 1. *generate*: a training file of ``--n`` rows and a test file of ``--predict-rows``
    rows with ``benchmarks/make_xc.py`` (``--d1`` features, ``--d2`` labels, its defaults:
    ~87 features and ~4.9 labels per row; seeds 0 and 1), in a temporary folder.
-2. *convert*: :func:`onebit_dask.data.csr_store.convert` of the training file in a fresh
+2. *convert*: :func:`onebit_dask.io.csr_store.convert` of the training file in a fresh
    process (its peak RSS: ``ru_maxrss``).
 3. *fit*: in a fresh client process, ``OneBitMultiLabel(engine="dask").fit(STORE)`` on a
    cluster of ``--workers`` single-threaded workers (the workers read their row ranges of
@@ -20,7 +20,7 @@ Stages, each timed:
    ``--local`` uses a ``LocalCluster`` (worker processes, the scheduler inside the client
    process, as ``onebit-dask fit --workers 2`` does), and the client's peak includes the
    scheduler's. The client process returns the memory it frees to the system, as the
-   ``onebit-dask`` program does (:func:`onebit_dask.cli.return_freed_memory`).
+   ``onebit-dask`` program does (:func:`onebit_dask.cli.main.return_freed_memory`).
 4. *predict*: ``predict_top_k`` of the test file's rows (read with ``read_xc`` before
    the stage starts), ``k = 5``; then P@1/3/5 and PSP@5 against the test labels
    (propensities from the store's labels; not timed).
@@ -59,10 +59,10 @@ def reset_hwm():
 from distributed import Client, LocalCluster
 from distributed.deploy.subprocess import SubprocessCluster
 from onebit_dask import OneBitMultiLabel
-from onebit_dask.cli import return_freed_memory
-from onebit_dask.data.csr_store import open_csr_store
-from onebit_dask.data.xc import read_xc
-from onebit_dask.ranking import propensities, top_k_metrics
+from onebit_dask.cli.main import return_freed_memory
+from onebit_dask.io.csr_store import open_csr_store
+from onebit_dask.io.xc import read_xc
+from onebit_dask.metrics.ranking import propensities, top_k_metrics
 
 a = json.loads(sys.argv[1])
 return_freed_memory()  # as the onebit-dask program does

@@ -19,7 +19,7 @@ training file's label matrix with the averaged step, ``--onebit-iter + 1`` batch
 observations, and predicts with ``predict_top_k``. Reports per library and input the
 training and prediction time, the peak RSS of its process (its own ``VmHWM``, Linux:
 ``ru_maxrss`` of a child starts at its parent's RSS), and P@1/3/5, nDCG@5 and PSP@5
-computed here by :mod:`onebit_dask.ranking` (propensities from the full training
+computed here by :mod:`onebit_dask.metrics.ranking` (propensities from the full training
 labels; a library that returns fewer than 5 labels for a row is scored as missing
 there, and the "missing" column says how often). The last line is JSON.
 """
@@ -37,8 +37,8 @@ import tempfile
 
 import numpy as np
 
-from onebit_dask.data.xc import read_xc
-from onebit_dask.ranking import propensities, top_k_metrics
+from onebit_dask.io.xc import read_xc
+from onebit_dask.metrics.ranking import propensities, top_k_metrics
 
 HERE = pathlib.Path(__file__).parent
 K = 5
@@ -128,7 +128,7 @@ ONEBIT = """
 import json, sys, time
 import numpy as np
 from onebit_dask import OneBitMultiLabel
-from onebit_dask.data.xc import read_xc
+from onebit_dask.io.xc import read_xc
 train, test, out, workdir, rank, batch_size, n_iter = sys.argv[1:8]
 def peak_mib():  # this process's own peak RSS (ru_maxrss starts at the parent's)
     with open("/proc/self/status") as f:

@@ -6,26 +6,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 from numbers import Integral, Real
+from typing import Any, NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from . import fitting
-from ._base import FactorPredictor
-from ._checks import check_int, check_rank
-from ._validation import RANDOM_STATE, check_observations, validate_params
+from .fit import loop as fitting
+from .base import FactorPredictor
+from .utils.checks import check_int, check_rank
+from .utils.validation import RANDOM_STATE, check_observations, validate_params
 from .data.arrays import ArraySource
-from .data.heldout import HeldOut
+from .fit.heldout import HeldOut
 from .data.inputs import as_source
 from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
 from .engine.placement import use_client
-from .kernels import STEPS
-from .features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
-from .synthetic import FullObservationProblem, SyntheticProblem
-from .validation_bits import check_fraction
+from .fit.steps import RULES, STEPS
+from .ops.features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
+from .data.synthetic.problem import FullObservationProblem, SyntheticProblem
+from .fit.validation import check_fraction
 
 __all__ = ["OneBitMultiLabel", "check_params", "use_client"]
 
@@ -77,6 +78,16 @@ def check_params(params: dict, d1: int, d2: int) -> None:
         check_rank(params["rank"], d1, d2)
 
 
+class _Prepared(NamedTuple):
+    """A fit checked before any work (:meth:`OneBitMultiLabel._prepare`)."""
+
+    source: Any
+    settings: Any
+    heldout: Any
+    checkpoint: Any
+    data: dict
+
+
 class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     r"""Low-rank multi-label model learned from one-bit, single-label feedback.
 
@@ -115,24 +126,22 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         batches in ``O(k (d1 + d2))`` memory (``docs/ALGORITHM.md`` section 9c).
         ``"refine"``: moment steps for ``t < n_iter // 2``, then residual steps with
         ``eta_t = 1 / (t + 2)`` and each label's residuals scaled by its own count of
-        bits only (no Gaussian ``e^{b_j^2 / 2}``; section 9d): better than ``"moment"``
-        where labels have many bits against the features' dimension (scene, yeast),
-        far worse where they have few (enron, bibtex).
+        bits only (no Gaussian ``e^{b_j^2 / 2}``; section 9d; where it does better than
+        ``"moment"`` and where worse: EXPERIMENTS.md, "Step rules on real data").
         ``"select"``: ``"refine"``'s moment steps, then from iteration
         ``n_iter // 2 + 1`` both ``"moment"``'s and ``"refine"``'s steps side by side,
         each branch scoring every batch's bits before it steps on them (progressive
         validation: the macro AUC of bits it has not used); ``fit`` keeps the branch
         with the better mean score, and its history (section 9e,
-        :mod:`onebit_dask.progressive`). Costs both branches' steps and twice the label
+        :mod:`onebit_dask.fit.select`). Costs both branches' steps and twice the label
         blocks' memory from the fork on; no checkpoint is written between the fork
         and the last iteration. Not in ``partial_fit``, nor with
         ``validation_fraction``, nor with a problem's projected or conditional sampler.
-        ``"auto"``: ``"paper"`` on a planted problem (where the model holds and the
-        residual steps converge faster, error ``~ 1/m`` against ``1/sqrt(m)``) and
-        when ``partial_fit`` continues a fit of one; on data (arrays, label matrices,
-        stores and files) ``"select"`` in ``fit``, ``"moment"`` in ``partial_fit`` and
-        with ``validation_fraction``: the paper's residual steps fell below the model's
-        own start on every real set measured (EXPERIMENTS.md, "Real data").
+        ``"auto"``: ``"paper"`` on a planted problem (where the model holds) and when
+        ``partial_fit`` continues a fit of one; on data (arrays, label matrices, stores
+        and files) ``"select"`` in ``fit``, ``"moment"`` in ``partial_fit`` and with
+        ``validation_fraction`` (why: EXPERIMENTS.md, "Step rules on real data").
+        The rules are the entries of :data:`onebit_dask.fit.steps.RULES`.
     n_shards : int, default 4
         Pieces each batch is split into (at most ``d2`` for synthetic problems).
         It fixes the data, not where they are computed: results do not depend on
@@ -337,10 +346,19 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._set_feature_names(X)
         self._validate_params()  # the table, before the data are read
         source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
+        return self._fit_prepared(self._prepare(source, eval_set=eval_set,
+                                                checkpoint=checkpoint,
+                                                checkpoint_every=checkpoint_every))
+
+    def _prepare(self, source, *, eval_set=None, heldout=None, checkpoint=None,
+                 checkpoint_every=None) -> "_Prepared":
+        """Every check of a fit on ``source`` that can run before any work, and what the
+        fit needs, built once: the settings, the held-out data (``eval_set``, or a
+        :class:`HeldOut` the caller built), the checkpoint. The command line calls it
+        before it starts a cluster, then :meth:`_fit_prepared`."""
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, source.d1, source.d2)
         check_source(self.features, source.planted)
-        heldout = None
         if eval_set is not None:
             if source.planted is not None:
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
@@ -354,22 +372,29 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         params = self.get_params(deep=False)
         settings = fitting.FitSettings.of(params, source.planted is not None)
         problem = source.planted
-        if (settings.step == "select" and isinstance(problem, SyntheticProblem)
+        if (RULES[settings.step].branches and isinstance(problem, SyntheticProblem)
                 and problem.sampler != "explicit"):
-            raise ValueError(f"step='select' is not allowed with sampler={problem.sampler!r}: "
+            raise ValueError(f"step={settings.step!r} is not allowed with sampler="
+                             f"{problem.sampler!r}: "
                              "it scores every bit of a batch, and this sampler draws only "
                              "the rows a step uses; pass sampler='explicit' to the problem, "
                              "or another step")
         warn_if_cycling(source, self.batch_size, self.n_iter + 1)
         data = source.identity()
         if checkpoint is not None:  # checked now, before any work
-            from . import persist  # zarr: imported by the fits that write to a store
+            from .persist import Checkpoint  # zarr: imported by the fits that write to a store
 
-            checkpoint = persist.Checkpoint(checkpoint, checkpoint_every, params, data)
+            checkpoint = Checkpoint(checkpoint, checkpoint_every, params, data)
+        return _Prepared(source, settings, heldout, checkpoint, data)
+
+    def _fit_prepared(self, prepared: "_Prepared"):
+        """The fit :meth:`_prepare` checked, on this estimator's engine."""
+        source = prepared.source
         self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
-                                      data))
+                                      prepared.data))
         engine = placement.engine_named(self.engine)
-        fitting.fit_source(settings, self._state, engine, source, checkpoint, heldout)
+        fitting.fit_source(prepared.settings, self._state, engine, source, prepared.checkpoint,
+                           prepared.heldout)
         return self
 
     def partial_fit(self, X, labels, y, *, n_labels=None):

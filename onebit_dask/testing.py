@@ -47,7 +47,7 @@ def assert_same_fit(a, b, X=None, history: bool = True) -> None:
 def cube_values(path):
     """A sweep cube's computed values: the loaded dataset without the measured and
     placement variables and without attributes."""
-    from .sweep.store import open_cube
+    from .sweep.cube import open_cube
 
     ds = open_cube(path).load()
     return ds.drop_vars([*MEASURED, *PLACES], errors="ignore").drop_attrs()
@@ -59,7 +59,7 @@ def assert_same_cube(a, b) -> None:
     same spec fingerprint."""
     import xarray as xr
 
-    from .sweep.store import open_cube
+    from .sweep.cube import open_cube
 
     xr.testing.assert_identical(cube_values(a), cube_values(b))
     assert open_cube(a).attrs["spec_fingerprint"] == open_cube(b).attrs["spec_fingerprint"]

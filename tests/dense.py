@@ -4,7 +4,7 @@ the bits' per-label AUCs label by label with scikit-learn."""
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from onebit_dask.kernels import LAMBDA
+from onebit_dask.ops.kernels import LAMBDA
 
 
 def dense_dilation(M):
@@ -21,7 +21,7 @@ def dense_H(X, labels, weights, d2, m=None):
 
 
 def label_auc_sums_reference(labels, y, scores):
-    """``onebit_dask.metrics.label_auc_sums`` label by label: each label's ROC AUC
+    """``onebit_dask.metrics.planted.label_auc_sums`` label by label: each label's ROC AUC
     (scikit-learn) times its pairs, summed; ``[U, pairs, sum of AUCs, labels]``."""
     U = pairs = macro = n = 0.0
     for j in np.unique(labels):

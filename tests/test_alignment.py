@@ -10,7 +10,7 @@ sum in another order than the transposed original.
 import numpy as np
 import pytest
 
-from onebit_dask.kernels import aligned, residuals, shard_label_sums, weighted_label_sums
+from onebit_dask.ops.kernels import aligned, residuals, shard_label_sums, weighted_label_sums
 
 N, D1, D2, L = 67, 40, 8, 4  # the shape of the shard that failed in test_dask_engine
 

@@ -99,10 +99,39 @@ def test_the_check_sees_an_upward_import(tmp_path):
     """The check rejects what it should: the kernels importing the estimator."""
     known = modules()
     layer = layers(known)
-    for line in ("from .estimator import OneBitMultiLabel",
-                 "from . import OneBitMultiLabel",  # a lazy name of the root
+    for line in ("from ..estimator import OneBitMultiLabel",
+                 "from .. import OneBitMultiLabel",  # a lazy name of the root
                  "import onebit_dask.estimator"):
         fake = tmp_path / "kernels.py"
         fake.write_text(line + "\n")
-        assert imports("onebit_dask.kernels", fake) == {"onebit_dask.estimator"}, line
-    assert layer["onebit_dask.estimator"] < layer["onebit_dask.kernels"]
+        assert imports("onebit_dask.ops.kernels", fake) == {"onebit_dask.estimator"}, line
+    assert layer["onebit_dask.estimator"] < layer["onebit_dask.ops.kernels"]
+
+
+def test_a_new_module_in_a_folder_is_in_its_folders_layer():
+    """The picture names folders: a module it does not name is in its folder's layer."""
+    known = modules()
+    known["onebit_dask.data.new_kind"] = PACKAGE / "data" / "new_kind.py"
+    layer = layers(known)
+    assert layer["onebit_dask.data.new_kind"] == layer["onebit_dask.data.source"]
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name that starts with one underscore stays in its module (scikit-learn's own
+    ``sklearn.utils._param_validation`` and the like are outside the package)."""
+    found = []
+    for name, path in modules().items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "onebit_dask":
+                continue
+            found += [f"{name} imports {target}.{alias.name}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []

@@ -20,9 +20,9 @@ import yaml
 
 import backends
 from onebit_dask import testing
-from onebit_dask.cluster import load_cluster_config, parse_cluster_config
-from onebit_dask.metric_names import METRICS
-from onebit_dask.sweep.store import open_cube
+from onebit_dask.cli.clusters import load_cluster_config, parse_cluster_config
+from onebit_dask.metrics.names import METRICS
+from onebit_dask.sweep.cube import open_cube
 from onebit_dask.testing import computed
 
 from helpers import ROOT, CliProcess, fit_args, run_cli, small_quickstart, wait_until

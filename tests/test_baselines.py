@@ -5,10 +5,10 @@ import pytest
 
 from onebit_dask import SyntheticProblem, metrics
 from onebit_dask.baselines import LEML, ColumnwiseOneBit, OneVsAll
-from onebit_dask.kernels import LAMBDA
+from onebit_dask.ops.kernels import LAMBDA
 from onebit_dask.sweep import run_sweep
 from onebit_dask.sweep.spec import parse_spec
-from onebit_dask.sweep.store import open_cube
+from onebit_dask.sweep.cube import open_cube
 
 PROBLEM = SyntheticProblem(30, 15, 2, seed=3, n_test=2000)
 N = 30_000

@@ -6,12 +6,12 @@ import scipy.linalg
 
 from dense import dense_dilation, dense_H
 from test_alignment import at_address
-from onebit_dask import algorithm
+from onebit_dask.fit import algorithm
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
-from onebit_dask.kernels import LAMBDA, row_norms
+from onebit_dask.ops.kernels import LAMBDA, row_norms
 from onebit_dask.data.arrays import ArraySource
-from onebit_dask.synthetic import Projection
+from onebit_dask.data.synthetic.problem import Projection
 
 D1, D2, L = 7, 11, 4
 

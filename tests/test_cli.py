@@ -97,7 +97,7 @@ def test_the_cli_logs_the_dashboard_and_leaves_dask_loggers_as_they_were(capsys)
     before = dask_log.level
     assert main([*SMALL[:1], "--workers", "1", *SMALL[3:]]) == 0
     err = capsys.readouterr().err
-    assert "dask dashboard: http://127.0.0.1:" in err  # the onebit_dask.session logger
+    assert "dask dashboard: http://127.0.0.1:" in err  # the onebit_dask.cli.client logger
     assert dask_log.level == before  # quieted only while the command ran
     assert not logging.getLogger("onebit_dask").handlers  # the CLI's handler is gone
 
@@ -121,7 +121,7 @@ def test_predict_takes_the_files_fit_takes(tmp_path):
     import numpy as np
 
     from onebit_dask import OneBitMultiLabel
-    from onebit_dask.data.xc import read_xc
+    from onebit_dask.io.xc import read_xc
 
     data = os.path.join(os.path.dirname(__file__), "data")
     model = str(tmp_path / "m.zarr")

@@ -203,7 +203,7 @@ def test_report_plots_onto_a_file_or_read_only_dir_exit_2(cube, tmp_path):
 
 def test_report_plots_with_no_cell_done_exits_1_and_writes_nothing(tmp_path):
     from onebit_dask.sweep.spec import parse_spec
-    from onebit_dask.sweep.store import check_output, create
+    from onebit_dask.sweep.cube import check_output, create
 
     spec = parse_spec(SPEC)
     path = tmp_path / "empty.zarr"
@@ -235,7 +235,7 @@ def test_report_on_a_damaged_done_array_exits_1(cube, tmp_path, damage):
     run = run_cli if damage == "missing" else run_main  # one real process, one in-process
     line = one_line(run("report", copy), 1)
     assert str(copy) in line and "damaged" in line
-    from onebit_dask.stores.zarr_format import DamagedStoreError
+    from onebit_dask.io.stores.zarr_format import DamagedStoreError
     from onebit_dask.sweep.report import report
 
     with pytest.raises(DamagedStoreError, match="damaged"):  # the package's one error for it
@@ -313,7 +313,7 @@ def test_scheduler_killed_mid_sweep_is_one_line_and_the_rerun_resumes(tmp_path):
     """The scheduler is killed once the runner has a cell's values (its progress line),
     before the runner's first timed write of the cube (every 5 s): the cell is written as
     the runner stops (finished work is kept), the error is one line, the rerun resumes."""
-    from onebit_dask.sweep.store import open_cube
+    from onebit_dask.sweep.cube import open_cube
 
     spec = tmp_path / "tiny.yaml"
     spec.write_text(SPEC)

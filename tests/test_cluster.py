@@ -8,7 +8,7 @@ import pytest
 from distributed import Client
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.cluster import (ClusterConfigError, cluster_spec, load_cluster_config,
+from onebit_dask.cli.clusters import (ClusterConfigError, cluster_spec, load_cluster_config,
                                  make_cluster, parse_cluster_config)
 
 from helpers import run_cli
@@ -203,7 +203,8 @@ def test_local_cluster_beyond_loopback_without_tls_is_refused(tmp_path, host):
 def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
     """Checked and loaded once (session.check_target), then handed on as a ClusterConfig:
     here to the point where SLURM's sbatch is missing (a one-line failure, exit 1)."""
-    from onebit_dask import cluster, session
+    from onebit_dask.cli import clusters as cluster
+    from onebit_dask.cli import client as session
     from onebit_dask.cli import main
 
     loads = []

@@ -7,11 +7,11 @@ import scipy.sparse as sp
 import scipy.stats
 
 from onebit_dask import OneBitMultiLabel
-from onebit_dask.data.csr_source import CsrStoreSource
+from onebit_dask.data.csr import CsrStoreSource
 from onebit_dask.data.inputs import as_source
 from onebit_dask.data.label_matrix import LabelMatrixSource, check_label_matrix
 
-csr_store = pytest.importorskip("onebit_dask.data.csr_store")
+csr_store = pytest.importorskip("onebit_dask.io.csr_store")
 
 N, D2 = 24, 5
 

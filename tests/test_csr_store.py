@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import zarr
 
-from onebit_dask.data.csr_store import (
+from onebit_dask.io.csr_store import (
     FORMAT,
     convert,
     is_csr_store,
     load,
     open_csr_store,
 )
-from onebit_dask.data.xc import XCFormatError, read_xc
-from onebit_dask.io import DamagedStoreError
+from onebit_dask.io.xc import XCFormatError, read_xc
+from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
 DATA = pathlib.Path(__file__).parent / "data"
 

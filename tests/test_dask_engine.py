@@ -217,7 +217,7 @@ HOLD_BATCH_4 = """
 import os
 from distributed import Event, Variable
 from onebit_dask.data.label_matrix import LabelMatrixShard
-from onebit_dask.synthetic import ProjectedShard, SyntheticShard
+from onebit_dask.data.synthetic.problem import ProjectedShard, SyntheticShard
 
 def held(activate):
     def activate_held(self, *args, **kwargs):

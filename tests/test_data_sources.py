@@ -8,10 +8,11 @@ import scipy.sparse as sp
 from onebit_dask import FullObservationProblem, OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data import ShardKind, Source
 from onebit_dask.data.inputs import as_source
-from onebit_dask.data.xc import read_xc
+from onebit_dask.io.xc import read_xc
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
-from onebit_dask.io import ZarrSource, write_observations
+from onebit_dask.data.observations import ZarrSource
+from onebit_dask.io import write_observations
 
 
 @pytest.fixture(scope="module")

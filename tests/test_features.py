@@ -1,4 +1,4 @@
-"""The feature map (onebit_dask.features): its closed form, the fit through the factors
+"""The feature map (onebit_dask.ops.features): its closed form, the fit through the factors
 against a fit on the mapped features formed in NumPy, engines, save/load, bad input."""
 
 import numpy as np
@@ -7,8 +7,8 @@ import scipy.sparse
 import zarr
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask import features as F
-from onebit_dask.stores.zarr_format import DamagedStoreError
+from onebit_dask.ops import features as F
+from onebit_dask.io.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit
 
 from helpers import lineage_pickles
@@ -326,9 +326,10 @@ def _xc_file(path, X, Y):
 def test_map_of_a_csr_store_and_an_observations_store(tmp_path, monkeypatch):
     """A CSR store's map is the map of all its rows, read in chunks of rows; an
     observations store's is the map of its X (chunks of 7 rows: sums in another order)."""
-    from onebit_dask.data.csr_source import CsrStoreSource
-    from onebit_dask.data.csr_store import convert, open_csr_store
-    from onebit_dask.io import ZarrSource, write_observations
+    from onebit_dask.data.csr import CsrStoreSource
+    from onebit_dask.io.csr_store import convert, open_csr_store
+    from onebit_dask.data.observations import ZarrSource
+    from onebit_dask.io import write_observations
 
     X, Y = correlated(n=60, d1=9, density=0.5)
     out = str(tmp_path / "train.zarr")
@@ -353,7 +354,7 @@ def test_cli_fit_features_and_predict(tmp_path):
     import os
 
     from helpers import one_line, run_main
-    from onebit_dask.data.xc import read_xc
+    from onebit_dask.io.xc import read_xc
 
     data = os.path.join(os.path.dirname(__file__), "data")
     train, test = (os.path.join(data, f"emotions_{part}.txt") for part in ("train", "test"))
@@ -375,8 +376,8 @@ def test_cli_fit_features_and_predict(tmp_path):
     bad = run_main("fit", "--data", train, "--workers", 0, "--quiet", "--features", "pca")
     line = one_line(bad, 2)
     assert "--features" in line and "'pca'" in line and "whiten" in line
-    from onebit_dask.cli import build_parser
-    from onebit_dask.features import KINDS
+    from onebit_dask.cli.main import build_parser
+    from onebit_dask.ops.features import KINDS
     action = next(a for a in build_parser()._subparsers._group_actions[0].choices["fit"]._actions
                   if "--features" in a.option_strings)
     assert tuple(action.choices) == KINDS  # the flag offers what the estimator takes

@@ -7,7 +7,8 @@ import pytest
 import zarr
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.io import ZarrSource, write_observations
+from onebit_dask.data.observations import ZarrSource
+from onebit_dask.io import write_observations
 
 PROBLEM = SyntheticProblem(30, 20, 2, seed=4)
 
@@ -92,7 +93,7 @@ def test_every_chunk_is_written_even_all_zero(tmp_path):
 def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
     import os
 
-    from onebit_dask.stores.zarr_format import DamagedStoreError
+    from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
     path = _copy(store, tmp_path)
     os.remove(os.path.join(path, "X", "c", "4", "0"))
@@ -107,7 +108,7 @@ def test_missing_chunk_is_an_error_naming_the_rows(store, tmp_path):
 def test_truncated_chunk_names_path_and_rows(store, tmp_path):
     import os
 
-    from onebit_dask.stores.zarr_format import DamagedStoreError
+    from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
     path = _copy(store, tmp_path)
     chunk = os.path.join(path, "X", "c", "7", "0")

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from onebit_dask.kernels import LAMBDA, column_norms, is_moment_step, scatter_rows, step_size
+from onebit_dask.ops.kernels import LAMBDA, column_norms, scatter_rows
+from onebit_dask.fit.steps import is_moment_step, step_size
 
 D1, D2, L = 7, 5, 4
 
@@ -72,7 +73,7 @@ def test_refine_takes_moment_steps_for_the_first_half():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_weighted_label_sums_match_add_at(monkeypatch, dtype):
-    from onebit_dask import kernels
+    from onebit_dask.ops import kernels
 
     monkeypatch.setattr(kernels, "SUM_BYTES", 8 * 9 * 37)  # blocks of 37 rows
     rng = np.random.default_rng(8)

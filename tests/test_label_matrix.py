@@ -83,8 +83,8 @@ def test_bad_label_matrices(planted):
 
 
 def _stand_in_ranking():
-    """A minimal :mod:`onebit_dask.ranking` until the real one lands (same interface)."""
-    mod = types.ModuleType("onebit_dask.ranking")
+    """A minimal :mod:`onebit_dask.metrics.ranking` until the real one lands (same interface)."""
+    mod = types.ModuleType("onebit_dask.metrics.ranking")
 
     def propensities(Y, A=0.55, B=1.5):
         n = Y.shape[0]
@@ -113,11 +113,11 @@ def _stand_in_ranking():
 @pytest.fixture
 def ranking(monkeypatch):
     try:
-        from onebit_dask import ranking as real
+        from onebit_dask.metrics import ranking as real
         return real
     except ImportError:
         mod = _stand_in_ranking()
-        monkeypatch.setitem(sys.modules, "onebit_dask.ranking", mod)
+        monkeypatch.setitem(sys.modules, "onebit_dask.metrics.ranking", mod)
         monkeypatch.setattr(onebit_dask, "ranking", mod, raising=False)
         return mod
 

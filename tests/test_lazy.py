@@ -15,7 +15,7 @@ def test_names_are_imported_on_first_use():
     code = ("import sys, onebit_dask, onebit_dask.sweep as sweep\n"
             "assert 'sklearn' not in sys.modules and 'xarray' not in sys.modules\n"
             "assert 'SyntheticProblem' in dir(onebit_dask) and 'run_sweep' in dir(sweep)\n"
-            "from onebit_dask.synthetic import SyntheticProblem\n"
+            "from onebit_dask.data.synthetic.problem import SyntheticProblem\n"
             "assert onebit_dask.SyntheticProblem is SyntheticProblem\n"
             "assert 'SyntheticProblem' in vars(onebit_dask)\n"
             "try:\n    onebit_dask.nope\nexcept AttributeError as e:\n    print(e)\n")
@@ -26,10 +26,11 @@ def test_what_a_worker_imports_for_a_fit_leaves_out_scikit_learn_and_scipy_stats
     # a Dask worker unpickles the fit's tasks: label blocks, the sources' shards, the
     # planted problem and its samplers, the stores' readers, the feature map (each worker
     # process pays imports: scikit-learn's are 0.85 s of CPU and 70 MiB)
-    modules = ("onebit_dask.engine.blocks", "onebit_dask.engine.topk", "onebit_dask.synthetic",
-               "onebit_dask.data.label_matrix", "onebit_dask.data.arrays",
-               "onebit_dask.data.csr_source", "onebit_dask.data.csr_store", "onebit_dask.io",
-               "onebit_dask.features", "onebit_dask.validation_bits")
+    modules = ("onebit_dask.engine.blocks", "onebit_dask.engine.topk",
+               "onebit_dask.data.synthetic.problem", "onebit_dask.data.label_matrix",
+               "onebit_dask.data.arrays", "onebit_dask.data.csr", "onebit_dask.io.csr_store",
+               "onebit_dask.io", "onebit_dask.io.observations", "onebit_dask.data.observations",
+               "onebit_dask.ops.features", "onebit_dask.fit.validation")
     code = (f"import sys\nfor name in {modules!r}:\n    __import__(name)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'"
             " or m.startswith('scipy.stats')))\n")

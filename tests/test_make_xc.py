@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from onebit_dask.data.xc import read_xc
+from onebit_dask.io.xc import read_xc
 
 MAKE_XC = pathlib.Path(__file__).parents[1] / "benchmarks" / "make_xc.py"
 

@@ -19,14 +19,15 @@ import zarr
 from distributed import get_task_stream
 
 from test_cli_failures import read_only_dir, small_disk
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, model_io
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.persist import model_store as model_io
 from onebit_dask.engine import placement
 from onebit_dask.engine.dask_engine import DaskEngine
 from onebit_dask.io import write_observations
 from onebit_dask.persist import SaveError
-from onebit_dask.stores.atomic import ForeignPathError
-from onebit_dask.stores.lock import StoreLock, StoreLockedError
-from onebit_dask.stores.zarr_format import DamagedStoreError
+from onebit_dask.io.stores.atomic import ForeignPathError
+from onebit_dask.io.stores.lock import StoreLock, StoreLockedError
+from onebit_dask.io.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit, computed
 
 from helpers import fit_args, run_cli, run_main
@@ -182,7 +183,7 @@ def temporaries(path, kind="tmp"):
 
 
 def mark_as_ours(directory, token):
-    """What :mod:`onebit_dask.stores.atomic` writes into its own temporaries."""
+    """What :mod:`onebit_dask.io.stores.atomic` writes into its own temporaries."""
     with open(os.path.join(directory, ".onebit-dask-temporary.json"), "w") as fh:
         json.dump({"format": "onebit-dask/temporary", "token": token}, fh)
 
@@ -190,7 +191,9 @@ def mark_as_ours(directory, token):
 # -- checkpoints -----------------------------------------------------------------------------
 KILLED_FIT = textwrap.dedent("""
     import sys, time
-    from onebit_dask import OneBitMultiLabel, SyntheticProblem, fitting, model_io
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+    from onebit_dask.fit import loop as fitting
+    from onebit_dask.persist import model_store as model_io
 
     phase, path, sampler = sys.argv[1:]
     # hang at a known point, where the parent's SIGKILL lands

@@ -14,7 +14,7 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from onebit_dask import shipped
+from onebit_dask.cli import shipped
 from onebit_dask.cli import main
 
 from helpers import ROOT
@@ -52,7 +52,7 @@ def test_one_version_source_a_license_and_a_citation():
 
 
 def test_shipped_files_are_named_without_a_path(tmp_path, monkeypatch, capsys):
-    from onebit_dask.session import check_target
+    from onebit_dask.cli.client import check_cluster_target
     from onebit_dask.sweep.spec import load_spec
 
     monkeypatch.chdir(tmp_path)  # outside the checkout
@@ -63,7 +63,7 @@ def test_shipped_files_are_named_without_a_path(tmp_path, monkeypatch, capsys):
     assert pathlib.Path(path).read_text() == (ROOT / "pipelines" / "quickstart.yaml").read_text()
     assert load_spec(path).name == "quickstart"
     assert shipped.resolve("pipelines", "quickstart.yaml") == path
-    check_target(cluster=shipped.resolve("cluster", "local"))
+    check_cluster_target(cluster=shipped.resolve("cluster", "local"))
     (tmp_path / "quickstart").write_text("grid: {}\n")  # a path that exists wins
     assert shipped.resolve("pipelines", "quickstart") == "quickstart"
     assert main(["list"]) == 0

@@ -4,7 +4,8 @@ import numpy as np
 import zarr
 
 from onebit_dask.data.arrays import ArraySource
-from onebit_dask.io import ZarrSource, write_observations
+from onebit_dask.data.observations import ZarrSource
+from onebit_dask.io import write_observations
 
 
 def data_identity(X, labels=None, y=None, n_labels=None):

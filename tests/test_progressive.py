@@ -1,5 +1,5 @@
 """``step="select"``: the moment and the residual branches side by side from the fork, one
-kept by progressive validation (:mod:`onebit_dask.progressive`, docs/ALGORITHM.md
+kept by progressive validation (:mod:`onebit_dask.fit.select`, docs/ALGORITHM.md
 section 9e).
 
 Real data from ``tests/data``: emotions (391 training songs, 72 features, 6 labels:
@@ -20,8 +20,8 @@ from dense import label_auc_sums_reference
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data.label_matrix import LabelMatrixSource
-from onebit_dask.data.xc import read_xc
-from onebit_dask.progressive import fork_iteration
+from onebit_dask.io.xc import read_xc
+from onebit_dask.fit.steps import RULES
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 PARAMS = dict(batch_size=2000, n_iter=5, features="standardize", random_state=0)
@@ -55,7 +55,7 @@ def test_select_keeps_the_branch_that_scores_better_and_equals_its_fit(fits, nam
     select, other = fits[name]["select"], fits[name]["moment" if kept == "refine" else "refine"]
     history = select.history_
     n_iter = PARAMS["n_iter"]
-    fork = fork_iteration("select", n_iter)
+    fork = RULES["select"].fork(n_iter)
     # the forked records are the kept branch's, and they carry both branches' scores
     assert [h.get("branch") for h in history] == [None] * fork + [kept] * (n_iter + 1 - fork)
     means = _branch_means(history)
@@ -76,7 +76,7 @@ def test_the_score_is_the_macro_auc_of_the_next_batch_by_sklearn(fits):
     batch's bits scored by that iterate. The branches then part (power: different scores)."""
     X_train, Y_train, _, _ = _read("emotions_full")
     n_iter = PARAMS["n_iter"]
-    fork = fork_iteration("select", n_iter)
+    fork = RULES["select"].fork(n_iter)
     start = OneBitMultiLabel(3, **dict(PARAMS, n_iter=n_iter // 2, step="moment")).fit(
         X_train, Y_train)
     shards = LabelMatrixSource(X_train, Y_train.tocsr(), PARAMS["random_state"]).batch(
@@ -127,7 +127,7 @@ def test_no_checkpoint_between_the_fork_and_the_end_and_a_resume_forks_again(
     from onebit_dask.testing import assert_same_fit
 
     X_train, Y_train, X_test, Y_test = _read("emotions_full")
-    fork = fork_iteration("select", PARAMS["n_iter"])
+    fork = RULES["select"].fork(PARAMS["n_iter"])
     write, written = persist.Checkpoint.write, []
 
     def write_then_stop(self, state, engine):

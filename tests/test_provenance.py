@@ -1,4 +1,4 @@
-"""The revision recorded with a result is the package's own (onebit_dask.provenance)."""
+"""The revision recorded with a result is the package's own (onebit_dask.utils.provenance)."""
 
 import importlib.util
 import shutil
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from onebit_dask import provenance
+from onebit_dask.utils import provenance
 
 SOURCE = Path(provenance.__file__)
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
@@ -24,11 +24,11 @@ def _repo(path: Path) -> str:
 
 
 def _load_copy_at(package: Path):
-    """provenance.py copied into ``package`` and imported from there."""
-    package.mkdir(parents=True, exist_ok=True)
-    shutil.copy(SOURCE, package / "provenance.py")
+    """provenance.py copied into ``package/utils`` and imported from there."""
+    (package / "utils").mkdir(parents=True, exist_ok=True)
+    shutil.copy(SOURCE, package / "utils" / "provenance.py")
     spec = importlib.util.spec_from_file_location(f"copy_{abs(hash(package))}",
-                                                  package / "provenance.py")
+                                                  package / "utils" / "provenance.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from sklearn.metrics import ndcg_score, roc_auc_score
 
 from onebit_dask import metrics
-from onebit_dask.ranking import (
+from onebit_dask.metrics.ranking import (
     ndcg_at_k,
     precision_at_k,
     propensities,

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from onebit_dask import OneBitMultiLabel
-from onebit_dask.data.xc import read_xc
+from onebit_dask.io.xc import read_xc
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 FLOOR = 0.75  # popularity scores 0.5; measured here 0.78-0.80 after the initial batch

@@ -87,7 +87,7 @@ def faceted(tmp_path_factory):
 
 def test_figures_are_faceted_by_dimensions_they_do_not_show(faceted, tmp_path):
     from onebit_dask.sweep.report import collect
-    from onebit_dask.sweep.store import open_cube
+    from onebit_dask.sweep.cube import open_cube
 
     text, paths = report(faceted, tmp_path)
     names = sorted(p.rsplit("/", 1)[1] for p in paths)
@@ -116,7 +116,7 @@ def test_too_many_facets_are_refused(faceted, tmp_path, monkeypatch):
 def test_half_finished_cube_says_how_many_seeds(tmp_path):
     import warnings
 
-    from onebit_dask.sweep import store
+    from onebit_dask.sweep import cube as store
 
     path = str(tmp_path / "half.zarr")
     store.create(path, FACETED)
@@ -157,9 +157,9 @@ def test_datasets_that_set_batch_size_and_names_with_slashes_plot(tmp_path):
     """The shape of pipelines/paper_table2.yaml: ``batch_size`` is a coordinate along
     ``dataset``, not a dimension; dataset names are not file names (a ``/`` neither
     makes a directory nor lets two facets write one file)."""
-    from onebit_dask.sweep import store
+    from onebit_dask.sweep import cube as store
     from onebit_dask.sweep.report import collect
-    from onebit_dask.sweep.store import open_cube
+    from onebit_dask.sweep.cube import open_cube
 
     path = str(tmp_path / "ds.zarr")
     store.create(path, DATASETS)

@@ -15,9 +15,9 @@ import xarray as xr
 import zarr
 
 from onebit_dask.sweep import methods, run_sweep
-from onebit_dask.sweep.errors import SweepRuntimeError
+from onebit_dask.utils.errors import SweepRuntimeError
 from onebit_dask.sweep.spec import parse_spec
-from onebit_dask.sweep.store import failures_path, open_cube
+from onebit_dask.sweep.cube import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
 from helpers import CliProcess, run_cli, wait_until
@@ -324,7 +324,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
     with the one-line refusal, at least one exits 0, and the cube equals an undisturbed
     run's.
     """
-    from onebit_dask.stores.lock import StoreLock
+    from onebit_dask.io.stores.lock import StoreLock
 
     spec_path = tmp_path / "two.yaml"
     spec_path.write_text(SPEC_TEXT)
@@ -350,7 +350,7 @@ def test_two_runners_on_one_store(tmp_path, in_process):
 
 
 def test_stale_lock_of_a_dead_runner_is_taken_over(tmp_path):
-    from onebit_dask.stores.lock import StoreLock, StoreLockedError
+    from onebit_dask.io.stores.lock import StoreLock, StoreLockedError
 
     out = str(tmp_path / "l.zarr")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -434,7 +434,7 @@ def test_adapt_flag(tmp_path, capsys):
     from distributed import Client, LocalCluster
 
     from onebit_dask.cli import main
-    from onebit_dask.cluster import adapt
+    from onebit_dask.cli.clusters import adapt
 
     spec_path = tmp_path / "a.yaml"
     spec_path.write_text(SPEC_TEXT.replace("seed: [0, 1]", "seed: [0]"))

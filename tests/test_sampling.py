@@ -8,9 +8,11 @@ import pytest
 import scipy.special
 import scipy.stats
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling, thresholds
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.data.synthetic import sampling
+from onebit_dask.ops import thresholds
 from onebit_dask.engine import blocks as B
-from onebit_dask.synthetic import ProjectedShard
+from onebit_dask.data.synthetic.problem import ProjectedShard
 
 D1, D2, K = 5, 3, 1
 PROBLEM = SyntheticProblem(D1, D2, K, flip=0.1, seed=3)
@@ -48,7 +50,7 @@ def batch_products(problem, n_batches, m, A, Bm, P, wrong=None):
 
 class Patched(ProjectedShard):
     """A deliberately broken sampler: ``draw_active`` with one function of
-    :mod:`onebit_dask.sampling` replaced."""
+    :mod:`onebit_dask.data.synthetic.sampling` replaced."""
 
     name, replacement = None, None
 

@@ -8,8 +8,8 @@ import pytest
 import scipy.sparse as sp
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask._validation import check_features
-from onebit_dask.kernels import residuals, weighted_label_sums
+from onebit_dask.utils.validation import check_features
+from onebit_dask.ops.kernels import residuals, weighted_label_sums
 
 CLOSE = dict(rtol=1e-12, atol=1e-14)
 

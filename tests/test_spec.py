@@ -135,7 +135,7 @@ def test_placement_keys():
 
 
 def test_runs_distributed_rule():
-    from onebit_dask.sweep.placement import runs_distributed
+    from onebit_dask.sweep.distribute import runs_distributed
 
     fixed = parse_spec(GOOD).fixed
     small = {"method": "onebit", "d1": 20, "d2": 10, "rank": 2, "batch_size": 1000}

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from onebit_dask.sweep import store
+from onebit_dask.sweep import cube as store
 from onebit_dask.sweep.spec import parse_spec
 
 SPEC = parse_spec("""

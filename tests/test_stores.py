@@ -1,4 +1,4 @@
-"""The shared store plumbing (onebit_dask/stores/): marked temporaries, typed attributes,
+"""The shared store plumbing (onebit_dask/io/stores/): marked temporaries, typed attributes,
 chunk checks through zarr's store API, and stores at URLs (memory://, and s3:// on a
 local S3-compatible server: moto's server mode with s3fs, from the test extra)."""
 
@@ -14,8 +14,8 @@ import zarr
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.io import write_observations
-from onebit_dask.stores import atomic, paths
-from onebit_dask.stores.zarr_format import DamagedStoreError, attr, check_array, missing_chunk
+from onebit_dask.io.stores import atomic, paths
+from onebit_dask.io.stores.zarr_format import DamagedStoreError, attr, check_array, missing_chunk
 
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)
 PARAMS = dict(batch_size=2000, n_iter=2, n_shards=4, random_state=0)

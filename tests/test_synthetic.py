@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from onebit_dask.kernels import LAMBDA
-from onebit_dask.synthetic import SyntheticProblem
+from onebit_dask.ops.kernels import LAMBDA
+from onebit_dask.data.synthetic.problem import SyntheticProblem
 
 
 def test_truth_is_rank_k_with_unit_columns():
@@ -260,7 +260,7 @@ def test_positive_rate_is_part_of_the_problem():
     import json
 
     from onebit_dask import FullObservationProblem
-    from onebit_dask.data.problems import problem_from
+    from onebit_dask.data.synthetic.source import problem_from
 
     a = SyntheticProblem(5, 5, 1, positive_rate=[0.01, 0.2])
     assert a.positive_rate == (0.01, 0.2) and hash(a) == hash(dataclasses.replace(a))
@@ -287,7 +287,7 @@ def test_bad_positive_rate(value, match):
 
 
 def test_parse_positive_rate():
-    from onebit_dask.synthetic import parse_positive_rate
+    from onebit_dask.data.synthetic.problem import parse_positive_rate
 
     assert parse_positive_rate("none") is None and parse_positive_rate(None) is None
     assert parse_positive_rate("0.05") == 0.05 and parse_positive_rate(0.05) == 0.05

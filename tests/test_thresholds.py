@@ -9,7 +9,9 @@ import pytest
 import scipy.special
 import scipy.stats
 
-from onebit_dask import OneBitMultiLabel, SyntheticProblem, sampling, thresholds
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.data.synthetic import sampling
+from onebit_dask.ops import thresholds
 from onebit_dask.engine.blocks import Block
 
 phi = scipy.stats.norm.pdf
@@ -268,7 +270,7 @@ def test_thresholded_model_round_trips_through_its_store(tmp_path, imbalanced):
     threshold is refused naming the part."""
     import zarr
 
-    from onebit_dask.stores.zarr_format import DamagedStoreError
+    from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
     problem, est, _ = imbalanced
     path = str(tmp_path / "m.zarr")
@@ -328,9 +330,12 @@ def test_moment_steps_pool_the_initial_estimate(pooled_problem):
 def test_the_moment_test_rejects_a_step_that_forgets(pooled_problem, monkeypatch):
     """Power: with ``eta_t = 1`` (each step replaces the estimate by one batch's) the
     error stays at one batch's and the test above fails."""
-    from onebit_dask import fitting
+    from dataclasses import replace
 
-    monkeypatch.setattr(fitting, "step_size", lambda step, t: 1.0)
+    from onebit_dask.fit import steps
+
+    for name, rule in steps.RULES.items():
+        monkeypatch.setitem(steps.RULES, name, replace(rule, size=lambda t: 1.0))
     problem, pooled = pooled_problem
     errors = _moment_errors(problem)
     assert errors[-1] > 1.1 * pooled and errors[-1] / errors[0] > 0.45, errors

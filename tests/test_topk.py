@@ -11,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 
 from helpers import run_main
 from onebit_dask import OneBitMultiLabel
-from onebit_dask.data.xc import read_xc
+from onebit_dask.io.xc import read_xc
 from onebit_dask.engine import LocalEngine, placement, topk
 from onebit_dask.engine import blocks as B
 

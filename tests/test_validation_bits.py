@@ -1,5 +1,5 @@
 """The validation split of the bits and the best iterate it selects
-(:mod:`onebit_dask.validation_bits`, ``OneBitMultiLabel(validation_fraction=...)``)."""
+(:mod:`onebit_dask.fit.validation`, ``OneBitMultiLabel(validation_fraction=...)``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from onebit_dask._warnings import ignored
+from onebit_dask.utils.warnings import ignored
 
 
 def test_a_block_ignores_its_warnings_only_and_puts_the_filters_back():

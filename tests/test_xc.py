@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from onebit_dask.data.xc import XCFormatError, iter_xc, read_xc, xc_sizes
+from onebit_dask.io.xc import XCFormatError, iter_xc, read_xc, xc_sizes
 
 DATA = pathlib.Path(__file__).parent / "data"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_generator
+from ..utils.checks import as_generator
 
 
 def held_out(n: int, fraction: float, random_state, name: str) -> np.ndarray:

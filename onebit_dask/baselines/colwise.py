@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from .._base import FactorPredictor, dense_factors
-from .._validation import check_fit_data
-from ..kernels import label_sums
+from ..base import FactorPredictor, dense_factors
+from ..utils.validation import check_fit_data
+from ..ops.kernels import label_sums
 
 
 class ColumnwiseOneBit(FactorPredictor, BaseEstimator):

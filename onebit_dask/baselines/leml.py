@@ -19,10 +19,10 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import FactorPredictor
-from .._checks import check_float, check_rank
-from .._validation import RANDOM_STATE, check_fit_data
-from ..kernels import canonical_signs, column_norms, label_sums, scatter_rows
+from ..base import FactorPredictor
+from ..utils.checks import check_float, check_rank
+from ..utils.validation import RANDOM_STATE, check_fit_data
+from ..ops.kernels import canonical_signs, column_norms, label_sums, scatter_rows
 from ._select import best, held_out, sign_error
 
 CHUNK = 65_536  # rows per block of the data passes

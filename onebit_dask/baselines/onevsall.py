@@ -9,8 +9,8 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval
 
-from .._base import FactorPredictor, dense_factors
-from .._validation import check_fit_data
+from ..base import FactorPredictor, dense_factors
+from ..utils.validation import check_fit_data
 
 
 class OneVsAll(FactorPredictor, BaseEstimator):

@@ -23,8 +23,8 @@ from sklearn.base import BaseEstimator
 from sklearn.svm import LinearSVC
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import FactorPredictor, dense_factors
-from .._validation import check_label_matrix
+from ..base import FactorPredictor, dense_factors
+from ..utils.validation import check_sign_matrix
 
 
 def squared_hinge_objective(W, X, Y, C):
@@ -75,7 +75,7 @@ class OneVsRestSVM(FactorPredictor, BaseEstimator):
         booleans."""
         self._validate_params()
         C = float(self.C)
-        X, Y = check_label_matrix(X, Y, accept_sparse=False)
+        X, Y = check_sign_matrix(X, Y, accept_sparse=False)
         d1, d2 = X.shape[1], Y.shape[1]
         self.n_features_in_, self.n_labels_ = d1, d2
         if self.solver == "lbfgs":

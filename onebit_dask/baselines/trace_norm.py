@@ -18,8 +18,8 @@ import scipy.special
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._base import FactorPredictor, dense_factors
-from .._validation import RANDOM_STATE, check_label_matrix
+from ..base import FactorPredictor, dense_factors
+from ..utils.validation import RANDOM_STATE, check_sign_matrix
 from ._select import best, held_out, sign_error
 
 
@@ -117,7 +117,7 @@ class TraceNormMultiLabel(FactorPredictor, BaseEstimator):
         """``X`` of shape ``(n, d1)``, ``Y`` of shape ``(n, d2)``: 0/1, ``-1``/``+1`` or
         booleans."""
         self._validate_params()
-        X, Y = check_label_matrix(X, Y, accept_sparse=False)
+        X, Y = check_sign_matrix(X, Y, accept_sparse=False)
         self.n_features_in_, self.n_labels_ = X.shape[1], Y.shape[1]
         self.validation_errors_ = {}
         if self.tau == "auto":

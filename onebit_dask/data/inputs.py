@@ -7,12 +7,14 @@ import os
 import numpy as np
 import scipy.sparse
 
-from .._checks import as_generator, check_seed
-from .._validation import check_features, check_observations
-from ..synthetic import FullObservationProblem, SyntheticProblem
+from ..utils.checks import as_generator, check_seed
+from ..utils.validation import check_features, check_observations
+from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
 from .label_matrix import LabelMatrixSource, check_label_matrix
-from .problems import ProblemSource
+from .synthetic.source import ProblemSource
+from ..io import detect
+from ..io.stores import paths
 
 
 def batch_seed(random_state) -> int:
@@ -49,20 +51,15 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         _none_of("fit(path)", "the data at the path hold them", Y=Y, bits=bits,
                  n_labels=n_labels)
         path = os.fspath(X)
-        if os.path.isfile(path):
-            from .xc import read_xc
-
-            features, labels = read_xc(path)
-            return LabelMatrixSource(features, check_label_matrix(labels, features.shape[0]),
-                                     batch_seed(random_state))
-        from .csr_store import is_csr_store  # a store: zarr is imported to read it anyway
-
-        if is_csr_store(path):
-            from .csr_source import CsrStoreSource
-            from .csr_store import open_csr_store
+        kind = detect(path)
+        if kind == "xc":
+            return LabelMatrixSource(*read_features(path, labels=True), batch_seed(random_state))
+        if kind == "csr" and not paths.is_url(path):  # a CSR store is read from local paths
+            from ..io.csr_store import open_csr_store  # a store: zarr is imported to read it
+            from .csr import CsrStoreSource
 
             return CsrStoreSource(open_csr_store(path), batch_seed(random_state))
-        from ..io import ZarrSource
+        from .observations import ZarrSource  # or the error that says what is not there
 
         return ZarrSource(path)
     if Y is None:
@@ -93,3 +90,29 @@ def _none_of(call: str, why: str, **given) -> None:
     named = [shown.get(name, name) for name, value in given.items() if value is not None]
     if named:
         raise TypeError(f"{call} takes no {', '.join(named)}: {why}")
+
+
+def read_features(path, *, n_features: int | None = None, rows: int | None = None,
+                  labels: bool = False):
+    """The features of the first ``rows`` rows (all without it) of the data at ``path``
+    (:func:`onebit_dask.io.detect`): an XC/svmlight file or an observations store; with
+    ``labels``, an XC file's ``(X, Y)``, ``Y`` checked as :func:`check_label_matrix`.
+    ``n_features``: the features the caller's model expects (a file may hold fewer
+    columns; a store must hold as many)."""
+    path = os.fspath(path)
+    if detect(path) == "xc":
+        from ..io.xc import read_xc
+
+        X, Y = read_xc(path, n_features=n_features)
+        if labels:
+            return X, check_label_matrix(Y, X.shape[0])
+        return X if rows is None else X[:min(rows, X.shape[0])]
+    from ..io.observations import read_observed_features
+    from .observations import ZarrSource
+
+    source = ZarrSource(path)
+    if n_features is not None and source.d1 != n_features:
+        raise ValueError(f"--data={path!r} has {source.d1} features, but the "
+                         f"model was fitted with {n_features}")
+    return read_observed_features(source.path, 0, source.n if rows is None else
+                                  min(rows, source.n))

@@ -22,7 +22,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
-from ..synthetic import _label_blocks, uniform_pairs
+from .seeding import label_blocks
+from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
 from .shards import ShardKind, active_sums, scored_bits
 from .source import BaseSource
@@ -134,7 +135,7 @@ class LabelMatrixSource(BaseSource):
         else:
             X, columns = self._shared[0], lambda lo, hi: self._shared[1][(lo, hi)]
         return [LabelMatrixShard(self.seed, t, s, n_obs, lo, hi, X, columns(lo, hi))
-                for t, s, n_obs, lo, hi in _label_blocks(self, t, batch_size, n_shards)]
+                for t, s, n_obs, lo, hi in label_blocks(self, t, batch_size, n_shards)]
 
     def identity(self) -> dict:
         """Shape, dtype, ``d2``, the seed and a SHA-256 of all of ``X`` and ``Y``."""
@@ -148,6 +149,6 @@ class LabelMatrixSource(BaseSource):
 
     def propensities(self) -> np.ndarray:
         """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""
-        from .. import ranking
+        from ..metrics import ranking
 
         return ranking.propensities(self.Y)

@@ -33,7 +33,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
-from ..kernels import ActiveRows, aligned, bit_scores, label_mass, residuals, weighted_label_sums
+from ..ops.kernels import (ActiveRows, aligned, bit_scores, label_mass, residuals,
+                           weighted_label_sums)
 
 
 class ShardKind(enum.Enum):
@@ -102,7 +103,7 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     batch's sums are kept apart for the positive and the negative bits (their weights
     ``y - sign(b_j)`` need the thresholds of the whole batch).
     """
-    from .. import thresholds
+    from ..ops import thresholds
 
     X, labels = aligned(X), aligned(np.asarray(labels))
     y = aligned(np.asarray(y))
@@ -210,7 +211,7 @@ class Pieces(NamedTuple):
     def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)``: the pieces' per-label sums added in shard order
         (``model``, ``B_rows`` and ``b_rows`` were used when the shards were read)."""
-        from .. import thresholds
+        from ..ops import thresholds
 
         n_active = sum(n for _, n in self.parts)
         parts = [a for a, _ in self.parts]

@@ -21,6 +21,9 @@ class Source(Protocol):
     ----------
     d1, d2 : int
         Features and labels.
+    n : int or None
+        The rows the data hold, read in order (``n_batches`` batches of them), or ``None``
+        for data whose every batch is drawn afresh.
     planted : SyntheticProblem, FullObservationProblem or None
         The planted truth and its test set when the data have one (the fit then records
         the recovery metrics), else ``None``.
@@ -28,6 +31,7 @@ class Source(Protocol):
 
     d1: int
     d2: int
+    n: int | None
     planted: Any
 
     def n_batches(self, batch_size: int) -> int | None:
@@ -66,6 +70,7 @@ class BaseSource:
     overrides what it has."""
 
     planted = None
+    n = None  # a source that holds its rows sets n
 
     def n_batches(self, batch_size: int) -> int | None:
         return None

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
 
-from .. import thresholds
+from ..ops import thresholds
 from ..data.shards import ShardKind, active_sums, row_scaled, scored_bits
-from ..kernels import ActiveRows, aligned, row_norms
-from ..metrics import auc_rows, label_auc_sums
+from ..ops.kernels import ActiveRows, aligned, row_norms
+from ..metrics.planted import auc_rows, label_auc_sums
 from . import topk
 
 if TYPE_CHECKING:
-    from ..synthetic import PlantedTruth
+    from ..data.synthetic.problem import PlantedTruth
 
 THRESHOLD_SLOTS = ("b", "p", "v")
 """The thresholded model's per-label state: the thresholds ``b``, and the share ``p`` of

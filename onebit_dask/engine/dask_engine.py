@@ -14,8 +14,8 @@ from its own previous rounds and the batch's seed: the result is the same as an
 undisturbed run. Small arguments travel inside the block tasks. An array argument of
 :data:`SHARED_BYTES` or more (the ``d1 x l`` tops, the model's ``A``) is sent once per
 round as a task of its own, which every block's task names: the lineage the scheduler
-keeps holds one copy of each round's arrays, not one per block and task (at ``d1 = 10^5``
-about 5 MB a step instead of 55 MB). A fit with a checkpoint restarts its blocks from each
+keeps holds one copy of each round's arrays, not one per block and task (docs/PERFORMANCE.md,
+"The round's large arguments sent once"). A fit with a checkpoint restarts its blocks from each
 checkpoint it writes (:meth:`onebit_dask.persist.Checkpoint.write`), and the rounds before
 it are forgotten. The data a fit reads at every step go to the cluster once per fit
 (:meth:`DaskEngine.share`).
@@ -30,10 +30,10 @@ import numpy as np
 from dask.sizeof import sizeof
 from distributed import Future
 
-from .._warnings import ignored
+from ..utils.warnings import ignored
 from ..data.shards import Pieces, ScoredPieces
-from ..features import FeatureMap
-from ..provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
+from ..ops.features import FeatureMap
+from ..utils.provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
 from . import blocks as B
 from .local import LocalEngine
 

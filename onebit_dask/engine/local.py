@@ -7,8 +7,8 @@ Every block function runs with one BLAS thread, as on a Dask worker started with
 from __future__ import annotations
 
 from ..data.shards import Pieces, ScoredPieces
-from ..kernels import one_blas_thread
-from ..provenance import blas
+from ..ops.kernels import one_blas_thread
+from ..utils.provenance import blas
 from . import blocks as B
 
 

@@ -44,7 +44,8 @@ def use_client(client):
 def current_client():
     """The client of :func:`use_client`, else the current default ``distributed.Client``
     (``distributed.default_client()``), else ``None``. A process that has not imported
-    distributed has no client: a fit there does not import it (0.25 s and 30 MiB)."""
+    distributed has no client: a fit there does not import it (its cost: docs/PERFORMANCE.md,
+    "Import costs")."""
     if _CLIENT.get() is not None:
         return _CLIENT.get()
     if "distributed" not in sys.modules:

@@ -9,6 +9,6 @@ __all__ = ["SweepSpec", "load_spec", "run_sweep"]
 
 _LAZY = {"run_sweep": ".runner", "SweepSpec": ".spec", "load_spec": ".spec"}
 
-from .._lazy import lazy_names
+from ..utils.lazy import lazy_names
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -23,9 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import metrics
-from ..metric_names import METRICS
-from ..synthetic import FullObservationProblem, SyntheticProblem, parse_positive_rate
+from ..metrics import planted as metrics
+from ..metrics.names import METRICS
+from ..data.synthetic.problem import FullObservationProblem, SyntheticProblem, parse_positive_rate
 from .noise import parse_noise
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .._checks import check_float
-from ..errors import SpecError
+from ..utils.checks import check_float
+from ..utils.errors import SpecError
 
 NOISE = re.compile(r"^(none|flip=(?P<flip>[0-9.eE+-]+)|gaussian=(?P<gauss>[0-9.eE+-]+))$")
 

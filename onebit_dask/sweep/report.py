@@ -27,11 +27,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..errors import RunError
-from ..metric_names import METRICS
-from ..stores.zarr_format import DamagedStoreError
+from ..utils.errors import RunError
+from ..metrics.names import METRICS
+from ..io.stores.zarr_format import DamagedStoreError
 from .methods import METHODS
-from .store import open_cube
+from .cube import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
 SERIES = (*METRICS, "n_samples")
@@ -249,7 +249,7 @@ def check_plot_dir(directory) -> None:
     except OSError as exc:
         raise ValueError(f"--plots {directory!r} cannot be created ({exc.strerror}): choose "
                          "a writable directory") from None
-    from ..stores.atomic import writable
+    from ..io.stores.atomic import writable
 
     if not writable(directory):
         raise ValueError(f"--plots {directory!r} is not writable: choose a writable directory")
@@ -532,7 +532,7 @@ def _check_whole(path: str, ds) -> None:
     sees through consolidated metadata) is a :class:`DamagedStoreError`."""
     from types import SimpleNamespace
 
-    from .store import damage
+    from .cube import damage
 
     try:
         shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"])

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import store
+from . import cube as store
 from .cell import compute_cell
-from .errors import SweepRuntimeError
-from ..provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
-from ..stores.lock import StoreLock, StoreLockedError
+from ..utils.errors import SweepRuntimeError
+from ..utils.provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
+from ..io.stores.lock import StoreLock, StoreLockedError
 from .methods import METHODS
-from .placement import placement_text, runs_distributed
+from .distribute import placement_text, runs_distributed
 from .spec import SweepSpec
 
 FLUSH_CELLS = 256   # write the finished cells at least every this many cells ...

@@ -56,14 +56,14 @@ import json
 import os
 from dataclasses import dataclass
 
-from .. import limits
-from .._checks import check_int, check_rank, check_seed
-from .._yaml import YamlError, parse_yaml, read_text
-from ..errors import SpecError
-from ..kernels import STEPS
-from ..synthetic import SAMPLERS, parse_positive_rate
+from ..utils import limits
+from ..utils.checks import check_int, check_rank, check_seed
+from ..utils.yaml import YamlError, parse_yaml, read_text
+from ..utils.errors import SpecError
+from ..fit.steps import STEPS
+from ..data.synthetic.problem import SAMPLERS, parse_positive_rate
 from .methods import METHODS
-from .placement import DISTRIBUTED, PLACEMENT_DEFAULTS
+from .distribute import DISTRIBUTED, PLACEMENT_DEFAULTS
 from .noise import parse_noise
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",

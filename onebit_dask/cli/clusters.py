@@ -1,0 +1,559 @@
+"""Cluster configs (``cluster/*.yaml``) turned into Dask clusters.
+
+A config is a YAML mapping::
+
+    kind: local | ssh | slurm | pbs | kubernetes
+    options: {...}            # keyword arguments of the cluster class (checked below)
+    scale: 4                  # optional: workers (local, kubernetes) or jobs (slurm, pbs)
+    adapt: {minimum: 1, maximum: 20}   # optional, instead of scale
+    security:                 # optional TLS (distributed.Security); the scheduler is tls://
+      temporary: false        # true: a self-signed certificate made on the fly
+      ca_file: ca.pem
+      cert: cert.pem
+      key: key.pem
+      require_encryption: true
+
+:func:`load_cluster_config` checks the whole file and raises one error naming
+the key (:class:`ClusterConfigError`): keys and types, for SLURM/PBS the memory
+size, the walltime and worker flags dask-jobqueue sets itself, for SSH asyncssh's
+connection options and the known-hosts file (host keys are always checked).
+:func:`cluster_spec` shows what would be started (a job script, the operator's
+cluster spec, keyword arguments) without starting anything; :func:`make_cluster`
+starts it (a SLURM job is first offered to ``sbatch --test-only``) and raises
+:class:`ClusterStartError`, one line saying what to do, when it does not start.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from ..utils.warnings import ignored
+from ..utils.yaml import YamlError, load_yaml
+from ..utils.errors import ClusterConfigError, ClusterStartError
+
+_SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
+                  "require_encryption": bool}
+# dask-jobqueue options shared by SLURM and PBS, with their types
+_JOBQUEUE = {"cores": int, "memory": str, "processes": int, "queue": str, "account": str,
+             "walltime": str, "interface": str, "job_extra_directives": list,
+             "job_script_prologue": list, "local_directory": str, "log_directory": str,
+             "python": str, "name": str, "worker_extra_args": list,
+             "death_timeout": (int, float), "scheduler_options": dict}
+# walltimes the batch system accepts (checked against a real sbatch in tests/test_backends.py)
+_WALLTIME = {"slurm": (re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|-1"
+                                  r"|(?i:infinite|unlimited))$"),
+                       "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"),
+             "pbs": (re.compile(r"^\d+(:\d+){0,2}$"), "seconds, MM:SS or HH:MM:SS")}
+# kind -> (allowed option keys with their types, required option keys)
+_KINDS = {
+    "local": ({"n_workers": int, "threads_per_worker": int, "processes": bool,
+               "memory_limit": (str, int), "host": str, "dashboard_address": str,
+               "scheduler_port": int, "local_directory": str}, ()),
+    "ssh": ({"hosts": list, "connect_options": dict, "worker_options": dict,
+             "scheduler_options": dict, "worker_class": str, "remote_python": (str, list)},
+            ("hosts",)),
+    "slurm": ({**_JOBQUEUE, "job_cpu": int, "job_mem": str}, ("cores", "memory")),
+    "pbs": ({**_JOBQUEUE, "resource_spec": str}, ("cores", "memory")),
+    "kubernetes": ({"name": str, "image": str, "n_workers": int, "resources": dict, "env": dict,
+                    "namespace": str, "worker_command": str, "scheduler_service_type": str},
+                   ("name", "image")),
+}
+# asyncssh connection options (SSHCluster's connect_options) whose types are checked here;
+# the other asyncssh options are allowed unchecked
+_SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (str, list),
+                      "username": str, "connect_timeout": (int, float, str),
+                      "config": (str, list)}
+_TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
+        "allow_insecure": bool}
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    kind: str
+    options: dict = field(default_factory=dict)
+    scale: int | None = None
+    adapt: dict | None = None
+    security: dict | None = None
+    path: str = "<config>"
+
+
+def _suggest(key, allowed) -> str:
+    close = difflib.get_close_matches(str(key), list(allowed), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_type(where: str, key: str, value, expected) -> None:
+    if expected is object:
+        return
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in types:
+        ok = False
+    else:
+        ok = isinstance(value, types)
+    if not ok:
+        names = " or ".join(t.__name__ for t in types)
+        raise ClusterConfigError(f"{where}: {key}={value!r} has type {type(value).__name__}, "
+                                 f"expected {names}")
+
+
+def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "",
+                allowed_text: str | None = None) -> None:
+    for key, value in mapping.items():
+        if key not in allowed:
+            listed = allowed_text or ", ".join(sorted(allowed))
+            raise ClusterConfigError(f"{where}: unknown key '{prefix}{key}'"
+                                     f"{_suggest(key, allowed)}; allowed: {listed}")
+        _check_type(where, prefix + str(key), value, allowed[key])
+
+
+def _check_jobqueue(where: str, kind: str, options: dict) -> None:
+    from dask.utils import parse_bytes
+
+    for key in ("job_extra_directives", "job_script_prologue", "worker_extra_args"):
+        if not all(isinstance(v, str) for v in options.get(key, [])):
+            raise ClusterConfigError(f"{where}: options.{key}={options[key]!r} must be a list "
+                                     "of strings")
+    for key in ("memory", "job_mem"):
+        if key in options:
+            try:
+                parse_bytes(options[key])
+            except ValueError:
+                raise ClusterConfigError(f"{where}: options.{key}={options[key]!r} is not a "
+                                         "size: give a number with a unit, e.g. 16GiB or 16GB"
+                                         ) from None
+    pattern, forms = _WALLTIME[kind]
+    if "walltime" in options and not pattern.match(options["walltime"]):
+        raise ClusterConfigError(f"{where}: options.walltime={options['walltime']!r} is not a "
+                                 f"{kind} walltime: give {forms}")
+    # dask-jobqueue already passes --nthreads cores/processes (and --memory-limit)
+    for flag in ("--nthreads", "--nworkers", "--memory-limit"):
+        if any(arg == flag or arg.startswith(flag + "=")
+               for arg in options.get("worker_extra_args", [])):
+            raise ClusterConfigError(
+                f"{where}: options.worker_extra_args repeats {flag}, which dask-jobqueue sets "
+                "from options.cores, options.processes and options.memory: remove it there")
+
+
+def _ssh_connect_keys(where: str) -> set:
+    try:
+        import asyncssh
+    except ImportError:
+        raise ClusterConfigError(f"{where}: kind='ssh' needs asyncssh: pip install "
+                                 "'onebit-dask[cluster]'") from None
+    import inspect
+
+    names = set(inspect.signature(asyncssh.SSHClientConnectionOptions.prepare).parameters)
+    names |= set(inspect.signature(asyncssh.connect).parameters)
+    return names - {"self", "loop", "last_config", "reload", "canonical", "final", "host",
+                    "options", "kwargs", "sock"}
+
+
+_NAME_KNOWN_HOSTS = ("give options.connect_options.known_hosts: a file listing each host's "
+                     "key (ssh to each host once and compare the fingerprint, or "
+                     "ssh-keyscan HOST >> FILE), or leave it out to use ~/.ssh/known_hosts")
+# OpenSSH client options that turn host-key checking off, with the values that do
+_UNCHECKED = {"userknownhostsfile": ("none", "/dev/null"), "globalknownhostsfile": ("none",),
+              "stricthostkeychecking": ("no", "off")}
+
+
+def _ssh_config_lines(path: str, depth: int = 0):
+    """``(file, line number, keyword in lower case, first value)`` of an OpenSSH client
+    config file and the files it includes (``Include``, relative to ``~/.ssh``)."""
+    import glob
+
+    if depth > 16:
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        words = re.split(r"[\s=]+", line.strip(), maxsplit=1)
+        if not words[0] or words[0].startswith("#") or len(words) < 2:
+            continue
+        keyword, value = words[0].lower(), words[1].strip()
+        if keyword == "include":
+            for pattern in value.split():
+                pattern = os.path.expanduser(pattern)
+                if not os.path.isabs(pattern):
+                    pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
+                for included in sorted(glob.glob(pattern)):
+                    yield from _ssh_config_lines(included, depth + 1)
+            continue
+        yield path, number, keyword, value.split()[0].strip("\"'") if value else ""
+
+
+def _check_ssh_host_keys(where: str, connect: dict, hosts: list) -> None:
+    """Refuse every way a config turns SSH host-key checking off (after
+    ``known_hosts: null``, refused by :func:`_check_ssh_connect`):
+    OpenSSH config files (``connect_options.config``, else ``~/.ssh/config``) that say
+    ``UserKnownHostsFile none`` or ``StrictHostKeyChecking no``; then ask asyncssh what
+    it would check for each host (``known_hosts`` None means nothing)."""
+    files = connect.get("config", ())
+    files = [files] if isinstance(files, str) else list(files)
+    if "config" not in connect and os.access(os.path.expanduser("~/.ssh/config"), os.R_OK):
+        files = [os.path.expanduser("~/.ssh/config")]
+    for file in files:
+        path = os.path.expanduser(file) if isinstance(file, str) else file
+        if not isinstance(path, str) or not os.path.isfile(path):
+            raise ClusterConfigError(f"{where}: options.connect_options.config={file!r} is "
+                                     "not a file: give OpenSSH client config files")
+        for name, number, keyword, value in _ssh_config_lines(path):
+            if value.lower() in _UNCHECKED.get(keyword, ()):
+                raise ClusterConfigError(
+                    f"{where}: the SSH config {name} (line {number}) turns host-key checking "
+                    f"off ({keyword}={value}): remove that line, and {_NAME_KNOWN_HOSTS}")
+    import asyncssh
+
+    asked = {k: connect[k] for k in ("config", "known_hosts", "port", "username")
+             if k in connect}
+    for host in hosts:
+        try:
+            options = asyncssh.SSHClientConnectionOptions(host=host, **asked)
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            raise ClusterConfigError(f"{where}: options.connect_options for host {host!r} "
+                                     f"cannot be used ({exc})") from None
+        if options.known_hosts is None:
+            raise ClusterConfigError(f"{where}: the SSH configs turn host-key checking off "
+                                     f"for host {host!r}: {_NAME_KNOWN_HOSTS}")
+
+
+def _check_ssh_connect(where: str, connect: dict, hosts: list) -> None:
+    if "known_hosts" in connect and connect["known_hosts"] is None:
+        raise ClusterConfigError(
+            f"{where}: options.connect_options.known_hosts=None turns SSH host-key checking "
+            f"off: {_NAME_KNOWN_HOSTS}")
+    allowed = _ssh_connect_keys(where)
+    _check_keys(where, connect, {k: _SSH_CONNECT_TYPES.get(k, object) for k in allowed},
+                prefix="options.connect_options.",
+                allowed_text="the options of asyncssh.SSHClientConnectionOptions, e.g. port, "
+                             "username, known_hosts, client_keys")
+    files = connect.get("known_hosts", [])
+    for file in [files] if isinstance(files, str) else files:
+        if not isinstance(file, str) or not os.path.isfile(os.path.expanduser(file)):
+            raise ClusterConfigError(
+                f"{where}: options.connect_options.known_hosts={file!r} is not a file: give a "
+                "known-hosts file listing every host's key (leave the key out to use "
+                "~/.ssh/known_hosts)")
+    _check_ssh_host_keys(where, connect, hosts)
+
+
+def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
+    """Check a config mapping (already parsed from YAML)."""
+    if not isinstance(data, dict):
+        raise ClusterConfigError(f"{where}: a cluster config is a mapping with a 'kind' key")
+    if "kind" not in data:
+        raise ClusterConfigError(f"{where}: missing key 'kind' (one of {', '.join(_KINDS)})")
+    _check_keys(where, data, _TOP)
+    kind = data["kind"]
+    if kind not in _KINDS:
+        raise ClusterConfigError(f"{where}: kind={kind!r} is unknown{_suggest(kind, _KINDS)}; "
+                                 f"allowed: {', '.join(_KINDS)}")
+    allowed, required = _KINDS[kind]
+    options = data.get("options") or {}
+    _check_keys(where, options, allowed, prefix="options.")
+    for key in required:
+        if key not in options:
+            raise ClusterConfigError(f"{where}: missing key 'options.{key}' (required for "
+                                     f"kind={kind!r})")
+    if kind == "ssh" and (len(options["hosts"]) < 2
+                          or not all(isinstance(h, str) for h in options["hosts"])):
+        raise ClusterConfigError(f"{where}: options.hosts must list the scheduler host, then "
+                                 "at least one worker host")
+    if kind in ("slurm", "pbs"):
+        _check_jobqueue(where, kind, options)
+    if kind == "ssh":
+        _check_ssh_connect(where, options.get("connect_options", {}), options["hosts"])
+    for key in ("n_workers", "processes", "cores"):
+        value = options.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ClusterConfigError(f"{where}: options.{key}={value} is not allowed: it must "
+                                     "be >= 1 (a cluster without workers would wait forever)")
+    if "scale" in data and data["scale"] < 1:
+        raise ClusterConfigError(f"{where}: scale={data['scale']} is not allowed: it must be "
+                                 ">= 1 (a cluster without workers would wait forever)")
+    adapt = data.get("adapt")
+    if adapt is not None:
+        _check_keys(where, adapt, {"minimum": int, "maximum": int}, prefix="adapt.")
+        if "scale" in data:
+            raise ClusterConfigError(f"{where}: give either 'scale' or 'adapt', not both")
+        low, high = adapt.get("minimum", 0), adapt.get("maximum", 1)
+        if high < 1 or low < 0 or low > high:
+            raise ClusterConfigError(f"{where}: adapt={adapt} is not allowed: it needs "
+                                     "0 <= minimum <= maximum and maximum >= 1")
+    security = data.get("security")
+    if security is not None:
+        _check_keys(where, security, _SECURITY_KEYS, prefix="security.")
+        if not security.get("temporary") and not {"ca_file", "cert", "key"} <= set(security):
+            raise ClusterConfigError(f"{where}: security needs 'temporary: true' or all of "
+                                     "'ca_file', 'cert' and 'key'")
+    _check_exposure(where, kind, options, security, data.get("allow_insecure", False))
+    return ClusterConfig(kind, dict(options), data.get("scale"), adapt, security, where)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: reachable from elsewhere
+
+
+def _check_exposure(where, kind, options, security, allow_insecure) -> None:
+    """A local cluster whose scheduler listens beyond this machine needs TLS (anyone who
+    reaches an unauthenticated scheduler runs code in its workers), or
+    ``allow_insecure: true``, which applies to that case only."""
+    host = options.get("host", "127.0.0.1") if kind == "local" else None
+    exposed = host is not None and not _is_loopback(host) and not security
+    if exposed and not allow_insecure:
+        raise ClusterConfigError(
+            f"{where}: options.host={host!r} without TLS opens an unauthenticated scheduler "
+            "(anyone who reaches it runs code in the workers) beyond this machine: use host "
+            "127.0.0.1, or add a 'security' section (see cluster/local-tls.yaml), or set "
+            "'allow_insecure: true' on a network you trust")
+    if allow_insecure and not exposed:
+        raise ClusterConfigError(f"{where}: allow_insecure applies only to a local cluster on "
+                                 "a non-loopback host without TLS: remove it")
+
+
+def load_cluster_config(path) -> ClusterConfig:
+    """Read and check a cluster config file."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ClusterConfigError(f"cluster config {path!r} does not exist: give a config "
+                                 "file or the name of a shipped one (onebit-dask list shows "
+                                 "them)")
+    try:
+        data = load_yaml(path, nulls=True)  # known_hosts: null gets its own message below
+    except YamlError as exc:
+        raise ClusterConfigError(str(exc)) from None
+    return parse_cluster_config(data, path)
+
+
+def check_pem(ca_file: str, cert: str, key: str, names=("ca_file", "cert", "key")) -> None:
+    """Load the CA and the certificate/key pair as the TLS connection will (``ValueError``
+    naming the file that does not load)."""
+    files = dict(zip(names, (ca_file, cert, key)))
+    for name, file in files.items():
+        if not file or not os.path.isfile(file):
+            raise ValueError(f"{name}={file!r} does not exist: TLS needs a CA file, a "
+                             "certificate and its key (PEM)")
+    try:
+        ssl.create_default_context(cafile=ca_file)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{names[0]}={ca_file!r} is not a PEM CA certificate "
+                         f"({getattr(exc, 'reason', None) or exc})") from None
+    try:
+        ssl.create_default_context().load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"{names[1]}={cert!r} and {names[2]}={key!r} are not a PEM certificate "
+                         f"and its private key ({getattr(exc, 'reason', None) or exc})") from None
+
+
+def check_runnable(config: ClusterConfig) -> None:
+    """What a config needs of this machine, checked before anything starts (after
+    :func:`load_cluster_config`, which checks the file as written): the network
+    ``interface`` a SLURM/PBS scheduler listens on, and the TLS files, loaded as the
+    connection will load them. Raises :class:`ClusterConfigError` naming the key."""
+    where, opts = config.path, config.options
+    interface = opts.get("interface")
+    if config.kind in ("slurm", "pbs") and interface is not None:
+        import psutil
+
+        here = sorted(psutil.net_if_addrs())
+        if interface not in here:
+            raise ClusterConfigError(f"{where}: options.interface={interface!r} is not a network "
+                                     f"interface of this machine (it has {', '.join(here)}): "
+                                     "the scheduler listens on it here")
+    security = config.security
+    if security and not security.get("temporary"):
+        files = [os.path.expanduser(security[k]) for k in ("ca_file", "cert", "key")]
+        try:
+            check_pem(*files, names=("security.ca_file", "security.cert", "security.key"))
+        except ValueError as exc:
+            raise ClusterConfigError(f"{where}: {exc}") from None
+
+
+def make_security(security: dict | None):
+    """A ``distributed.Security`` from the ``security`` section, or ``None``."""
+    if not security:
+        return None
+    from distributed import Security
+
+    if security.get("temporary"):
+        return Security.temporary()
+    files = {key: os.path.expanduser(security[key]) for key in ("ca_file", "cert", "key")}
+    return Security(tls_ca_file=files["ca_file"],
+                    tls_client_cert=files["cert"], tls_client_key=files["key"],
+                    tls_scheduler_cert=files["cert"], tls_scheduler_key=files["key"],
+                    tls_worker_cert=files["cert"], tls_worker_key=files["key"],
+                    require_encryption=security.get("require_encryption", True))
+
+
+def _jobqueue_class(kind):
+    if kind == "slurm":
+        from dask_jobqueue import SLURMCluster as cls
+    else:
+        from dask_jobqueue import PBSCluster as cls
+    return cls
+
+
+def cluster_spec(config: ClusterConfig):
+    """What :func:`make_cluster` would start, without starting anything.
+
+    ``slurm``/``pbs``: the job script (``dask_jobqueue``); ``kubernetes``: the
+    operator's cluster spec (``dask_kubernetes.operator.make_cluster_spec``);
+    ``local``/``ssh``: the checked keyword arguments of the cluster class.
+    """
+    if config.kind in ("slurm", "pbs"):
+        job_cls = _jobqueue_class(config.kind).job_cls
+        opts = {k: v for k, v in config.options.items() if k != "scheduler_options"}
+        return job_cls(scheduler="tcp://scheduler:8786", **opts).job_script()
+    if config.kind == "kubernetes":
+        from dask_kubernetes.operator import make_cluster_spec
+
+        opts = {k: v for k, v in config.options.items() if k != "namespace"}
+        return make_cluster_spec(**opts)
+    import inspect
+
+    if config.kind == "ssh":
+        from distributed import SSHCluster as cls
+    else:
+        from distributed import LocalCluster as cls
+    inspect.signature(cls).bind(**config.options)
+    return dict(config.options)
+
+
+def check_slurm_job(config: ClusterConfig) -> None:
+    """Ask SLURM whether it would take the config's job (``sbatch --test-only``).
+
+    A job SLURM refuses (unknown partition or account, a walltime or memory beyond the
+    partition's limits) otherwise leaves the scheduler waiting for workers that never
+    come; this raises :class:`ClusterStartError` with sbatch's reason instead.
+    """
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise ClusterStartError(f"{config.path}: sbatch is not on PATH: start a SLURM config "
+                                "on a machine that submits jobs (a login node)")
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="onebit-dask-") as script:
+        script.write(cluster_spec(config))
+        script.flush()
+        proc = subprocess.run([sbatch, "--test-only", script.name], capture_output=True,
+                              text=True, timeout=120)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
+        raise ClusterStartError(f"{config.path}: SLURM refuses the job this config submits "
+                                f"({lines[-1]}): fix the options it names (sinfo and "
+                                "scontrol show partition list what the cluster offers)")
+
+
+def _start_failure(config: ClusterConfig, exc: BaseException) -> str:
+    chain = exc
+    while chain is not None:
+        if type(chain).__name__ == "HostKeyNotVerifiable":
+            known = config.options.get("connect_options", {}).get("known_hosts",
+                                                                  "~/.ssh/known_hosts")
+            return (f"{config.path}: SSH refused a host whose key is not in {known} "
+                    f"({chain}): add each host's key there (ssh to it once and compare "
+                    "the fingerprint, or ssh-keyscan), or point "
+                    "options.connect_options.known_hosts at a file that lists it")
+        chain = chain.__cause__ or chain.__context__
+    text = str(exc).strip()
+    detail = f"{type(exc).__name__}{': ' + text.splitlines()[0] if text else ''}"
+    return f"{config.path}: the {config.kind} cluster did not start ({detail})"
+
+
+def local_cluster(options: dict, silence_logs=None, **extra):
+    """A ``LocalCluster`` of ``options`` with the package's defaults: on 127.0.0.1, one
+    thread a worker, the dashboard on a free port of its host. ``silence_logs`` as in
+    :func:`make_cluster`; ``extra`` (TLS) goes to LocalCluster as it is."""
+    from distributed import LocalCluster
+
+    opts = {"host": "127.0.0.1", "threads_per_worker": 1, **options}
+    opts.setdefault("dashboard_address", f"{opts['host']}:0")  # a free port
+    if silence_logs is not None:
+        opts["silence_logs"] = silence_logs
+    return LocalCluster(**opts, **extra)
+
+
+def _start(config: ClusterConfig, silence_logs=None):
+    security = make_security(config.security)
+    extra = {"security": security, "protocol": "tls://"} if security else {}
+    opts = dict(config.options)
+    if config.kind == "local":
+        return local_cluster(opts, silence_logs, **extra)
+    if config.kind == "ssh":
+        from distributed import SSHCluster
+
+        return SSHCluster(**opts, **({"security": security} if security else {}))
+    if config.kind in ("slurm", "pbs"):
+        if config.kind == "slurm":
+            check_slurm_job(config)
+        return _jobqueue_class(config.kind)(**opts, **extra)
+    from dask_kubernetes.operator import KubeCluster
+
+    return KubeCluster(**opts)
+
+
+def make_cluster(config: ClusterConfig, adapt_range=None, silence_logs=None):
+    """Start the cluster of a config, scaled or adaptive as it says.
+
+    ``adapt_range=(minimum, maximum)`` (the CLI's ``--adapt``) makes it adaptive
+    instead of the config's ``scale``/``adapt``: no job is submitted for the
+    config's ``scale`` first. ``silence_logs``: the level below which a local
+    cluster's workers drop their log records (LocalCluster's ``silence_logs``; ``None``
+    leaves its default, WARNING).
+
+    The config comes from :func:`load_cluster_config` (or :func:`parse_cluster_config`);
+    what it needs of this machine is checked first (:func:`check_runnable`).
+
+    Raises :class:`ClusterConfigError` for a missing TLS file and
+    :class:`ClusterStartError` (one line: what failed, what to do) when the
+    cluster does not start: SLURM refuses the job, an SSH host key is not known,
+    a cluster class fails.
+    """
+    import logging
+
+    check_runnable(config)
+    spec_log = logging.getLogger("distributed.deploy.spec")
+    level = spec_log.level
+    spec_log.setLevel(logging.ERROR)  # "Cluster closed without starting up": said below
+    try:
+        # a dashboard port in use: another port is taken, and the CLI's "dask dashboard:"
+        # line gives it (4 lines of warning otherwise)
+        with ignored(dict(message=r"\s*Port \d+ is already in use", category=UserWarning)):
+            cluster = _start(config, silence_logs)
+    except (ClusterConfigError, ClusterStartError):
+        raise
+    except Exception as exc:
+        raise ClusterStartError(_start_failure(config, exc)) from exc
+    finally:
+        spec_log.setLevel(level)
+    if adapt_range is not None:
+        adapt(cluster, *adapt_range)
+    elif config.adapt is not None:
+        adapt(cluster, config.adapt.get("minimum", 0), config.adapt.get("maximum", 1))
+    elif config.scale is not None:
+        cluster.scale(config.scale)
+    return cluster
+
+
+def adapt(cluster, minimum: int, maximum: int):
+    """Make ``cluster`` adaptive between ``minimum`` and ``maximum``: jobs for a
+    dask-jobqueue cluster (``minimum_jobs``/``maximum_jobs``: a job may hold several
+    worker processes), workers otherwise. Returns the ``Adaptive`` object."""
+    try:
+        from dask_jobqueue import JobQueueCluster
+    except ImportError:  # pragma: no cover - dask-jobqueue is a dependency
+        JobQueueCluster = ()
+    if isinstance(cluster, JobQueueCluster):
+        return cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum)
+    return cluster.adapt(minimum=minimum, maximum=maximum)

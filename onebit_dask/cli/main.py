@@ -1,0 +1,137 @@
+"""The onebit-dask command line.
+
+Exit status: 0 on success; 2 for bad input (one line on stderr, before any work
+starts); 1 for a failure at run time (a cluster that does not start, a lost
+scheduler, a full disk, a damaged store): one line naming what failed and what to
+do. ``--debug`` shows the traceback instead.
+
+Each command is a function ``add_NAME(sub)`` in the module of its verb (:mod:`.fit`,
+:mod:`.models`, :mod:`.sweeps`) that declares its options and sets ``run`` to the function
+that carries it out; add a command by writing one and listing it in :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+
+from ..utils.errors import EXIT_RUNTIME, EXIT_USAGE, RunError
+from .args import HelpFormatter, Parser, UsageError
+from .failures import describe_failure
+from .fit import add_fit
+from .models import add_evaluate, add_predict
+from .sweeps import add_list, add_report, add_sweep
+
+
+COMMANDS = (add_fit, add_sweep, add_report, add_predict, add_evaluate, add_list)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="onebit-dask", description=__doc__.splitlines()[0],
+                     formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"onebit-dask {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+class _Stderr(logging.StreamHandler):
+    """The package's log records as plain lines on the current ``sys.stderr``."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):  # StreamHandler sets it; the current sys.stderr is used
+        pass
+
+
+@contextlib.contextmanager
+def _package_log():
+    """INFO records of the ``onebit_dask`` loggers (progress lines, the dashboard address)
+    on stderr while a command runs."""
+    logger = logging.getLogger("onebit_dask")
+    handler, level, propagate = _Stderr(), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def main(argv=None) -> int:
+    with _package_log():
+        return _main(argv)
+
+
+def return_freed_memory() -> None:
+    """Have glibc's ``malloc`` give freed memory back to the system in this process: a
+    fixed 1 MiB ``mmap`` threshold and trim threshold (``mallopt``). The process that runs
+    a fit (and, with a ``LocalCluster``, its scheduler) allocates and frees arrays of
+    megabytes at every step; with glibc's default, dynamic threshold they come from the
+    heap, which keeps them (at ``d2 = 10^6``, ~100 MiB freed but still resident after a
+    fit; docs/PERFORMANCE.md). Dask's Nanny sets the trim threshold for its workers
+    (``MALLOC_TRIM_THRESHOLD_``). Nothing where the C library is not glibc."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
+    mallopt(m_mmap_threshold, 2**20)
+    mallopt(m_trim_threshold, 2**20)
+
+
+def run() -> None:
+    """The ``onebit-dask`` program: :func:`main` on ``sys.argv`` in a process of its own,
+    which returns the memory it frees to the system (:func:`return_freed_memory`)."""
+    return_freed_memory()
+    sys.exit(main())
+
+
+def _main(argv=None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    args = None
+    try:
+        args = parser.parse_args(argv)
+        return args.run(args)
+    except UsageError as exc:
+        print(f"onebit-dask: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("onebit-dask: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        writes = getattr(args, "writes", None)
+        print(f"onebit-dask: error: {describe_failure(exc, writes)}", file=sys.stderr)
+        return EXIT_RUNTIME
+
+
+__all__ = ["main", "run", "return_freed_memory", "build_parser", "UsageError", "RunError"]
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,262 @@
+"""The fit loop of :class:`~onebit_dask.estimator.OneBitMultiLabel`, as plain functions
+over an explicit state.
+
+The estimator checks its parameters and its data, builds a :class:`~onebit_dask.data.
+source.Source`, an engine (:mod:`onebit_dask.engine.placement`) and a fresh
+:class:`FitState`, and hands them to :func:`fit_source` (or :func:`partial_step`); these
+draw the batches, run the initialisation and the steps of :mod:`onebit_dask.algorithm`
+on the engine, record the history, write the checkpoints and leave the fitted state,
+label blocks included, in the :class:`FitState`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ..metrics import planted as metrics
+from . import select as progressive
+from .algorithm import init_dense, init_randomized, step
+from ..engine import placement
+from ..engine.blocks import Evaluation, StepModel
+from ..ops.features import fit_feature_map
+from ..ops.kernels import one_blas_thread
+from . import steps
+from .progress import StepProgress
+from .state import FitSettings, FitState, new_state, restore, restored  # noqa: F401
+from .validation import ValidationBits
+
+def map_features(settings: FitSettings, state: FitState, rows) -> None:
+    """Estimate the feature map of ``settings.features`` from the training features
+    ``rows()`` (:func:`onebit_dask.features.fit_feature_map`; an array, CSR matrix or
+    ``RowChunks``, asked for only when there is a map), its time counted as training
+    time."""
+    if settings.features == "none":
+        return
+    start = time.perf_counter()
+    state.feature_map = fit_feature_map(rows(), settings.features,
+                                        settings.whiten_components, state.rng)
+    state.fit_s += time.perf_counter() - start
+
+
+def keep(state: FitState, engine) -> None:
+    """Keep the fitted blocks (:func:`onebit_dask.engine.placement.keep`)."""
+    state.blocks = placement.keep(engine, state.label_side_numbers)
+
+
+def prepare(engine, shards, bounds):
+    """The per-block data of a batch and its number of observations."""
+    return engine.prepare(shards, bounds), sum(sh.n_obs for sh in shards)
+
+
+def evaluations(problem, labels, bounds) -> list:
+    """One :class:`~onebit_dask.engine.blocks.Evaluation` per label block: the evaluated
+    ``labels`` it owns."""
+    truth = problem.planted()
+    return [Evaluation(truth, labels[(labels >= lo) & (labels < hi)])
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def planted_metrics(problem, test_set, A, d2: int, outs) -> dict:
+    """The test metrics from the blocks' evaluation pieces (``[gram, B rows, b rows]``
+    each)."""
+    gram = sum(o[0] for o in outs)
+    B_eval = np.concatenate([o[1] for o in outs])
+    b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
+    return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], A, gram, B_eval,
+                                     d2, b_eval=b_eval)
+
+
+def fit_source(settings: FitSettings, state: FitState, engine, source, checkpoint=None,
+               heldout=None) -> None:
+    """Run a whole fit of ``source`` on ``engine`` into ``state`` (``n_iter + 1``
+    batches), resuming ``checkpoint`` (:class:`onebit_dask.persist.Checkpoint`) if it
+    holds this fit, and recording the held-out metrics of ``heldout``
+    (:class:`onebit_dask.data.heldout.HeldOut`)."""
+    if checkpoint is None:
+        return _run(settings, state, engine, source, None, heldout)
+    with checkpoint:  # its one writer, from resume to the last write
+        return _run(settings, state, engine, source, checkpoint, heldout)
+
+
+def _run(settings, state, engine, source, checkpoint, heldout) -> None:
+    first = 0  # the first iteration to run
+    saved = None if checkpoint is None else checkpoint.resume(engine)
+    if saved is not None:
+        restore(state, saved)
+        first = state.n_steps + 1
+    else:
+        map_features(settings, state, source.features)
+        engine.start(state.bounds)
+    state.blas = engine.blas()
+    features = shared_features(state, engine)
+    source = source.place(engine, state.bounds)
+    batches = lambda t: source.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
+    problem, planted = source.planted, None
+    if problem is not None:
+        test_set = problem.test_set()
+        planted = (problem, test_set, evaluations(problem, test_set.labels, state.bounds))
+    ranking = None
+    if heldout is not None:
+        heldout.place(engine, state.bounds)
+        ranking = (heldout, source.propensities())
+    validation = None
+    if settings.validation_fraction is not None:
+        validation = ValidationBits(source, settings.n_iter + 1, settings.batch_size,
+                                    settings.n_shards, settings.validation_fraction)
+        validation.place(engine, state.bounds)
+    n_iter = settings.n_iter
+    fork, branches = steps.RULES[settings.step].fork(n_iter), None
+    if fork is not None and fork < first <= n_iter:
+        raise ValueError(
+            f"the checkpoint holds iteration {first - 1} of a fit with step='select', "
+            f"after its fork at iteration {fork}, where the two branches are not written "
+            "(a checkpoint of a fit whose step='auto' meant 'moment'): resume it with "
+            "step='moment', or start again with another checkpoint path")
+    with StepProgress(n_iter + 1, enabled=settings.progress) as bar:
+        upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
+        for t in range(first, n_iter + 1):
+            current = upcoming
+            if t < n_iter and engine.prefetches:
+                # the Dask engine loads batch t + 1 (user data) while step t runs
+                upcoming = prepare(engine, batches(t + 1), state.bounds)
+            last = t == n_iter
+            due = last or (settings.eval_every and t % settings.eval_every == 0)
+            step_args = (*current, source, planted if due else None, ranking if due else None,
+                         features)
+            if fork is not None and t >= fork:
+                branches = branches or progressive.Branches(engine, state.top)
+                advance_branches(settings, state, engine, branches, *step_args)
+                if last:
+                    branches.finish(state, engine)
+            else:
+                advance(settings, state, engine, *step_args)
+            del current, step_args
+            if validation is not None:
+                _validate(state, validation, engine)
+            forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
+            if checkpoint is not None and checkpoint.due(t, last) and not forked:
+                checkpoint.write(state, engine)
+            if t < n_iter and not engine.prefetches:
+                upcoming = prepare(engine, batches(t + 1), state.bounds)
+            bar.update(state.history[-1])
+    state.best_iteration = state.n_steps
+    if validation is not None:
+        _select(state, validation, engine)
+    keep(state, engine)
+
+
+def _validate(state, validation, engine) -> None:
+    """Score the iterate on the validation bits (its time counts as training time)."""
+    start = time.perf_counter()
+    record = validation.update(engine, state.top.Q, state.top, state.n_steps,
+                               state.feature_map)
+    state.fit_s += time.perf_counter() - start
+    state.history[-1].update(record, fit_s=state.fit_s)
+
+
+def _select(state, validation, engine) -> None:
+    """Take back the best iterate the validation bits selected."""
+    state.best_iteration, top = validation.finish(engine, state.n_steps)
+    if top is not None:
+        state.top = top
+    state.validation_score = np.array([h["validation_auc"] for h in state.history])
+
+
+def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None:
+    """Initialise (a fresh ``state``) or take one step on the given ``shards`` (all of a
+    batch), then keep the blocks."""
+    state.blas = engine.blas()
+    advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None,
+            shared_features(state, engine))
+    state.best_iteration = state.n_steps
+    keep(state, engine)
+
+
+def shared_features(state: FitState, engine):
+    """``state``'s feature map as the blocks' tasks take it (:meth:`engine.share`: sent to
+    the cluster once, not with every task), or ``None``."""
+    return None if state.feature_map is None else engine.share(state.feature_map)
+
+
+def advance(settings, state, engine, data, n_obs, source, planted, ranking,
+            features) -> None:
+    """Initialise (first batch) or take one step, then record the iteration: with
+    ``planted = (problem, test_set, per-block evaluations)`` its test metrics, with
+    ``ranking = (heldout, propensities)`` the held-out ranking metrics; ``features``:
+    :func:`shared_features`."""
+    projection = (lambda A=None: None) if source is None else source.projection
+    start = time.perf_counter()
+    traffic = engine.bytes_sent + engine.bytes_received
+    with one_blas_thread():  # small products: no thread start-up
+        n_active, outs = _update(settings, state, engine, data, n_obs, projection,
+                                 None if planted is None else planted[2], features)
+    state.n_steps += 1
+    state.n_samples_seen += n_obs
+    state.fit_s += time.perf_counter() - start
+    record = {"iteration": state.n_steps, "n_samples": state.n_samples_seen,
+              "n_active": n_active, "fit_s": state.fit_s,
+              "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
+    if planted is not None:
+        record.update(planted_metrics(planted[0], planted[1], state.top.Q, state.d2, outs))
+    if ranking is not None:
+        with one_blas_thread():
+            record.update(ranking[0].metrics(engine, state.top.Q, ranking[1],
+                                             state.feature_map))
+    state.history.append(record)
+
+
+def advance_branches(settings, state, engine, branches, data, n_obs, source, planted,
+                     ranking, features) -> None:
+    """A forked iteration of ``step="select"`` (:mod:`onebit_dask.progressive`): each
+    branch scores the batch's bits with its iterate, then takes its own rule's step
+    (:func:`advance`); the moment branch's record stands in the history until
+    :meth:`~onebit_dask.progressive.Branches.finish`."""
+    before = state.n_steps, state.n_samples_seen
+    traffic = engine.bytes_sent + engine.bytes_received
+    records = {}
+    for k, rule in enumerate(steps.RULES[settings.step].branches):
+        if k:
+            branches.swap(state, engine)
+            state.n_steps, state.n_samples_seen = before
+        start = time.perf_counter()
+        with one_blas_thread():
+            score = progressive.batch_auc(engine, data,
+                                          StepModel(state.top.Q, None, False, features))
+        state.fit_s += time.perf_counter() - start
+        advance(replace(settings, step=rule), state, engine, data, n_obs, source, planted,
+                ranking, features)
+        records[rule] = {**state.history.pop(), "progressive_auc": score}
+    branches.swap(state, engine)
+    for record in records.values():  # both branches' time and traffic are the iteration's
+        record.update(fit_s=state.fit_s,
+                      client_bytes=engine.bytes_sent + engine.bytes_received - traffic)
+    branches.add(records)
+    state.history.append(branches.records[steps.RULES[settings.step].branches[0]][-1])
+
+
+def _update(settings, state, engine, data, n_obs, projection, evaluation, features):
+    """The initialisation or one step; returns ``(n_active, the blocks' evaluation
+    pieces)``."""
+    d1, d2 = state.d1, state.d2
+    thresholded = settings.threshold == "estimated"
+    if state.n_steps < 0:
+        model = StepModel(None, projection(None), thresholded, features)
+        if settings.dense_init(d1, d2):
+            state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
+                                         state.bounds, evaluation)
+        else:
+            state.top, outs = init_randomized(engine, data, model, n_obs, d1, d2,
+                                              settings.rank, state.rng,
+                                              settings.init_power_iter, evaluation)
+        return n_obs, outs
+    rule = steps.RULES[settings.step]
+    moment = rule.moment(state.n_steps, settings.n_iter)
+    A = None if moment else state.top.Q  # a moment step: every row counts
+    model = StepModel(A, projection(A), thresholded, features,
+                      gaussian_scale=rule.gaussian_scale)
+    state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
+                                     rule.size(state.n_steps), evaluation, moment)
+    return n_active, outs

@@ -1,0 +1,163 @@
+"""A fit's settings and state: :class:`FitSettings` (what the estimator's parameters ask of
+the loop) and :class:`FitState` (what the fit has learned, between steps and after)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..data.synthetic.source import PROBLEM_KINDS
+from ..utils.checks import as_generator
+from . import steps
+from .algorithm import TopState
+
+DENSE_INIT_LIMIT = 2_000_000  # entries of H0 that init_svd="auto" forms on the client (16 MB)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The estimator's parameters the fit loop reads (``OneBitMultiLabel``'s, which
+    documents them)."""
+
+    rank: int
+    batch_size: int
+    n_iter: int
+    step: str
+    n_shards: int
+    init_svd: str
+    init_power_iter: int
+    eval_every: int
+    progress: bool
+    threshold: str
+    features: str
+    whiten_components: int | None
+    validation_fraction: float | None
+
+    @classmethod
+    def of(cls, params: dict, planted: bool, partial: bool = False) -> "FitSettings":
+        """The settings in ``params`` (``get_params()``; other keys are not the loop's) for
+        a planted problem or for data (``planted``), in ``fit`` or ``partial_fit``
+        (``partial``): ``step="auto"`` is ``"paper"`` on a planted problem; on data
+        ``"select"``, or ``"moment"`` in ``partial_fit`` and with ``validation_fraction``
+        (whose bits then choose the iterate). ``step="select"`` is refused there: its
+        branches need the fit's whole schedule, and the validation bits would choose
+        within one branch."""
+        settings = {f.name: params[f.name] for f in fields(cls)}
+        fraction = settings["validation_fraction"]
+        rule = steps.resolve(settings["step"], planted=planted, partial=partial,
+                             validation=fraction is not None)
+        if rule is None:
+            where = ("in partial_fit (one step at a time; the two branches run over a "
+                     "fit's second half)" if partial else
+                     f"with validation_fraction={fraction!r} (the validation bits would "
+                     "choose within one branch)")
+            raise ValueError(f"step={settings['step']!r} is not allowed {where}: pass "
+                             "step='moment' or "
+                             "step='refine'" + ("" if partial else
+                                                ", or validation_fraction=None"))
+        settings["step"] = rule
+        return cls(**settings)
+
+    def dense_init(self, d1: int, d2: int) -> bool:
+        """Whether the initial SVD forms ``H0`` (``d1 x d2``) on the client."""
+        return self.init_svd == "dense" or (self.init_svd == "auto"
+                                            and d1 * d2 <= DENSE_INIT_LIMIT)
+
+
+@dataclass
+class FitState:
+    """A fit's state between steps, and a fitted model's.
+
+    Attributes
+    ----------
+    d1, d2 : int
+        Features and labels.
+    bounds : list of int
+        The label blocks' bounds: block ``s`` owns the labels ``[bounds[s], bounds[s+1])``.
+    rng : numpy.random.Generator or None
+        Seeds the randomised initial SVD (``None`` for a loaded model that saved none).
+    data : dict or None
+        What the fit ran on (``Source.identity()``; saved with the model).
+    feature_map : FeatureMap or None
+        The map the model is learned through (:mod:`onebit_dask.features`).
+    top : TopState or None
+        The client's ``Q_top`` (``= A``) and ``V_top``; ``None`` before the initialisation.
+    blocks : engine or None
+        Where the fitted label blocks live (:func:`onebit_dask.engine.placement.keep`).
+    n_steps : int
+        Steps done after the initialisation (``-1`` before it).
+    n_samples_seen : int
+    fit_s : float
+        Cumulative training time.
+    history : list of dict
+        One record per iteration (``OneBitMultiLabel.history_``).
+    best_iteration : int or None
+        The iteration whose state the model holds (the last, or the best on the
+        validation bits); ``None`` for a model loaded from a store saved without it.
+    validation_score : ndarray or None
+        ``validation_auc`` after each iteration (with ``validation_fraction``).
+    blas : str or None
+        The BLAS of the processes that fitted it
+        (:func:`onebit_dask.provenance.blas_summary`); ``None`` for a model loaded from a
+        store saved without it.
+    """
+
+    d1: int
+    d2: int
+    bounds: list
+    rng: Any = None
+    data: dict | None = None
+    feature_map: Any = None
+    top: TopState | None = None
+    blocks: Any = None
+    n_steps: int = -1
+    n_samples_seen: int = 0
+    fit_s: float = 0.0
+    history: list = field(default_factory=list)
+    best_iteration: int | None = None
+    validation_score: Any = None
+    blas: str | None = None
+
+    @property
+    def width(self) -> int:
+        """``l = 2 rank``, the columns of the factors."""
+        return self.top.Q.shape[1]
+
+    @property
+    def planted(self) -> bool:
+        """Whether the fit ran on a planted problem (``data``'s kind): ``step="auto"``
+        continues it with the paper's step."""
+        return self.data is not None and self.data.get("kind") in PROBLEM_KINDS
+
+    @property
+    def label_side_numbers(self) -> int:
+        """The numbers the label blocks hold: ``Q``, ``V`` and ``B``, ``d2 x l`` each."""
+        return 3 * self.d2 * self.width
+
+
+def new_state(d1: int, d2: int, n_shards: int, random_state, data: dict | None = None
+              ) -> FitState:
+    """The state before the initialisation: ``min(n_shards, d2)`` label blocks of equal
+    size (to one label)."""
+    n_blocks = min(n_shards, d2)
+    return FitState(d1, d2, [s * d2 // n_blocks for s in range(n_blocks + 1)],
+                    rng=as_generator(random_state), data=data)
+
+
+def restore(state: FitState, saved: dict) -> None:
+    """Set ``state`` from a saved model's or checkpoint's state
+    (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
+    ``state.rng``."""
+    for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
+                 "data", "feature_map", "best_iteration", "validation_score", "blas"):
+        setattr(state, name, saved[name])
+    if saved["rng"] is not None:
+        state.rng = saved["rng"]
+    state.top = TopState(*saved["top"])
+
+
+def restored(saved: dict) -> FitState:
+    """A fitted model's state from :func:`onebit_dask.persist.read_state`."""
+    state = FitState(saved["d1"], saved["d2"], saved["bounds"])
+    restore(state, saved)
+    return state

@@ -1,0 +1,207 @@
+"""Single-label observations in a zarr (v3) group: the layout, its writer and readers
+(the source that reads it for a fit: :class:`onebit_dask.data.observations.ZarrSource`).
+
+Layout of an observations store (a zarr group)::
+
+    STORE.zarr/
+        X       (n, d1) float32 or float64, chunked by rows
+        labels  (n,)    int64, the observed label of each row, in [0, n_labels)
+        y       (n,)    int8, the observed bit, -1 or +1
+        attrs:  {"format": "onebit-dask/observations", "version": 1, "n_labels": d2}
+
+Every chunk of the three arrays is written, even one equal to the fill value, so
+a chunk file that is missing later means a damaged store: opening the store, and
+each shard reading its rows, check that the chunks exist (zarr itself would read a
+missing chunk as zeros) and name the rows of a missing or unreadable chunk
+(:class:`~onebit_dask.stores.zarr_format.DamagedStoreError`, the one error of every
+damaged store). The arrays carry dimension names (``row``, ``feature``): ``xr.open_zarr``
+reads a store. A store is written into a marked temporary next to its path and moved
+into place (:mod:`onebit_dask.stores.atomic`); ``overwrite`` replaces an observations
+store, nothing else. ``X`` must be float32 or float64: a store with
+integer (or boolean) features is refused rather than cast, so that the layout has
+one meaning and memory use is what the dtype says; ``write_observations`` casts
+integer features to float64 (keep float32 by passing float32).
+
+Rows are used in order: batch ``b`` is rows ``[b m, (b + 1) m)``, split into
+``n_shards`` contiguous row ranges; a worker reads its own range, so the features
+never pass through the client. Rows sorted (or grouped) by label keep each
+shard's label range short, and so what travels to it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+import zarr
+
+from . import FORMAT_OF
+from ..utils.checks import check_finite, check_int
+from .stores import atomic, paths
+from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
+                                 group_attrs, missing_chunk)
+
+FORMAT = FORMAT_OF["observations"]
+VERSION = 1
+DIMS = {"X": ("row", "feature"), "labels": ("row",), "y": ("row",)}
+
+
+def check_chunks(path: str, name: str, array, lo: int = 0, hi: int | None = None) -> None:
+    """Raise :class:`DamagedStoreError` naming the rows of the first missing chunk of
+    ``array`` (the array ``name`` of the store at ``path``) among rows ``[lo, hi)``."""
+    gone = missing_chunk(array, lo, hi)
+    if gone is not None:
+        first, last, key = gone
+        raise DamagedStoreError(
+            f"data={path!r}: the chunk {name}/{key} holding rows {first}..{last - 1} is "
+            f"missing (zarr would read it as {array.metadata.fill_value}): the store is "
+            "damaged; restore it or write it again with write_observations")
+
+
+def read_rows(path: str, name: str, array, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of ``array``; a missing or unreadable chunk names its rows."""
+    check_chunks(path, name, array, lo, hi)
+    try:
+        return array[lo:hi]
+    except Exception:
+        pass
+    for first, last, key in chunk_rows(array, lo, hi):  # find the chunk that fails
+        try:
+            array[first:last]
+        except Exception as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DamagedStoreError(
+                f"data={path!r}: the chunk {name}/{key} holding rows {first}..{last - 1} cannot "
+                f"be read ({type(exc).__name__}: {detail}): the store is damaged; restore it "
+                "or write it again with write_observations") from None
+    return array[lo:hi]  # a failure that was not a chunk's: let it raise
+
+
+def read_feature_rows(path: str, group, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of the store's ``X``, refused if one holds NaN or inf (naming
+    it). Its dtype (float32 or float64) and shape (2-D) were checked when the store was
+    opened (:class:`ZarrSource`), so no conversion is left to do where it is read."""
+    X = read_rows(path, "X", group["X"], lo, hi)
+    check_finite(X, row_offset=lo)
+    return X
+
+
+def write_observations(path, X, labels, y, *, n_labels: int | None = None,
+                       chunk_rows: int = 100_000, overwrite: bool = False) -> str:
+    """Validate ``(X, labels, y)`` and write them as an observations store.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Directory of the new zarr group.
+    X : array-like of shape (n, d1)
+    labels : array-like of int of shape (n,)
+    y : array-like of shape (n,), values -1 or +1
+    n_labels : int, optional
+        ``d2``; defaults to ``labels.max() + 1``.
+    chunk_rows : int, default 100000
+        Rows per chunk.
+    overwrite : bool, default False
+        Replace an existing store; otherwise an existing path is an error.
+    """
+    from ..utils.validation import check_observations  # scikit-learn's check_array
+
+    path = os.fspath(path)
+    rows_per_chunk = check_int("chunk_rows", chunk_rows, low=1)
+    X, labels, y, n_labels = check_observations(X, labels, y, n_labels=n_labels)
+    where = paths.normalise(path)
+    if paths.exists(where):
+        if not overwrite:
+            raise FileExistsError(f"path={path!r} exists: pass overwrite=True to replace it")
+        if (group_attrs(where) or {}).get("format") != FORMAT:
+            raise ValueError(f"path={path!r} is not an observations store: overwrite=True "
+                             "replaces an observations store only (nothing was changed)")
+    if paths.is_url(where):  # no rename: in place, the attributes (the format) last
+        if paths.exists(where):
+            paths.remove(paths.join(where, "zarr.json"))
+            paths.remove(where)
+        _write(where, X, labels, y, n_labels, rows_per_chunk)
+        return path
+    atomic.check_parent(where, "path")
+    atomic.recover(where)
+    tmp = atomic.new_temporary(where)
+    try:
+        _write(tmp, X, labels, y, n_labels, rows_per_chunk)
+        atomic.replace(tmp, where)
+    except BaseException:
+        atomic.discard(tmp)
+        raise
+    return path
+
+
+def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None:
+    group = zarr.open_group(where, mode="a", zarr_format=3)
+    n, d1 = X.shape
+    rows = min(rows_per_chunk, n)
+    for name, data, chunks in (("X", X, (rows, d1)), ("labels", labels, (rows,)),
+                               ("y", y, (rows,))):
+        dtype = {"X": X.dtype, "labels": "int64", "y": "int8"}[name]
+        group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
+                           config=ALL_CHUNKS, dimension_names=DIMS[name])[:] = data
+    group.attrs.update({**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)})
+
+
+class Observations(NamedTuple):
+    """An opened observations store: its sizes and its (small) labels and bits."""
+
+    path: str
+    n: int
+    d1: int
+    d2: int
+    labels: np.ndarray
+    y: np.ndarray
+
+
+def open_observations(path) -> Observations:
+    """Open the observations store at ``path`` and check its layout, its labels and its bits
+    (they are small) but not the features, which each reader checks when it reads them."""
+    from ..utils.validation import check_observations  # scikit-learn's: on the client only
+
+    path = os.fspath(path)
+    if not (paths.exists(path) if paths.is_url(path) else os.path.isdir(path)):
+        raise FileNotFoundError(f"data={path!r} does not exist: write one with "
+                                "onebit_dask.io.write_observations")
+    try:
+        group = zarr.open_group(path, mode="r")
+    except Exception as exc:  # zarr raises several types for a non-group path
+        raise ValueError(f"data={path!r} is not a zarr group: {exc}") from None
+    if group.attrs.get("format") != FORMAT:
+        raise ValueError(f"data={path!r} is not an observations store (attrs format="
+                         f"{group.attrs.get('format')!r}, expected {FORMAT!r})")
+    missing = {"X", "labels", "y"} - set(group.array_keys())
+    if missing:
+        raise ValueError(f"data={path!r} lacks the arrays {sorted(missing)}")
+    X = group["X"]
+    if X.ndim != 2:
+        raise ValueError(f"data={path!r}: X has shape {X.shape}: an observations store's "
+                         "X must be 2-D (n, d1)")
+    if X.dtype not in (np.float32, np.float64):
+        raise TypeError(f"data={path!r}: X has dtype {X.dtype}: an observations store "
+                        "holds float32 or float64 features (write_observations casts "
+                        "other numbers to float64)")
+    n, d1 = X.shape
+    d2 = check_int("n_labels", group.attrs.get("n_labels"), low=1)
+    check_chunks(path, "X", X)
+    labels = read_rows(path, "labels", group["labels"], 0, group["labels"].shape[0])
+    y = read_rows(path, "y", group["y"], 0, group["y"].shape[0])
+    check_observations(np.zeros((n, 1)), labels, y, n_labels=d2)
+    return Observations(path, n, d1, d2, labels, y)
+
+
+def read_observations(path: str, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of the store at ``path``: ``(X, labels, y)``, ``y`` as float64,
+    each chunk checked as it is read."""
+    group = zarr.open_group(path, mode="r")
+    labels, y = (read_rows(path, name, group[name], lo, hi) for name in ("labels", "y"))
+    return read_feature_rows(path, group, lo, hi), labels, y.astype(np.float64)
+
+
+def read_observed_features(path: str, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of the store's ``X``, each chunk checked as it is read."""
+    return read_feature_rows(path, zarr.open_group(path, mode="r"), lo, hi)

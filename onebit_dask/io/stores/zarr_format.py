@@ -1,0 +1,134 @@
+"""What the package's zarr formats share: format attributes, typed attribute reads,
+chunk checks through zarr's store API and the one error for a damaged store.
+
+The formats are the observations store (:mod:`onebit_dask.io`), the model store
+(:mod:`onebit_dask.model_io`), the sweep cube (:mod:`onebit_dask.sweep.store`) and the
+CSR store (:mod:`onebit_dask.data.csr_store`).
+Each array is written with every chunk (``write_empty_chunks``), so a chunk missing
+later means damage, which zarr would otherwise read as the fill value.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import numbers
+import os
+
+import numpy as np
+
+from ...utils.errors import RunError
+from . import paths
+
+ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
+
+
+class DamagedStoreError(RunError):
+    """One of the package's stores whose parts are missing, unreadable or inconsistent;
+    the message names the store and the part."""
+
+
+def format_attrs(fmt: str, version: int) -> dict:
+    """The attributes that mark a group as a store of format ``fmt``."""
+    return {"format": fmt, "version": version}
+
+
+def group_attrs(path) -> dict | None:
+    """The attributes of the zarr (v3) group at ``path``, a local path or a URL, as they
+    are (unchecked: which format it is, for a dispatch or a refusal), or ``None`` where
+    there is no group. A local group's are read from its ``zarr.json``, without importing
+    zarr."""
+    path = os.fspath(path)
+    local = path.removeprefix("file://")
+    if paths.is_url(local):
+        import zarr
+
+        try:
+            return dict(zarr.open_group(path, mode="r", zarr_format=3).attrs)
+        except Exception:  # zarr raises several types for a path that is not a group
+            return None
+    try:
+        with open(os.path.join(local, "zarr.json")) as fh:
+            meta = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("node_type") != "group":
+        return None
+    attrs = meta.get("attributes", {})
+    return dict(attrs) if isinstance(attrs, dict) else None
+
+
+def chunk_rows(array, lo: int = 0, hi: int | None = None):
+    """``(first row, last row + 1, key)`` of every stored object (chunk or shard) of
+    ``array`` holding rows ``[lo, hi)``."""
+    hi = array.shape[0] if hi is None else hi
+    grid = array.shards or array.chunks
+    if array.ndim == 0:
+        yield 0, 1, array.metadata.encode_chunk_key(())
+        return
+    rows, cols = grid[0], grid[1:]
+    col_grid = [range(-(-n // c)) for n, c in zip(array.shape[1:], cols)]
+    for i in range(lo // rows, -(-hi // rows)):
+        for rest in itertools.product(*col_grid):
+            yield (i * rows, min((i + 1) * rows, array.shape[0]),
+                   array.metadata.encode_chunk_key((i, *rest)))
+
+
+def missing_chunk(array, lo: int = 0, hi: int | None = None):
+    """``(first, last, key)`` of the first stored object of rows ``[lo, hi)`` that is
+    missing from ``array``'s store, or ``None`` (asked through zarr's store API, so it
+    works for any store: a directory, memory, an object store)."""
+    from zarr.core.sync import sync
+
+    store, prefix = array.store_path.store, array.store_path.path
+    for first, last, key in chunk_rows(array, lo, hi):
+        if not sync(store.exists(f"{prefix}/{key}" if prefix else key)):
+            return first, last, key
+    return None
+
+
+def attr(attrs: dict, key: str, kind, where: str, *, low=None, optional: bool = False):
+    """``attrs[key]`` checked to be of ``kind`` (``int``, ``float``, ``str``, ``list``,
+    ``dict``; a bool is not a number) and at least ``low``; a :class:`DamagedStoreError`
+    naming ``where`` (the store) and the attribute otherwise."""
+    if key not in attrs or attrs[key] is None:
+        if optional:
+            return None
+        raise DamagedStoreError(f"{where} is damaged: the attribute {key!r} is missing")
+    value = attrs[key]
+    ok = {int: isinstance(value, numbers.Integral),
+          float: isinstance(value, numbers.Real)}.get(kind, isinstance(value, kind))
+    if isinstance(value, bool) and kind in (int, float):
+        ok = False
+    if not ok:
+        raise DamagedStoreError(f"{where} is damaged: the attribute {key}={value!r} is not "
+                                f"{'an' if kind is int else 'a'} {kind.__name__}")
+    if low is not None and value < low:
+        raise DamagedStoreError(f"{where} is damaged: the attribute {key}={value!r} is below "
+                                f"{low}")
+    return value
+
+
+def check_array(array, where: str, part: str, *, dtype=None, shape=None) -> None:
+    """Raise :class:`DamagedStoreError` naming ``where`` and ``part`` if ``array`` has
+    another dtype or shape than expected, or misses a chunk."""
+    if dtype is not None and array.dtype != np.dtype(dtype):
+        raise DamagedStoreError(f"{where} is damaged: {part} has dtype {array.dtype}, "
+                                f"expected {np.dtype(dtype)}")
+    if shape is not None and tuple(array.shape) != tuple(shape):
+        raise DamagedStoreError(f"{where} is damaged: {part} has shape {tuple(array.shape)}, "
+                                f"expected {tuple(shape)}")
+    gone = missing_chunk(array)
+    if gone is not None:
+        raise DamagedStoreError(f"{where} is damaged: the chunk {part}/{gone[2]} (rows "
+                                f"{gone[0]}..{gone[1] - 1}) is missing")
+
+
+def check_stored_finite(values: np.ndarray, where: str, part: str) -> np.ndarray:
+    """``values``, or a :class:`DamagedStoreError` naming the first non-finite entry."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DamagedStoreError(f"{where} is damaged: {part}{list(index)} is "
+                                f"{float(values[index])}, not a finite number")
+    return values
