@@ -221,3 +221,28 @@ def test_positive_rate_is_a_grid_dimension_only_where_given():
         parse_spec(text.replace("0.05,", "1.5,"))
     with pytest.raises(SpecError, match="the same setting"):
         parse_spec(text.replace("[none, 0.05", "[5e-2, 0.05"))
+
+
+def _alias_bomb(depth: int) -> str:
+    """Top-level ``seed: &s0 [0..8]``, then ``extraN: &sN [*s(N-1) x9]``: 9^(depth+1)
+    values once expanded, in ``depth + 1`` short lines (keys a spec does not know)."""
+    lines = [GOOD.strip(), "seed: &s0 [0, 1, 2, 3, 4, 5, 6, 7, 8]"]
+    lines += [f"extra{n}: &s{n} [{', '.join([f'*s{n - 1}'] * 9)}]" for n in range(1, depth + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_nested_aliases_are_refused_before_they_are_expanded(tmp_path):
+    """A 10-line spec whose aliases expand to 9^10 values is refused by counting its
+    distinct nodes (before the null check or the key check walk the expanded tree); the
+    same file with one level of aliases is read and refused for its unknown key."""
+    with pytest.raises(ValueError, match="aliases .* expand to more than 100,000 values"):
+        parse_spec(_alias_bomb(9), "bomb.yaml")
+    with pytest.raises(SpecError, match="unknown key 'seed'"):  # read, then checked
+        parse_spec(_alias_bomb(1), "small.yaml")
+    from onebit_dask.cluster import load_cluster_config
+
+    config = tmp_path / "cluster.yaml"
+    config.write_text("kind: local\noptions:\n  n_workers: 1\n" + "\n".join(
+        _alias_bomb(9).splitlines()[len(GOOD.strip().splitlines()):]) + "\n")
+    with pytest.raises(ValueError, match="aliases .* expand to more than"):
+        load_cluster_config(config)

@@ -29,6 +29,9 @@ MAX_N_ITER = 10**6
 MAX_ENTRIES = 2**30
 MAX_CELLS = 10**6
 MAX_CUBE_VALUES = 10**8
+MAX_YAML_VALUES = 10**5
+"""Values a spec or cluster config may hold once its aliases are expanded: nested aliases
+(``a: &x [...]``, ``b: [*x, *x, ...]``) grow a short file exponentially."""
 
 HARD = {"d1": MAX_SIZE, "d2": MAX_SIZE, "batch_size": MAX_SIZE, "n_test": MAX_SIZE,
         "n_train": MAX_SIZE, "n_iter": MAX_N_ITER}

@@ -11,6 +11,8 @@ import os
 
 import yaml
 
+from .limits import MAX_YAML_VALUES
+
 
 class YamlError(ValueError):
     """A YAML file that cannot be read as written; the message names file, line and key."""
@@ -37,6 +39,27 @@ def _mapping(loader, node, deep=False):
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _expanded_values(value, limit: int) -> int:
+    """How many values ``value`` holds with its aliases expanded, counted in time linear
+    in its distinct nodes (an alias is the same Python object, counted once and reused);
+    stops past ``limit``."""
+    sizes: dict = {}
+
+    def size(v) -> int:
+        if not isinstance(v, (dict, list)):
+            return 1
+        if id(v) not in sizes:
+            total = 1
+            for item in (v.values() if isinstance(v, dict) else v):
+                total += size(item)
+                if total > limit:
+                    break
+            sizes[id(v)] = total
+        return sizes[id(v)]
+
+    return size(value)
 
 
 def _nulls(value, path=""):
@@ -70,6 +93,10 @@ def parse_yaml(text: str, where: str, *, nulls: bool = False):
         hint = " (YAML indents with spaces, not tabs)" if "\\t" in problem or "tab" in problem \
             else ""
         raise YamlError(f"{where}:{line} not valid YAML: {problem}{hint}") from None
+    if _expanded_values(data, MAX_YAML_VALUES) > MAX_YAML_VALUES:
+        raise YamlError(f"{where}: its aliases (*name) expand to more than "
+                        f"{MAX_YAML_VALUES:,} values: write the values out, or use fewer "
+                        "nested aliases")
     missing = [] if nulls or data is None else _nulls(data)
     if missing:
         raise YamlError(f"{where}: {missing[0]} has no value (null): give a value or leave "
