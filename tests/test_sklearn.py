@@ -367,3 +367,38 @@ def test_grid_search_clones_baselines(label_matrix):
                           {"tau": [1e-3, 1e-1]}, cv=2).fit(X - 1.0, Y)
     assert set(search.cv_results_["param_tau"]) == {1e-3, 1e-1}
     assert search.best_estimator_.n_labels_ == Y.shape[1]
+
+
+@pytest.mark.parametrize("engine", ["auto", "dask"])
+def test_grid_search_under_joblibs_dask_backend_returns(client2, engine):
+    """GridSearchCV whose fits run as tasks on the workers (joblib's Dask backend, 2
+    workers of one thread): ``engine="auto"`` in a task fits in-process, ``"dask"`` on the
+    worker's client with the task seceded; neither waits for ever (before, ``"auto"``
+    found the worker's client and blocked in ``gather``). The scores equal a sequential
+    search with the in-process engine (the engines are bit-identical)."""
+    import threading
+
+    import joblib
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 20))
+    Y = (X[:, :5] + 0.5 * rng.standard_normal((400, 5)) > 0).astype(int)
+    grid = {"step": ["moment", "select"]}
+
+    def search(engine):
+        return GridSearchCV(OneBitMultiLabel(2, batch_size=2000, n_iter=2, random_state=0,
+                                             engine=engine), grid, cv=2)
+
+    results = {}
+
+    def run():
+        with client2.as_current(), joblib.parallel_backend("dask"):
+            results["dask"] = search(engine).fit(X, Y)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=600)
+    assert not thread.is_alive(), "the search under joblib's Dask backend did not return"
+    reference = search("local").fit(X, Y)
+    np.testing.assert_array_equal(results["dask"].cv_results_["mean_test_score"],
+                                  reference.cv_results_["mean_test_score"])

@@ -58,11 +58,45 @@ def current_client():
         return None
 
 
+def _in_dask_task() -> bool:
+    """Whether this code runs inside a task on a Dask worker (e.g. a scikit-learn search
+    under joblib's Dask backend)."""
+    if "distributed" not in sys.modules:
+        return False
+    from distributed import get_worker
+
+    try:
+        get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+def _task_client():
+    """The worker's client, with this task seceded from the worker's thread pool (as
+    ``distributed.worker_client`` does): the fit's block tasks then have a thread to run
+    in while this task waits for them."""
+    from distributed import get_client, secede
+    from distributed.threadpoolexecutor import thread_state
+
+    client = get_client()
+    if getattr(thread_state, "proceed", False):  # still one of the pool's threads
+        secede()
+    return client
+
+
 def engine_named(name: str):
     """The engine ``name`` (``"local"``, ``"dask"`` or ``"auto"``) stands for: in-process,
-    or on :func:`current_client`."""
+    or on :func:`current_client`.
+
+    Inside a Dask task (and no :func:`use_client`), ``"auto"`` runs in-process: the
+    task's own worker is busy with it, and a fit that waited there for block tasks could
+    wait for ever. ``"dask"`` there fits on the worker's client, the task seceded from the
+    worker's pool (:func:`_task_client`)."""
     if name == "local":
         return LocalEngine()
+    if _CLIENT.get() is None and _in_dask_task():
+        return LocalEngine() if name == "auto" else make_engine(_task_client())
     client = current_client()
     if client is None and name == "dask":
         raise ValueError("engine='dask' is not allowed without a Dask client: create one "
