@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.cli.clusters import (ClusterConfigError, cluster_spec, load_cluster_config,
                                  make_cluster, parse_cluster_config)
 
-from helpers import run_cli
+from helpers import run_cli, run_main
 
 CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "cluster").glob("*.yaml"))
 
@@ -219,3 +220,49 @@ def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
                    "--quiet", "--cluster", "slurm"])
     assert status == 1 and "sbatch is not on PATH" in capsys.readouterr().err
     assert len(loads) == 1 and loads[0].endswith("slurm.yaml")
+
+
+@pytest.mark.parametrize("options, key", [
+    ("{n_workers: 100000}", "options.n_workers=100000"),
+    ("{threads_per_worker: 0}", "options.threads_per_worker=0"),
+    ("{threads_per_worker: -3}", "options.threads_per_worker=-3"),
+    ("{memory_limit: lots}", "options.memory_limit='lots'"),
+    ("{memory_limit: -1}", "options.memory_limit=-1"),
+    ("{scheduler_port: 99999}", "options.scheduler_port=99999"),
+    ("{host: 127.0.0.1, dashboard_address: ':8787'}", "options.dashboard_address=':8787'"),
+])
+def test_local_options_that_would_fail_while_starting_exit_2(tmp_path, options, key):
+    """Refused with one line naming the key before anything starts (LocalCluster found
+    these only while starting, or spawned 100 000 workers)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: local\noptions: {options}\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(key)):
+        load_cluster_config(path)
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+@pytest.mark.parametrize("text, key", [
+    ("kind: local\noptions: {n_workers: 257}\n", "options.n_workers=257"),
+    ("kind: local\nscale: 1000\n", "scale=1000"),
+    ("kind: local\nadapt: {minimum: 0, maximum: 5000}\n", "adapt.maximum=5000"),
+    ("kind: slurm\noptions: {cores: 1, memory: 1GiB}\nscale: 300\n", "scale=300"),
+    ("kind: pbs\noptions: {cores: 1, memory: 1GiB}\nadapt: {maximum: 300}\n", "adapt.maximum=300"),
+    ("kind: kubernetes\noptions: {name: a, image: b, n_workers: 300}\n", "options.n_workers=300"),
+])
+def test_worker_counts_beyond_the_limit_need_allow_large(tmp_path, text, key):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError, match=re.escape(key) + ".*--allow-large"):
+        load_cluster_config(path)
+    assert load_cluster_config(path, allow_large=True).kind == text.split()[1]
+
+
+def test_workers_flag_and_adapt_beyond_the_limit_exit_2():
+    for args, key in ((("fit", "--workers", 100000), "--workers=100000"),
+                      (("sweep", "quickstart", "--out", "x.zarr", "--adapt", "1:100000"),
+                       "--adapt MAX=100000")):
+        proc = run_main(*args)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+    proc = run_cli("fit", "--workers", 100000)  # a real process: exit 2, one line
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr

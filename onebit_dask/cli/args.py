@@ -148,7 +148,8 @@ def target_of(args) -> dict:
     if any((args.tls_ca_file, args.tls_cert, args.tls_key)):
         tls = {"ca_file": args.tls_ca_file, "cert": args.tls_cert, "key": args.tls_key}
     cluster = None if args.cluster is None else shipped.resolve("cluster", args.cluster)
-    return dict(workers=args.workers, scheduler=args.scheduler, cluster=cluster, tls=tls)
+    return dict(workers=args.workers, scheduler=args.scheduler, cluster=cluster, tls=tls,
+                allow_large=getattr(args, "allow_large", False))
 
 
 

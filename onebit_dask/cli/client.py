@@ -18,6 +18,7 @@ import ssl
 from ..utils.checks import check_int
 from .clusters import check_pem, check_runnable, load_cluster_config
 from ..utils.errors import RunError
+from ..utils.limits import check_workers
 
 log = logging.getLogger(__name__)
 ADDRESS = re.compile(r"^(tcp|tls)://[^\s:/]+:\d+$")
@@ -27,15 +28,18 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None) -> dict:
+def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None,
+                         allow_large: bool = False) -> dict:
     """Check the choice of cluster before anything starts; the keyword arguments of
     :func:`open_client`, with ``cluster`` (a config file) loaded and checked once
     (:func:`onebit_dask.cluster.load_cluster_config`,
-    :func:`~onebit_dask.cluster.check_runnable`)."""
+    :func:`~onebit_dask.cluster.check_runnable`). ``allow_large``: more than
+    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers may start."""
     if sum(x is not None for x in (workers, scheduler, cluster)) > 1:
         raise ValueError("give at most one of --workers, --scheduler and --cluster")
     if workers is not None:
         check_int("workers", workers, low=0)
+        check_workers("--workers", workers, allow_large)
     if scheduler is not None and not ADDRESS.match(scheduler):
         raise ValueError(f"scheduler={scheduler!r} is not allowed: give an address like "
                          "tcp://HOST:PORT or tls://HOST:PORT")
@@ -50,7 +54,7 @@ def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None) -
                          "and --tls-key")
     config = None
     if cluster is not None:
-        config = load_cluster_config(cluster)
+        config = load_cluster_config(cluster, allow_large=allow_large)
         check_runnable(config)
     return dict(workers=workers, scheduler=scheduler, cluster=config, tls=tls)
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from ..utils.warnings import ignored
 from ..utils.yaml import YamlError, load_yaml
 from ..utils.errors import ClusterConfigError, ClusterStartError
+from ..utils.limits import check_workers
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
                   "require_encryption": bool}
@@ -243,8 +244,57 @@ def _check_ssh_connect(where: str, connect: dict, hosts: list) -> None:
     _check_ssh_host_keys(where, connect, hosts)
 
 
-def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
-    """Check a config mapping (already parsed from YAML)."""
+def _check_local(where: str, options: dict) -> None:
+    """The local cluster's options that LocalCluster would take and fail on only while
+    starting (or never): threads per worker, the memory limit, the ports."""
+    threads = options.get("threads_per_worker")
+    if threads is not None and threads < 1:
+        raise ClusterConfigError(f"{where}: options.threads_per_worker={threads} is not "
+                                 "allowed: it must be >= 1")
+    memory = options.get("memory_limit")
+    if isinstance(memory, int) and memory < 0:
+        raise ClusterConfigError(f"{where}: options.memory_limit={memory} is not allowed: "
+                                 "give bytes >= 0 (0: no limit), a size such as '4GiB', or "
+                                 "'auto'")
+    if isinstance(memory, str) and memory != "auto":
+        from dask.utils import parse_bytes
+
+        try:
+            parse_bytes(memory)
+        except ValueError:
+            raise ClusterConfigError(f"{where}: options.memory_limit={memory!r} is not a "
+                                     "size: give bytes, a size such as '4GiB', or 'auto'") \
+                from None
+    port = options.get("scheduler_port")
+    if port is not None and not 0 <= port <= 65535:
+        raise ClusterConfigError(f"{where}: options.scheduler_port={port} is not allowed: "
+                                 "give a port 1-65535, or 0 for a free one")
+    dashboard = options.get("dashboard_address")
+    if dashboard is not None and dashboard.rpartition(":")[0] == "":
+        host = options.get("host", "127.0.0.1")
+        raise ClusterConfigError(f"{where}: options.dashboard_address={dashboard!r} names no "
+                                 "host, so the dashboard would listen on every interface: "
+                                 f"give HOST:PORT, e.g. '{host}:"
+                                 f"{dashboard.rpartition(':')[2] or 8787}'")
+
+
+def _check_worker_counts(where: str, data: dict, options: dict, allow_large: bool) -> None:
+    counts = {f"options.{k}": options[k] for k in ("n_workers",) if k in options}
+    if "scale" in data:
+        counts["scale"] = data["scale"]
+    if data.get("adapt"):
+        counts["adapt.maximum"] = data["adapt"].get("maximum", 1)
+    for name, value in counts.items():
+        try:
+            check_workers(name, value, allow_large)
+        except ValueError as exc:
+            raise ClusterConfigError(f"{where}: {exc}") from None
+
+
+def parse_cluster_config(data, where: str = "<config>", *,
+                         allow_large: bool = False) -> ClusterConfig:
+    """Check a config mapping (already parsed from YAML); ``allow_large``: allow more than
+    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers or jobs."""
     if not isinstance(data, dict):
         raise ClusterConfigError(f"{where}: a cluster config is a mapping with a 'kind' key")
     if "kind" not in data:
@@ -267,6 +317,8 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
                                  "at least one worker host")
     if kind in ("slurm", "pbs"):
         _check_jobqueue(where, kind, options)
+    if kind == "local":
+        _check_local(where, options)
     if kind == "ssh":
         _check_ssh_connect(where, options.get("connect_options", {}), options["hosts"])
     for key in ("n_workers", "processes", "cores"):
@@ -286,6 +338,7 @@ def parse_cluster_config(data, where: str = "<config>") -> ClusterConfig:
         if high < 1 or low < 0 or low > high:
             raise ClusterConfigError(f"{where}: adapt={adapt} is not allowed: it needs "
                                      "0 <= minimum <= maximum and maximum >= 1")
+    _check_worker_counts(where, data, options, allow_large)
     security = data.get("security")
     if security is not None:
         _check_keys(where, security, _SECURITY_KEYS, prefix="security.")
@@ -324,8 +377,8 @@ def _check_exposure(where, kind, options, security, allow_insecure) -> None:
                                  "a non-loopback host without TLS: remove it")
 
 
-def load_cluster_config(path) -> ClusterConfig:
-    """Read and check a cluster config file."""
+def load_cluster_config(path, *, allow_large: bool = False) -> ClusterConfig:
+    """Read and check a cluster config file (see :func:`parse_cluster_config`)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ClusterConfigError(f"cluster config {path!r} does not exist: give a config "
@@ -335,7 +388,7 @@ def load_cluster_config(path) -> ClusterConfig:
         data = load_yaml(path, nulls=True)  # known_hosts: null gets its own message below
     except YamlError as exc:
         raise ClusterConfigError(str(exc)) from None
-    return parse_cluster_config(data, path)
+    return parse_cluster_config(data, path, allow_large=allow_large)
 
 
 def check_pem(ca_file: str, cert: str, key: str, names=("ca_file", "cert", "key")) -> None:

@@ -84,7 +84,8 @@ def add_fit(sub):
     o.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     o.add_argument("--quiet", action="store_true", help="no progress bar, no dashboard line")
     o.add_argument("--allow-large", action="store_true",
-                   help="allow arrays of more than 2^30 numbers (see onebit_dask.limits)")
+                   help="allow arrays of more than 2^30 numbers, and more than 256 workers "
+                        "(see onebit_dask.utils.limits)")
     _add_model_options(p)
     add_target(p)
     add_common(p)

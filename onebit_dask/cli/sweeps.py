@@ -21,7 +21,7 @@ def add_sweep(sub):
     p.add_argument("--overwrite", action="store_true",
                    help="replace a store made from another spec")
     p.add_argument("--allow-large", action="store_true",
-                   help="allow a grid of more than 10^6 cells")
+                   help="allow a grid of more than 10^6 cells, and more than 256 workers")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--retries", type=integer(0), default=0,
                    help="run a cell that raised up to N more times (Dask's task retries; "
@@ -63,6 +63,10 @@ def _run_sweep(args) -> int:
         raise UsageError("--adapt needs a cluster this command starts (--cluster or the "
                          "embedded one): not with --scheduler or --workers")
     try:
+        if adapt is not None:
+            from ..utils.limits import check_workers
+
+            check_workers("--adapt MAX", adapt[1], args.allow_large)
         spec = load_spec(shipped.resolve("pipelines", args.spec), allow_large=args.allow_large)
         target = check_cluster_target(**target_of(args))
         check_output(args.out, spec, args.overwrite)

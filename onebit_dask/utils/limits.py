@@ -19,7 +19,9 @@ Soft limits (allowed with ``--allow-large``, ``allow_large=True``, when a user m
   batch's draws (``batch_size x d1`` explicit, ``batch_size x 3 rank`` projected,
   ``min(batch_size, d2) x d1`` conditional);
 - a sweep grid at most :data:`MAX_CELLS` cells, and a cube at most
-  :data:`MAX_CUBE_VALUES` values per metric (cells x iterations).
+  :data:`MAX_CUBE_VALUES` values per metric (cells x iterations);
+- the workers or jobs one command starts at most :data:`MAX_WORKERS` (``--workers``, a
+  cluster config's ``n_workers``, ``scale`` and ``adapt.maximum``, ``--adapt``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ MAX_N_ITER = 10**6
 MAX_ENTRIES = 2**30
 MAX_CELLS = 10**6
 MAX_CUBE_VALUES = 10**8
+MAX_WORKERS = 256
 MAX_YAML_VALUES = 10**5
 """Values a spec or cluster config may hold once its aliases are expanded: nested aliases
 (``a: &x [...]``, ``b: [*x, *x, ...]``) grow a short file exponentially."""
@@ -85,4 +88,14 @@ def check_sizes(sizes: dict, sampler: str = "explicit", allow_large: bool = Fals
         shown = ", ".join(f"{names.get(k, k)}={v}" for k, v in sizes.items())
         raise ValueError(f"{shown}: {what} would hold {n:,} numbers, more than {MAX_ENTRIES:,} "
                          "(8 GiB of float64): pass --allow-large (allow_large=True) if you "
+                         "mean it")
+
+
+def check_workers(name: str, value: int, allow_large: bool = False) -> None:
+    """``ValueError`` when a count of workers (or jobs) ``value`` exceeds
+    :data:`MAX_WORKERS` and not ``allow_large``; the message calls it ``name``."""
+    if not allow_large and value > MAX_WORKERS:
+        raise ValueError(f"{name}={value} is not allowed: a command starts at most "
+                         f"{MAX_WORKERS} workers or jobs (a fixed limit of onebit-dask, see "
+                         "onebit_dask.limits): pass --allow-large (allow_large=True) if you "
                          "mean it")
