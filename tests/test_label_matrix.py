@@ -179,3 +179,26 @@ def test_dask_equals_in_process(client2, real_like, ranking):
     for a, b in zip(local.history_, on_dask.history_):
         for key in KEYS:
             assert a[key] == b[key], key
+
+
+def test_training_sets_with_nothing_to_learn_are_refused(tmp_path):
+    """A Y without a 1, an X without a non-zero, 0 rows, and an XC file none of whose rows
+    has a label: one ValueError each, before any work (single empty rows stay allowed);
+    the command line exits 2 with one line."""
+    from helpers import run_main
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((50, 5)), (rng.random((50, 4)) < 0.3).astype(int)
+    est = OneBitMultiLabel(2, batch_size=100, n_iter=1, engine="local")
+    for args, match in (((X, 0 * Y), "no instance has a label"),
+                        ((0 * X, Y), "no instance has a feature"),
+                        ((X[:0], Y[:0]), "0 sample")):
+        with pytest.raises(ValueError, match=match):
+            est.fit(*args)
+    Y[0] = 0
+    est.fit(X, Y)  # one empty row is fine
+    path = tmp_path / "empty.txt"  # no labels: each line starts with its features
+    path.write_text("3 5 4\n" + "".join(f" 0:{i + 1}.5 3:0.25\n" for i in range(3)))
+    proc = run_main("fit", "--data", path, "--workers", 0, "--rank", 2)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
+    assert "no instance has a label" in proc.stderr

@@ -11,7 +11,7 @@ from ..utils.checks import as_generator, check_seed
 from ..utils.validation import check_features, check_observations
 from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
-from .label_matrix import LabelMatrixSource, check_label_matrix
+from .label_matrix import LabelMatrixSource, check_label_matrix, check_learnable
 from .synthetic.source import ProblemSource
 from ..io import detect
 from ..io.stores import paths
@@ -53,12 +53,19 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         path = os.fspath(X)
         kind = detect(path)
         if kind == "xc":
-            return LabelMatrixSource(*read_features(path, labels=True), batch_seed(random_state))
+            features, labels = read_features(path, labels=True)
+            check_learnable(features, labels, f"the file {path!r}")
+            return LabelMatrixSource(features, labels, batch_seed(random_state))
         if kind == "csr" and not paths.is_url(path):  # a CSR store is read from local paths
             from ..io.csr_store import open_csr_store  # a store: zarr is imported to read it
             from .csr import CsrStoreSource
 
-            return CsrStoreSource(open_csr_store(path), batch_seed(random_state))
+            store = open_csr_store(path)
+            if store.nnz_y == 0 or store.nnz_x == 0:
+                what = "a label (the store holds no 1)" if store.nnz_y == 0 else "a feature"
+                raise ValueError(f"the CSR store {path!r}: no instance has {what}: there is "
+                                 "nothing to learn")
+            return CsrStoreSource(store, batch_seed(random_state))
         from .observations import ZarrSource  # or the error that says what is not there
 
         return ZarrSource(path)
@@ -76,8 +83,9 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         raise TypeError("Y is 1-D and bits=None: a 1-D Y is the observed label of each row; "
                         "pass their bits too, fit(X, labels, bits), or a 2-D (n, d2) 0/1 "
                         "label matrix Y")
-    X = check_features(X)
+    X = check_features(X, training=True)
     Y = check_label_matrix(Y, X.shape[0])
+    check_learnable(X, Y)
     if n_labels is not None and n_labels != Y.shape[1]:
         raise ValueError(f"n_labels={n_labels!r} is not allowed: Y has {Y.shape[1]} columns; "
                          "omit n_labels with a label matrix")

@@ -68,6 +68,18 @@ def check_label_matrix(Y, n: int, name: str = "Y"):
     return out
 
 
+def check_learnable(X, Y, where: str = "X, Y") -> None:
+    """Refuse a training set with nothing to learn: no instance with a label (``Y`` has no
+    1), or no instance with a feature (``X`` all zeros). Single empty rows are allowed."""
+    if Y.nnz == 0:
+        raise ValueError(f"{where}: no instance has a label (the label matrix holds no 1): "
+                         "there is nothing to learn; check the file or the labels' coding")
+    has_feature = X.nnz > 0 if scipy.sparse.issparse(X) else bool(np.any(X))
+    if not has_feature:
+        raise ValueError(f"{where}: no instance has a feature (every feature is 0): there is "
+                         "nothing to learn from")
+
+
 class LabelMatrixShard(NamedTuple):
     """Block ``s`` of batch ``t``: ``n_obs`` pairs of the labels ``[lo, hi)``; ``X`` and
     ``Y`` (the block's ``n x (hi - lo)`` columns, CSR) are arrays or, on Dask, futures of
