@@ -200,3 +200,31 @@ def test_plots_never_replace_a_users_file(tmp_path, capsys, cube):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "was not written by onebit-dask" in err
     assert (mine / "auc_per_method.png").read_text() == "keep"
+
+
+def test_plots_never_land_in_the_cube_nor_through_a_link(tmp_path, cube):
+    """``--plots`` inside the input cube is refused before anything is written; a symbolic
+    link where a figure goes is refused and neither it nor its target (a figure report
+    wrote elsewhere) changes; an empty file left by an interrupted write (a full disk) is
+    replaced, and no temporary is left."""
+    before = sorted(os.listdir(cube))
+    for inside in (cube, os.path.join(cube, "figs")):
+        proc = run_main("report", cube, "--plots", inside, "--quiet")
+        assert proc.returncode == 2 and "inside the cube" in proc.stderr, proc
+    assert sorted(os.listdir(cube)) == before
+    elsewhere = tmp_path / "elsewhere"
+    assert run_main("report", cube, "--plots", elsewhere, "--quiet").returncode == 0
+    target = elsewhere / "auc_per_method.png"
+    stamp = target.read_bytes()
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "auc_per_method.png").symlink_to(target)
+    proc = run_main("report", cube, "--plots", linked, "--quiet")
+    assert proc.returncode == 2 and "link" in proc.stderr, proc
+    assert (linked / "auc_per_method.png").is_symlink() and target.read_bytes() == stamp
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "auc_per_method.png").write_bytes(b"")
+    assert run_main("report", cube, "--plots", empty, "--quiet").returncode == 0
+    assert (empty / "auc_per_method.png").stat().st_size > 0
+    assert not [n for n in os.listdir(empty) if n.endswith(".tmp")]

@@ -118,7 +118,7 @@ def _run_report(args) -> int:
         raise UsageError(f"store={args.store!r} is not an onebit-dask sweep store")
     if args.plots is not None:
         try:
-            check_plot_dir(args.plots)
+            check_plot_dir(args.plots, cube=args.store)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         args.writes = args.plots

@@ -15,6 +15,7 @@ gives one figure per value (``NAME_d1=20.png``, ...), never an average over it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -238,9 +239,15 @@ def tables(cells: Cells, metrics=TABLE_METRICS) -> str:
 
 # --- figures -------------------------------------------------------------------------------
 
-def check_plot_dir(directory) -> None:
-    """The figures' directory must be a directory we can write (created if missing)."""
+def check_plot_dir(directory, cube=None) -> None:
+    """The figures' directory must be a directory we can write (created if missing), and
+    not the cube ``cube`` nor inside it."""
     directory = os.fspath(directory)
+    if cube is not None:
+        inside, store = os.path.realpath(directory), os.path.realpath(os.fspath(cube))
+        if os.path.commonpath([inside, store]) == store:
+            raise ValueError(f"--plots {directory!r} is inside the cube {os.fspath(cube)!r}: "
+                             "choose a directory outside the store for the figures")
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ValueError(f"--plots {directory!r} is a file, not a directory: choose a "
                          "directory for the figures")
@@ -511,19 +518,42 @@ def _ours(path: str) -> bool:
         return False
 
 
+def _replaceable(path: str) -> bool:
+    """Whether a figure may be written at ``path``: nothing there, a figure ``report``
+    wrote, or an empty file (it holds nothing to lose). Never a symbolic link: the link
+    is the user's, and so is what it points to."""
+    if not os.path.lexists(path):
+        return True
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    return os.path.getsize(path) == 0 or _ours(path)
+
+
 def _save(fig, directory, name) -> str:
+    """Write the figure as ``directory/name``: into a temporary file beside it, then
+    renamed over it, so that a failed write (a full disk) leaves the old file or none."""
+    import uuid
+
     import matplotlib.pyplot as plt
 
     path = os.path.join(os.fspath(directory), name)
+    tmp = None
     try:
-        if os.path.lexists(path) and not _ours(path):
+        if not _replaceable(path):
             raise FileExistsError(f"--plots: {path!r} exists and was not written by "
-                                  "onebit-dask report: move it away or choose another "
-                                  "directory")
+                                  "onebit-dask report (or is a link): move it away or choose "
+                                  "another directory")
         fig.tight_layout()
-        fig.savefig(path, dpi=110, metadata={"Software": FIGURE_SOFTWARE})
+        tmp = os.path.join(os.path.dirname(path), f".{name}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "xb") as fh:  # the umask's mode, as a plain savefig's file
+            fig.savefig(fh, format="png", dpi=110, metadata={"Software": FIGURE_SOFTWARE})
+        os.replace(tmp, path)
+        tmp = None
     finally:
         plt.close(fig)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
     return path
 
 
