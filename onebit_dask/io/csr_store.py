@@ -9,8 +9,8 @@ values all 1 and not stored)::
         X/data     (nnz_x,)  float64  value of each entry
         Y/indptr   (n + 1,)  int64
         Y/indices  (nnz_y,)  int32    label of each entry, in [0, d2)
-        attrs: {"format": "onebit-dask/csr", "version": 1, "n": n, "d1": d1, "d2": d2,
-                "nnz_x": nnz_x, "nnz_y": nnz_y}
+        attrs: {"format": "onebit-dask/csr", "version": 2, "n": n, "d1": d1, "d2": d2,
+                "nnz_x": nnz_x, "nnz_y": nnz_y, "attrs_sha256": SHA-256 of those}
 
 ``indptr`` is chunked by ``chunk_rows`` rows and the entries by ``chunk_nnz``, so
 reading rows ``[lo, hi)`` (:meth:`CsrStore.rows`, what a worker calls) reads the
@@ -27,7 +27,10 @@ Every chunk is written, even one equal to the fill value, so a chunk that is mis
 later means a damaged store: reading checks that the chunks it needs exist (zarr
 itself would read a missing chunk as zeros) and that the row pointers it reads are
 consistent, and raises :class:`~onebit_dask.stores.zarr_format.DamagedStoreError`
-naming the store and the part otherwise.
+naming the store and the part otherwise. Version 2 writes each chunk with zstd's
+checksum and the attributes with their digest, so changed bytes and edited sizes are
+refused the same way; a version-1 store is read as before, with one warning. A value
+that is not finite names the store and its row.
 """
 
 from __future__ import annotations
@@ -41,12 +44,15 @@ import zarr
 from . import FORMAT_OF
 from ..utils.checks import check_int
 from .stores import atomic, paths
-from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, format_attrs, group_attrs,
-                                  missing_chunk)
+from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
+                                  check_attrs_digest, check_version, checked_codecs,
+                                  format_attrs, group_attrs, missing_chunk)
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = FORMAT_OF["csr"]
-VERSION = 1
+VERSION = 2
+CHECKED_SINCE = 2  # the first version with chunk checksums and the attributes' digest
+DIGESTED = ("format", "version", "n", "d1", "d2", "nnz_x", "nnz_y")
 _ARRAYS = {  # name: (dtype kind, dimension name, length key)
     "X/indptr": ("i", "row_pointer", "n"), "X/indices": ("i", "x_entry", "nnz_x"),
     "X/data": ("f", "x_entry", "nnz_x"), "Y/indptr": ("i", "row_pointer", "n"),
@@ -103,10 +109,12 @@ class CsrStore:
         except Exception as exc:
             raise ValueError(f"data={self.path!r} is not a zarr group: {exc}") from None
         attrs = group.attrs.asdict()
-        if attrs.get("format") != FORMAT or attrs.get("version") != VERSION:
+        if attrs.get("format") != FORMAT:
             raise ValueError(f"data={self.path!r} is not a CSR store (attrs format="
-                             f"{attrs.get('format')!r}, version={attrs.get('version')!r}; "
-                             f"expected {FORMAT!r}, {VERSION})")
+                             f"{attrs.get('format')!r}; expected {FORMAT!r})")
+        where = f"the CSR store data={self.path!r}"
+        if check_version(attrs, VERSION, CHECKED_SINCE, where):
+            check_attrs_digest(attrs, DIGESTED, where)
         try:
             self.n, self.d1, self.d2, self.nnz_x, self.nnz_y = (
                 int(attrs[key]) for key in ("n", "d1", "d2", "nnz_x", "nnz_y"))
@@ -143,6 +151,11 @@ class CsrStore:
                            f"{indices.min()}, outside 0..{d - 1}")
         data = (_read(self.path, f"{part}/data", group[f"{part}/data"], a, b) if values
                 else np.ones(b - a, dtype=np.int8))
+        if values and not np.all(np.isfinite(data)):
+            k = int(np.argmin(np.isfinite(data)))
+            row = lo + int(np.searchsorted(ptr - a, k, side="right")) - 1
+            raise _damaged(self.path, f"row {row} holds {data[k]} at feature {indices[k]}, "
+                           "which is not a finite number")
         return sp.csr_matrix((data, indices, ptr - a), shape=(hi - lo, d))
 
     def rows(self, lo: int, hi: int):
@@ -184,7 +197,8 @@ def is_csr_store(path) -> bool:
 
 def _create(group, name: str, dtype, chunk: int):
     return group.create_array(name, shape=(0,), chunks=(chunk,), dtype=dtype,
-                              dimension_names=(_ARRAYS[name][1],), config=ALL_CHUNKS)
+                              dimension_names=(_ARRAYS[name][1],), config=ALL_CHUNKS,
+                              **checked_codecs())
 
 
 def _write(tmp: str, src: str, sizes, chunk_rows: int, chunk_nnz: int) -> None:
@@ -206,8 +220,9 @@ def _write(tmp: str, src: str, sizes, chunk_rows: int, chunk_nnz: int) -> None:
         arrays["Y/indptr"].append(Y.indptr[1:].astype(np.int64) + nnz_y)
         arrays["Y/indices"].append(Y.indices.astype(arrays["Y/indices"].dtype))
         n, nnz_x, nnz_y = n + X.shape[0], nnz_x + X.nnz, nnz_y + Y.nnz
-    group.attrs.update({**format_attrs(FORMAT, VERSION), "n": n, "d1": sizes.d1,
-                        "d2": sizes.d2, "nnz_x": nnz_x, "nnz_y": nnz_y})
+    attrs = {**format_attrs(FORMAT, VERSION), "n": n, "d1": sizes.d1, "d2": sizes.d2,
+             "nnz_x": nnz_x, "nnz_y": nnz_y}
+    group.attrs.update({**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)})
 
 
 def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 2**20,

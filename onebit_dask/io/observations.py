@@ -7,7 +7,14 @@ Layout of an observations store (a zarr group)::
         X       (n, d1) float32 or float64, chunked by rows
         labels  (n,)    int64, the observed label of each row, in [0, n_labels)
         y       (n,)    int8, the observed bit, -1 or +1
-        attrs:  {"format": "onebit-dask/observations", "version": 1, "n_labels": d2}
+        attrs:  {"format": "onebit-dask/observations", "version": 2, "n_labels": d2,
+                 "attrs_sha256": SHA-256 of format, version and n_labels}
+
+Version 2 writes each chunk with zstd's checksum and the attributes with their digest
+(:func:`~onebit_dask.stores.zarr_format.checked_codecs`,
+:func:`~onebit_dask.stores.zarr_format.attrs_digest`): a chunk whose bytes changed cannot
+be read, and an edited ``n_labels`` is refused, each as a damaged store. A version-1 store
+(no checksums) is read as before, with one warning; a newer version is refused.
 
 Every chunk of the three arrays is written, even one equal to the fill value, so
 a chunk file that is missing later means a damaged store: opening the store, and
@@ -39,11 +46,14 @@ import zarr
 from . import FORMAT_OF
 from ..utils.checks import check_finite, check_int
 from .stores import atomic, paths
-from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, chunk_rows, format_attrs,
-                                 group_attrs, missing_chunk)
+from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
+                                 check_attrs_digest, check_version, checked_codecs,
+                                 chunk_rows, format_attrs, group_attrs, missing_chunk)
 
 FORMAT = FORMAT_OF["observations"]
-VERSION = 1
+VERSION = 2
+CHECKED_SINCE = 2  # the first version with chunk checksums and the attributes' digest
+DIGESTED = ("format", "version", "n_labels")
 DIMS = {"X": ("row", "feature"), "labels": ("row",), "y": ("row",)}
 
 
@@ -143,8 +153,10 @@ def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None
                                ("y", y, (rows,))):
         dtype = {"X": X.dtype, "labels": "int64", "y": "int8"}[name]
         group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
-                           config=ALL_CHUNKS, dimension_names=DIMS[name])[:] = data
-    group.attrs.update({**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)})
+                           config=ALL_CHUNKS, dimension_names=DIMS[name],
+                           **checked_codecs())[:] = data
+    attrs = {**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)}
+    group.attrs.update({**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)})
 
 
 class Observations(NamedTuple):
@@ -174,6 +186,10 @@ def open_observations(path) -> Observations:
     if group.attrs.get("format") != FORMAT:
         raise ValueError(f"data={path!r} is not an observations store (attrs format="
                          f"{group.attrs.get('format')!r}, expected {FORMAT!r})")
+    where = f"the observations store data={path!r}"
+    attrs = group.attrs.asdict()
+    if check_version(attrs, VERSION, CHECKED_SINCE, where):
+        check_attrs_digest(attrs, DIGESTED, where)
     missing = {"X", "labels", "y"} - set(group.array_keys())
     if missing:
         raise ValueError(f"data={path!r} lacks the arrays {sorted(missing)}")

@@ -23,6 +23,57 @@ from . import paths
 ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
 
 
+def checked_codecs() -> dict:
+    """``create_array`` keywords that make every chunk verifiable: zstd with its frame
+    checksum (XXH64 of the content), so a chunk whose bytes changed fails to decode
+    instead of reading as other numbers."""
+    from zarr.codecs import ZstdCodec
+
+    return {"compressors": ZstdCodec(level=0, checksum=True)}
+
+
+def attrs_digest(attrs: dict, keys) -> str:
+    """SHA-256 of the attributes ``keys`` of ``attrs`` (canonical JSON: sorted keys, no
+    spaces): the attributes that change what a store answers."""
+    import hashlib
+
+    text = json.dumps({k: attrs.get(k) for k in keys}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_attrs_digest(attrs: dict, keys, where: str) -> None:
+    """:class:`DamagedStoreError` naming ``where`` when ``attrs["attrs_sha256"]`` is not
+    the digest of ``attrs``' ``keys`` (an attribute was edited or damaged)."""
+    if attrs.get("attrs_sha256") != attrs_digest(attrs, keys):
+        raise DamagedStoreError(f"{where} is damaged: its attributes ({', '.join(keys)}) "
+                                "differ from what was written (their SHA-256 does not match "
+                                "attrs_sha256)")
+
+
+def check_version(attrs: dict, version: int, first_checked: int, where: str,
+                  key: str = "version") -> bool:
+    """The store's format version: refused when it is not a positive integer (damaged) or
+    newer than ``version`` (made by a newer onebit-dask). Returns whether the store has
+    checksums (version at least ``first_checked``); an older store is read as before,
+    with one warning that its damage cannot be detected."""
+    found = attrs.get(key)
+    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+        raise DamagedStoreError(f"{where} is damaged: the attribute {key}={found!r} is not a "
+                                "format version")
+    if found > version:
+        raise DamagedStoreError(f"{where} was made by a newer onebit-dask (format version "
+                                f"{found}; this one reads versions <= {version}): upgrade "
+                                "onebit-dask to read it")
+    if found < first_checked:
+        import warnings
+
+        warnings.warn(f"{where} was written by an older onebit-dask without checksums "
+                      f"(format version {found}): damage to it cannot be detected; write it "
+                      "again to add them", UserWarning, stacklevel=3)
+        return False
+    return True
+
+
 class DamagedStoreError(RunError):
     """One of the package's stores whose parts are missing, unreadable or inconsistent;
     the message names the store and the part."""
