@@ -259,3 +259,16 @@ def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
     assert list(opened["estimator"].values) == list(SPEC.grid["method"])
     with pytest.raises(store.StoreError, match="older onebit-dask .*format 2.*--overwrite"):
         store.check_output(old, SPEC, False)
+
+
+def test_an_existing_file_as_out_is_refused_before_any_cell(tmp_path):
+    """``--out`` naming a file (a PNG, say) exits 2 at once, the file untouched, instead of
+    running every cell and failing with "Not a directory"."""
+    from helpers import run_main, small_quickstart
+
+    spec = small_quickstart(tmp_path)
+    png = tmp_path / "existing.png"
+    png.write_bytes(b"\x89PNG mine")
+    proc = run_main("sweep", spec, "--out", png, "--workers", 0, "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
+    assert "is a file" in proc.stderr and png.read_bytes() == b"\x89PNG mine"

@@ -233,8 +233,11 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
         raise StoreError(f"--out {path!r}: the directory {parent!r} does not exist")
     if not atomic.writable(parent):
         raise StoreError(f"--out {path!r}: the directory {parent!r} is not writable")
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return True
+    if not os.path.isdir(path):
+        raise StoreError(f"--out {path!r} exists and is a file, not a sweep store: choose "
+                         "another path for the cube (nothing was changed)")
     attrs = group_attrs(path)
     if attrs is None or attrs.get("format") != FORMAT:
         if attrs is None and _ours_without_attributes(path):
