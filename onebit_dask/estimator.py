@@ -643,9 +643,19 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """
         from . import persist
 
+        from .stores.zarr_format import DamagedStoreError
+
         path, attrs = persist.open_model(path)
+        unknown = sorted(set(attrs["params"]) - set(cls._get_param_names()))
+        if unknown:
+            raise DamagedStoreError(f"model store {path!r} is damaged: its params hold "
+                                    f"{unknown[0]!r}, which {cls.__name__} does not take")
         est = cls(**{**attrs["params"], "engine": engine})
-        est._validate_params()
+        try:
+            est._validate_params()
+        except ValueError as exc:
+            raise DamagedStoreError(f"model store {path!r} is damaged: its params do not "
+                                    f"make a {cls.__name__} ({exc})") from None
         engine = placement.engine_named(est.engine)
         state = fitting.restored(persist.read_state(path, attrs, engine))
         fitting.keep(state, engine)

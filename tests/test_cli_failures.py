@@ -86,7 +86,7 @@ def test_invalid_pem_files_say_what_failed(tmp_path):
     tls = ["--tls-ca-file", tmp_path / "ca.pem", "--tls-cert", tmp_path / "cert.pem",
            "--tls-key", tmp_path / "key.pem"]
     # refused before connecting: a connection to port 1 would be exit 1 "could not reach"
-    line = one_line(run_cli(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
+    line = one_line(run_cli(*FIT, "--scheduler", "tls://127.0.0.1:1", *tls), 2)
     assert "--tls-ca-file=" in line and "is not a PEM CA certificate" in line
     assert "could not reach" not in line
     # valid files with a tcp:// scheduler: the options do not apply
@@ -94,6 +94,9 @@ def test_invalid_pem_files_say_what_failed(tmp_path):
     tls = ["--tls-ca-file", good["ca_file"], "--tls-cert", good["cert"], "--tls-key", good["key"]]
     line = one_line(run_main(*FIT, "--scheduler", "tcp://127.0.0.1:1", *tls), 2)
     assert "apply to a tls:// scheduler only" in line
+    # without a scheduler: said so, not that a file given as None does not exist
+    line = one_line(run_main(*FIT, "--workers", 0, "--tls-ca-file", good["ca_file"]), 2)
+    assert "apply to a tls:// scheduler only, not to --workers" in line
 
 
 def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):

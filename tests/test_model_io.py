@@ -554,6 +554,12 @@ DAMAGES = {  # issue 18 item 3, each case: (how, what the message says)
     "params.rank edited": (lambda p: _edit_attrs(
         p, params=dict(zarr.open_group(p).attrs["params"], rank=5)),
         r"Q_top has shape \(20, 4\), expected \(20, 10\)"),
+    "params with an unknown key": (lambda p: _edit_attrs(
+        p, params=dict(zarr.open_group(p).attrs["params"], bogus=1)),
+        r"its params hold 'bogus', which OneBitMultiLabel does not take"),
+    "params.step not a rule": (lambda p: _edit_attrs(
+        p, params=dict(zarr.open_group(p).attrs["params"], step="fastest")),
+        r"its params do not make a OneBitMultiLabel \(step='fastest' is not allowed"),
     "n_steps a string": (lambda p: _edit_attrs(p, n_steps="four"),
                          r"n_steps='four' is not an int"),
     "B as int8": (_as_int8, r"blocks/0/B has dtype int8, expected float64"),

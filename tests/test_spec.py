@@ -246,3 +246,14 @@ def test_nested_aliases_are_refused_before_they_are_expanded(tmp_path):
         _alias_bomb(9).splitlines()[len(GOOD.strip().splitlines()):]) + "\n")
     with pytest.raises(ValueError, match="aliases .* expand to more than"):
         load_cluster_config(config)
+
+
+def test_a_number_of_100000_digits_names_the_file_and_line():
+    with pytest.raises(ValueError, match=r"big\.yaml: line 4: the number 1{20}\.\.\. has "
+                                         r"100000 characters"):
+        parse_spec(GOOD.replace("d2: 10", "d2: " + "1" * 100_000), "big.yaml")
+
+
+def test_a_name_with_terminal_escapes_is_refused():
+    with pytest.raises(SpecError, match=r"name='\\x1b\[31mred' holds control characters"):
+        parse_spec("name: \"\\e[31mred\"\n" + GOOD, "esc.yaml")

@@ -149,3 +149,13 @@ def test_plain_svmlight_checked_against_the_arguments(tmp_path):
         list(iter_xc(path, 1, n_labels=3))
     X, Y = read_xc(path, n_features=8, n_labels=4)
     assert X.shape == (2, 8) and Y.shape == (2, 4)
+
+
+@pytest.mark.parametrize("header", ["300 72", "-5 72 6", "300 72 6 1"])
+def test_a_header_that_is_not_three_counts_is_called_a_header(tmp_path, header):
+    """Whitespace-separated numbers alone on the first line are a header, never an
+    instance: a wrong one is reported as the header, not as a malformed instance."""
+    path = tmp_path / "h.txt"
+    path.write_text(f"{header}\n0 0:1\n1 1:2\n")
+    with pytest.raises(XCFormatError, match=rf"h\.txt:1: the header '{header}' is not three "):
+        read_xc(path)

@@ -44,11 +44,14 @@ def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None,
         raise ValueError(f"scheduler={scheduler!r} is not allowed: give an address like "
                          "tcp://HOST:PORT or tls://HOST:PORT")
     if tls:
+        if scheduler is None or not scheduler.startswith("tls://"):
+            given = "--workers" if workers is not None else (
+                "--cluster" if cluster is not None else "the embedded cluster")
+            shown = f"--scheduler {scheduler}" if scheduler is not None else given
+            raise ValueError(f"--tls-ca-file, --tls-cert and --tls-key apply to a tls:// "
+                             f"scheduler only, not to {shown}")
         check_pem(tls.get("ca_file"), tls.get("cert"), tls.get("key"),
                   names=("--tls-ca-file", "--tls-cert", "--tls-key"))
-        if scheduler is None or not scheduler.startswith("tls://"):
-            raise ValueError(f"--tls-ca-file, --tls-cert and --tls-key apply to a tls:// "
-                             f"scheduler only, not to scheduler={scheduler!r}")
     elif scheduler is not None and scheduler.startswith("tls://"):
         raise ValueError(f"scheduler={scheduler!r} uses TLS: pass --tls-ca-file, --tls-cert "
                          "and --tls-key")

@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from ..utils.checks import check_int
 
 _HEADER = re.compile(rb"^\s*(\d+)\s+(\d+)\s+(\d+)\s*$")
+_HEADER_LIKE = re.compile(rb"^\s*[-+]?\d+(\s+[-+]?\d+)+\s*$")  # numbers alone: a header
 _BISECT_LINES = 64  # below this many lines, look for a malformed line one by one
 
 
@@ -150,6 +151,10 @@ def read_header(path: str):
         first = f.readline()
     match = _HEADER.match(first)
     if match is None:
+        if _HEADER_LIKE.match(first):  # no instance line is whitespace-separated numbers
+            raise XCFormatError(f"{path}:1: the header {first.decode().strip()!r} is not "
+                                "three non-negative integers 'n d1 d2' (instances, features, "
+                                "labels): fix the first line")
         return None
     n, d1, d2 = (int(g) for g in match.groups())
     if d1 < 1 or d2 < 1:

@@ -264,6 +264,9 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
     name = data.get("name", os.path.splitext(os.path.basename(where))[0])
     if not isinstance(name, str):
         raise SpecError(f"{where}: name={name!r} must be a string")
+    if not name.isprintable():  # escapes would drive the terminal that prints it
+        raise SpecError(f"{where}: name={name!r} holds control characters: give a name of "
+                        "printable characters")
     return SweepSpec(name, grid, fixed, text, str(data.get("description", "")), datasets)
 
 

@@ -38,7 +38,19 @@ def _mapping(loader, node, deep=False):
     return loader.construct_mapping(node, deep=deep)
 
 
+def _int(loader, node):
+    """YAML's integer, or a :class:`YamlError` naming the line for one Python cannot
+    convert (more digits than ``sys.get_int_max_str_digits()``)."""
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:
+        raise YamlError(f"line {node.start_mark.line + 1}: the number "
+                        f"{node.value[:20]}... has {len(node.value)} characters: a number "
+                        "this long is no size or count; give a smaller one") from None
+
+
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _int)
 
 
 def _expanded_values(value, limit: int) -> int:
