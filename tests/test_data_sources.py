@@ -77,7 +77,7 @@ def test_bad_arguments(observations, tmp_path):
         as_source(SyntheticProblem(6, 5, 2), labels)
     with pytest.raises(TypeError, match=r"fit\(path\) takes no bits, n_labels"):
         as_source(str(tmp_path), bits=y, n_labels=5)
-    with pytest.raises(TypeError, match="labels and y are required"):
+    with pytest.raises(ValueError, match="labels and y are required"):
         as_source(X)
 
 

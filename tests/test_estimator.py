@@ -199,7 +199,7 @@ def test_bad_observations(data):
         est.fit(X, labels[1:], y)
     with pytest.raises(ValueError, match=r"y has shape \(41,\), but X has 40 rows"):
         est.fit(X, labels, np.r_[y, 1])
-    with pytest.raises(TypeError, match="labels and y are required"):
+    with pytest.raises(ValueError, match="labels and y are required"):
         est.fit(X)
 
 

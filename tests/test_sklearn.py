@@ -50,19 +50,12 @@ NOT_A_LABEL_MATRIX = {
                                                   "than 'Only binary classification is "
                                                   "supported.'",
 }
-ONEBIT_TWO_FORMS = ("passes a 1-D y: fit(X, Y) refuses a 1-D Y without bits with a "
-                    "TypeError naming its two forms, before looking further")
 ONEBIT_FAILS = {
     **NOT_A_LABEL_MATRIX,
     "check_fit_score_takes_y": "calls partial_fit(X, y): partial_fit takes one-bit "
                                "observations (X, labels, bits) only",
     "check_n_features_in_after_fitting": "calls partial_fit(X, y, classes=...): as above",
     "check_estimators_partial_fit_n_features": "calls partial_fit(X, y, classes=...): as above",
-    "check_complex_data": ONEBIT_TWO_FORMS,
-    "check_estimators_empty_data_messages": ONEBIT_TWO_FORMS,
-    "check_classifiers_one_label": ONEBIT_TWO_FORMS,
-    "check_classifiers_regression_target": ONEBIT_TWO_FORMS,
-    "check_requires_y_none": "fit(X) without Y raises a TypeError naming fit's two forms",
     "check_dtype_object": "its y column is an object array: a label matrix must hold bool, "
                           "int or float",
 }

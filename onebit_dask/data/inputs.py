@@ -70,20 +70,28 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
 
         return ZarrSource(path)
     if Y is None:
-        raise TypeError("labels and y are required with an array X: pass a 0/1 label "
-                        "matrix, fit(X, Y), or single-label observations and their bits, "
-                        "fit(X, labels, bits)")
+        check_features(X, training=True)  # X's own errors first, as scikit-learn's
+        raise ValueError("OneBitMultiLabel requires y to be passed, but the target y is None: "
+                         "labels and y are required with an array X: pass a 0/1 label "
+                         "matrix, fit(X, Y), or single-label observations and their bits, "
+                         "fit(X, labels, bits)")
     if bits is not None:
         if np.ndim(Y) != 1:
             raise ValueError(f"Y has shape {np.shape(Y)} with bits given: fit(X, labels, bits) "
                              "takes 1-D labels; drop bits to fit a 2-D 0/1 label matrix Y")
         X, labels, y, d2 = check_observations(X, Y, bits, n_labels=n_labels)
         return ArraySource(X, labels, y, d2)
+    X = check_features(X, training=True)  # X first, as scikit-learn's estimators
     if not scipy.sparse.issparse(Y) and np.ndim(Y) == 1:
-        raise TypeError("Y is 1-D and bits=None: a 1-D Y is the observed label of each row; "
-                        "pass their bits too, fit(X, labels, bits), or a 2-D (n, d2) 0/1 "
-                        "label matrix Y")
-    X = check_features(X, training=True)
+        from sklearn.utils.multiclass import type_of_target
+
+        try:
+            kind = type_of_target(Y)
+        except ValueError:
+            kind = "unknown"
+        raise ValueError(f"Unknown label type: Y is 1-D ({kind}) and bits=None: a 1-D Y is "
+                         "the observed label of each row; pass their bits too, fit(X, labels, "
+                         "bits), or a 2-D (n, d2) 0/1 label matrix Y, one column per class")
     Y = check_label_matrix(Y, X.shape[0])
     check_learnable(X, Y)
     if n_labels is not None and n_labels != Y.shape[1]:
