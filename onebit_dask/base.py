@@ -131,6 +131,11 @@ class FactorPredictor(ClassifierMixin):
         """Macro-averaged ROC AUC of the scores ``X W`` over the labels of the label matrix
         ``y`` that have both classes.
 
+        Not scikit-learn's subset accuracy, which other classifiers' ``score`` returns: with
+        many labels a row's whole label set is almost never predicted exactly, so subset
+        accuracy is about 0 for every candidate of a search. Other criteria for
+        ``scoring=``: :mod:`onebit_dask.scorers` (P@k, nDCG@k).
+
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n, d1)

@@ -395,3 +395,27 @@ def test_grid_search_under_joblibs_dask_backend_returns(client2, engine):
     reference = search("local").fit(X, Y)
     np.testing.assert_array_equal(results["dask"].cv_results_["mean_test_score"],
                                   reference.cv_results_["mean_test_score"])
+
+
+def test_named_scorers_in_a_grid_search(onebit):
+    """``onebit_dask.scorers`` work as scikit-learn's ``scoring=``: each equals its metric
+    computed by hand on the same fit, and they survive a pickle (joblib's workers)."""
+    from sklearn.metrics import check_scoring
+
+    from onebit_dask import ranking, scorers
+
+    est, _, _, _, Xt, Yt = onebit
+    assert check_scoring(est, scoring=scorers.macro_auc)(est, Xt, Yt) == est.score(Xt, Yt)
+    top = est.predict_top_k(Xt, 3)[0]
+    assert scorers.precision_at_k(3)(est, Xt, Yt) == ranking.precision_at_k(Yt, top, 3)
+    assert pickle.loads(pickle.dumps(scorers.ndcg_at_k(3)))(est, Xt, Yt) == \
+        ranking.ndcg_at_k(Yt, top, 3)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 12))
+    Y = (X[:, :6] + 0.5 * rng.standard_normal((400, 6)) > 0).astype(int)
+    search = GridSearchCV(OneBitMultiLabel(2, batch_size=2000, n_iter=2, random_state=0,
+                                           engine="local"), {"rank": [1, 2]}, cv=2,
+                          scoring={"auc": scorers.macro_auc, "p@1": scorers.precision_at_k(1)},
+                          refit="auc").fit(X, Y)
+    assert set(search.cv_results_) >= {"mean_test_auc", "mean_test_p@1"}
+    assert repr(scorers.precision_at_k(1)) == "onebit_dask.scorers.precision_at_k(1)"
