@@ -305,3 +305,18 @@ def test_bad_scheduler_address(address):
 def test_embedded_cluster_listens_on_loopback(client2):
     addresses = [client2.scheduler.address, *client2.scheduler_info()["workers"]]
     assert all(a.startswith("tcp://127.0.0.1:") for a in addresses)
+
+
+def test_the_packages_tasks_are_named_after_it(client2):
+    """Every task a fit runs is ``onebit-<what>-<uuid>`` (the dashboard and the
+    scheduler's logs tell them from other libraries' ``getitem`` or ``identity``)."""
+    from distributed import get_task_stream
+    from distributed.utils import key_split
+
+    problem = SyntheticProblem(20, 12, 2, seed=1)
+    with client2.as_current(), get_task_stream(client2) as stream:
+        OneBitMultiLabel(2, batch_size=2000, n_iter=2, random_state=0,
+                         engine="dask").fit(problem)
+    keys = [str(t["key"]) for t in stream.data]
+    assert keys and all(k.startswith("onebit-") for k in keys), sorted(keys)[:5]
+    assert {"onebit-step-open", "onebit-transform"} <= {key_split(k) for k in keys}

@@ -53,6 +53,12 @@ def _sizeof_feature_map(feature_map: FeatureMap) -> int:
                                   feature_map.directions, feature_map.factors))
 
 
+def task_key(name: str) -> str:
+    """A task key for the dashboard and the scheduler's logs: ``onebit-NAME-<uuid>``, so
+    the package's tasks are told apart from other libraries' (``getitem``, ``identity``)."""
+    return f"onebit-{name.replace('_', '-')}-{uuid.uuid4().hex}"
+
+
 def _large_arguments_expected():
     """Tasks carry ``d1 x l`` blocks (and, once, a block's initial rows) by design, so a
     lost task can be recomputed: do not warn about "large graphs" for them."""
@@ -96,14 +102,15 @@ class DaskEngine:
         workers = sorted(self.client.scheduler_info()["workers"])
         place = [dict(workers=workers[s % len(workers)], allow_other_workers=True)
                  if workers else {} for s in range(len(bounds) - 1)]
-        self.handles = [self.client.submit(B.new_block, lo, hi, pure=False, **where)
+        self.handles = [self.client.submit(B.new_block, lo, hi, key=task_key("new-block"), **where)
                         for (lo, hi), where in zip(zip(bounds[:-1], bounds[1:]), place)]
         self._recent, self._shared = [{}, {}], {}
 
     def adopt(self, blocks) -> None:
         """Blocks held in this process (a loaded or gathered model) move to the workers."""
         with _large_arguments_expected():
-            self.handles = [self.client.submit(_identity, b, pure=False) for b in blocks]
+            self.handles = [self.client.submit(_identity, b, key=task_key("adopt-block"))
+                            for b in blocks]
         self._recent, self._shared = [{}, {}], {}
 
     def _by_reference(self, args):
@@ -133,7 +140,8 @@ class DaskEngine:
         new = [i for i in large if i not in known]
         if new:
             with _large_arguments_expected():
-                futures = [self.client.submit(_identity, large[i], pure=False, priority=1)
+                futures = [self.client.submit(_identity, large[i], key=task_key("round-argument"),
+                                              priority=1)
                            for i in new]
             known.update(zip(new, futures))
             self.bytes_sent += sum(large[i].nbytes for i in new)
@@ -157,7 +165,7 @@ class DaskEngine:
         if kept is not None and kept[0] is value:
             return kept[1]
         with _large_arguments_expected():
-            future = self.client.submit(_identity, value, pure=False)
+            future = self.client.submit(_identity, value, key=task_key("shared"))
         self._shared[id(value)] = (value, future)
         return future
 
@@ -166,7 +174,8 @@ class DaskEngine:
         below the running step's priority (:class:`~.blocks.RowShards` of futures)."""
         if B.label_aligned(shards, bounds):
             return list(shards)
-        return B.RowShards([self.client.submit(B.load_shard, sh, pure=False, priority=-1)
+        return B.RowShards([self.client.submit(B.load_shard, sh, key=task_key("load-shard"),
+                                               priority=-1)
                             for sh in shards], list(bounds))
 
     def by_block(self, data, model, scored: bool = False):
@@ -183,15 +192,16 @@ class DaskEngine:
         submit = self.client.submit
         (sent,) = self._by_reference((model,))
         B_rows = None if model.A is None else [
-            submit(B.slot_of, h, "B", pure=False, priority=1) for h in self.handles]
+            submit(B.slot_of, h, "B", key=task_key("rows-B"), priority=1) for h in self.handles]
         b_rows = None if model.A is None or not model.thresholds else [
-            submit(B.slot_of, h, "b", pure=False, priority=1) for h in self.handles]
+            submit(B.slot_of, h, "b", key=task_key("rows-b"), priority=1) for h in self.handles]
         with _large_arguments_expected():
             parts = [submit(B.call, reader, sh, sent, B_rows, data.bounds, b_rows,
-                            key=f"{reader.__name__}-{uuid.uuid4().hex}", priority=1)
+                            key=task_key(reader.__name__), priority=1)
                      for sh in data.shards]
         self.bytes_sent += _inline_bytes(sent) * len(parts)
-        return [pieces([submit(operator.getitem, p, s, pure=False, priority=1) for p in parts])
+        return [pieces([submit(operator.getitem, p, s, key=task_key("piece"), priority=1)
+                        for p in parts])
                 for s in range(len(data.bounds) - 1)]
 
     def map(self, fn, *args, per_block=None) -> list:
@@ -199,9 +209,9 @@ class DaskEngine:
         args = self._by_reference(args)
         with _large_arguments_expected():  # keys named after fn, for the dashboard
             new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
-                          key=f"{fn.__name__}-{uuid.uuid4().hex}", priority=1)
+                          key=task_key(fn.__name__), priority=1)
                    for s, h in enumerate(self.handles)]
-        outs = [submit(B.out_of, f, pure=False, priority=1) for f in new]
+        outs = [submit(B.out_of, f, key=task_key("result"), priority=1) for f in new]
         self.handles = new
         results = self.client.gather(outs)
         self.bytes_sent += _inline_bytes(args) * len(new) + (0 if per_block is None else sum(

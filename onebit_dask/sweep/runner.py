@@ -21,6 +21,7 @@ import queue
 import sys
 import time
 import traceback
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,7 +153,8 @@ def _on_cluster(client, todo, fixed, retries, tick):
 
     def submit_small():
         cell = small.popleft()
-        fut = client.submit(compute_cell, cell.params, fixed, pure=False, retries=retries)
+        fut = client.submit(compute_cell, cell.params, fixed, retries=retries,
+                            key=f"onebit-cell-{uuid.uuid4().hex}")
         futures.add(fut)
         fut.add_done_callback(lambda f, c=cell: done_q.put((c, f)))
 
