@@ -255,8 +255,8 @@ def test_large_cells_run_across_the_cluster(tmp_path, client2):
     assert (worker.sel(batch_size=8000) == client2.scheduler.address).all()
     assert "batch draws >= 100000 numbers" in ds.attrs["placement"]
     assert set(worker.sel(batch_size=2000).values) <= set(client2.scheduler_info()["workers"])
-    shard_tasks = [t for t in stream.data if not t["key"].startswith("compute_cell")]
-    cell_tasks = [t for t in stream.data if t["key"].startswith("compute_cell")]
+    shard_tasks = [t for t in stream.data if not t["key"].startswith("onebit-cell-")]
+    cell_tasks = [t for t in stream.data if t["key"].startswith("onebit-cell-")]
     assert len(cell_tasks) == 3
     assert len({t["worker"] for t in shard_tasks}) == 2, "the large cells used one worker"
     xr.testing.assert_identical(cube_values(here), cube_values(there))
@@ -299,7 +299,7 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
         deadline = time.time() + 600  # only stops a hang
         while victim is None and time.time() < deadline:
             for worker, keys in client.processing().items():
-                if any(str(k).startswith("compute_cell") for k in keys):
+                if any(str(k).startswith("onebit-cell-") for k in keys):
                     victim = worker
                     break
             time.sleep(0.02)
