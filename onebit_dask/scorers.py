@@ -6,7 +6,7 @@ scikit-learn's ``scoring=`` takes (``sklearn.metrics.check_scoring`` accepts it)
 - :func:`macro_auc`: the mean over labels with both classes of each label's ROC AUC of
   the scores ``decision_function(X)``; what ``OneBitMultiLabel.score`` returns.
 - :func:`precision_at_k`, :func:`ndcg_at_k`: the ranking metrics of
-  :mod:`onebit_dask.ranking` over each row's ``k`` best labels
+  :mod:`onebit_dask.metrics.ranking` over each row's ``k`` best labels
   (``estimator.predict_top_k(X, k)``), which never forms the dense ``n x d2`` scores.
 
 An estimator's ``score`` is macro AUC rather than scikit-learn's subset accuracy: with
@@ -24,8 +24,8 @@ Examples
 
 from __future__ import annotations
 
-from . import ranking
-from ._checks import check_int
+from .metrics import ranking
+from .utils.checks import check_int
 
 __all__ = ["macro_auc", "precision_at_k", "ndcg_at_k"]
 

@@ -402,7 +402,8 @@ def test_named_scorers_in_a_grid_search(onebit):
     computed by hand on the same fit, and they survive a pickle (joblib's workers)."""
     from sklearn.metrics import check_scoring
 
-    from onebit_dask import ranking, scorers
+    from onebit_dask import scorers
+    from onebit_dask.metrics import ranking
 
     est, _, _, _, Xt, Yt = onebit
     assert check_scoring(est, scoring=scorers.macro_auc)(est, Xt, Yt) == est.score(Xt, Yt)

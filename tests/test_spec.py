@@ -239,7 +239,7 @@ def test_nested_aliases_are_refused_before_they_are_expanded(tmp_path):
         parse_spec(_alias_bomb(9), "bomb.yaml")
     with pytest.raises(SpecError, match="unknown key 'seed'"):  # read, then checked
         parse_spec(_alias_bomb(1), "small.yaml")
-    from onebit_dask.cluster import load_cluster_config
+    from onebit_dask.cli.clusters import load_cluster_config
 
     config = tmp_path / "cluster.yaml"
     config.write_text("kind: local\noptions:\n  n_workers: 1\n" + "\n".join(

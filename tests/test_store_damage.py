@@ -14,9 +14,10 @@ import zarr
 
 from helpers import run_cli, run_main
 from onebit_dask import SyntheticProblem
-from onebit_dask.data.csr_store import convert, open_csr_store
-from onebit_dask.io import ZarrSource, write_observations
-from onebit_dask.stores.zarr_format import DamagedStoreError
+from onebit_dask.data.observations import ZarrSource
+from onebit_dask.io.csr_store import convert, open_csr_store
+from onebit_dask.io.observations import write_observations
+from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

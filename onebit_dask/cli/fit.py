@@ -165,7 +165,7 @@ def _fit_inputs(args):
 
 FLAGS = {name: "--" + name.replace("_", "-")
          for name in ("d1", "d2", "rank", "batch_size", "n_iter", "n_test")}
-"""The command line's flag for each size :func:`onebit_dask.limits.check_sizes` checks."""
+"""The command line's flag for each size :func:`onebit_dask.utils.limits.check_sizes` checks."""
 
 
 def _check_rank(rank: int, d1: int, d2: int, what: str) -> None:

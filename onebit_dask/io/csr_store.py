@@ -19,14 +19,14 @@ reading rows ``[lo, hi)`` (:meth:`CsrStore.rows`, what a worker calls) reads the
 
 :func:`convert` streams a data file (:mod:`onebit_dask.data.xc`) into a store
 ``chunk_rows`` lines at a time: its memory does not grow with the file. It writes a
-marked temporary sibling directory (:func:`onebit_dask.stores.atomic.new_temporary`)
+marked temporary sibling directory (:func:`onebit_dask.io.stores.atomic.new_temporary`)
 and moves it to ``store_path`` once the whole file was read and checked; on any error it
 removes that directory (and nothing else), so a bad file leaves nothing behind.
 
 Every chunk is written, even one equal to the fill value, so a chunk that is missing
 later means a damaged store: reading checks that the chunks it needs exist (zarr
 itself would read a missing chunk as zeros) and that the row pointers it reads are
-consistent, and raises :class:`~onebit_dask.stores.zarr_format.DamagedStoreError`
+consistent, and raises :class:`~onebit_dask.io.stores.zarr_format.DamagedStoreError`
 naming the store and the part otherwise. Version 2 writes each chunk with zstd's
 checksum and the attributes with their digest, so changed bytes and edited sizes are
 refused the same way; a version-1 store is read as before, with one warning. A value

@@ -11,8 +11,8 @@ Layout of an observations store (a zarr group)::
                  "attrs_sha256": SHA-256 of format, version and n_labels}
 
 Version 2 writes each chunk with zstd's checksum and the attributes with their digest
-(:func:`~onebit_dask.stores.zarr_format.checked_codecs`,
-:func:`~onebit_dask.stores.zarr_format.attrs_digest`): a chunk whose bytes changed cannot
+(:func:`~onebit_dask.io.stores.zarr_format.checked_codecs`,
+:func:`~onebit_dask.io.stores.zarr_format.attrs_digest`): a chunk whose bytes changed cannot
 be read, and an edited ``n_labels`` is refused, each as a damaged store. A version-1 store
 (no checksums) is read as before, with one warning; a newer version is refused.
 
@@ -20,10 +20,10 @@ Every chunk of the three arrays is written, even one equal to the fill value, so
 a chunk file that is missing later means a damaged store: opening the store, and
 each shard reading its rows, check that the chunks exist (zarr itself would read a
 missing chunk as zeros) and name the rows of a missing or unreadable chunk
-(:class:`~onebit_dask.stores.zarr_format.DamagedStoreError`, the one error of every
+(:class:`~onebit_dask.io.stores.zarr_format.DamagedStoreError`, the one error of every
 damaged store). The arrays carry dimension names (``row``, ``feature``): ``xr.open_zarr``
 reads a store. A store is written into a marked temporary next to its path and moved
-into place (:mod:`onebit_dask.stores.atomic`); ``overwrite`` replaces an observations
+into place (:mod:`onebit_dask.io.stores.atomic`); ``overwrite`` replaces an observations
 store, nothing else. ``X`` must be float32 or float64: a store with
 integer (or boolean) features is refused rather than cast, so that the layout has
 one meaning and memory use is what the dtype says; ``write_observations`` casts

@@ -24,17 +24,17 @@ label side never passes through the client. The root attrs are written last, so 
 whose writer died is not taken for a model.
 
 A store is written into a marked temporary directory next to ``PATH`` and moved into
-place (:mod:`onebit_dask.stores.atomic`): a kill at any point leaves ``PATH`` whole, or
+place (:mod:`onebit_dask.io.stores.atomic`): a kill at any point leaves ``PATH`` whole, or
 a marked old copy that the next open puts back; nothing the package did not create
 is renamed or removed. One writer at a time holds ``PATH.lock``
-(:class:`~onebit_dask.stores.lock.StoreLock`).
+(:class:`~onebit_dask.io.stores.lock.StoreLock`).
 
 Reading checks the store as the observations store is checked: the attributes'
 types and their agreement (bounds from 0 to ``n_labels``, ``l = 2 rank`` columns),
 each array's dtype, shape and chunks, finite values, and the SHA-256 of every array
 recorded in ``checksums`` when it was written (a checkpoint whose writer died, or an
 edited store, is not resumed). A damaged store raises
-:class:`~onebit_dask.stores.zarr_format.DamagedStoreError` naming the store and the
+:class:`~onebit_dask.io.stores.zarr_format.DamagedStoreError` naming the store and the
 part; a path that is not a model store raises :class:`ModelStoreError`.
 """
 
@@ -70,7 +70,8 @@ class ModelStoreError(ValueError):
 
 # -- paths -----------------------------------------------------------------------------
 def store_path(path) -> str:
-    """``path`` as an absolute local path, or a URL (:func:`onebit_dask.stores.paths.normalise`)."""
+    """``path`` as an absolute local path, or a URL
+    (:func:`onebit_dask.io.stores.paths.normalise`)."""
     return paths.normalise(path)
 
 
@@ -95,7 +96,7 @@ def check_store_target(path, *, overwrite: bool, kind: str, name: str = "path") 
         ``path`` is not a path, is empty, its directory is missing or not writable.
     FileExistsError
         Something is at ``path`` (without ``overwrite``), or a file the package did not
-        create is where its lock goes (:class:`~onebit_dask.stores.atomic.ForeignPathError`).
+        create is where its lock goes (:class:`~onebit_dask.io.stores.atomic.ForeignPathError`).
     ModelStoreError
         ``overwrite`` and ``path`` is not a model store.
     StoreLockedError
@@ -224,7 +225,7 @@ def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
 
 def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> None:
     """:func:`write_store` into a marked temporary next to ``path``, then moved into place
-    (:func:`onebit_dask.stores.atomic.replace`); on any failure the temporary is removed
+    (:func:`onebit_dask.io.stores.atomic.replace`); on any failure the temporary is removed
     and what was at ``path`` is unchanged. The caller holds ``path``'s lock.
 
     At a URL (an object store has no rename) the store is written in place: the old

@@ -177,7 +177,7 @@ class Checkpoint:
     Opening it checks what is at ``path`` (nothing is changed): nothing (a new fit), or
     a checkpoint of this very fit (same fingerprint); anything else is refused, naming
     what differs. The fit holds it in a ``with`` block: one writer at a time
-    (``PATH.lock``, :class:`~onebit_dask.stores.lock.StoreLock`); a write interrupted
+    (``PATH.lock``, :class:`~onebit_dask.io.stores.lock.StoreLock`); a write interrupted
     by a kill is recovered on entry. A checkpoint is resumed only if it is whole: its
     attributes, written last, hold the SHA-256 of every array, checked on resume.
     """

@@ -9,7 +9,7 @@ Every grid parameter is a dimension, plus ``iteration``. A chunk holds many cell
 ``failed`` the cells that raised (their error text goes to ``STORE.failures.jsonl``
 next to the store). A store is created whole or not at all: it is built in a
 marked temporary directory next to ``--out`` and moved into place
-(:mod:`onebit_dask.stores.atomic`).
+(:mod:`onebit_dask.io.stores.atomic`).
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def create(path: str, spec: SweepSpec) -> None:
     """Create (or replace) the store at ``path``, whole or not at all.
 
     The cube is built in a marked temporary next to it and moved into place
-    (:func:`onebit_dask.stores.atomic.replace`); a build left by a killed run is removed
+    (:func:`onebit_dask.io.stores.atomic.replace`); a build left by a killed run is removed
     here (the caller holds the store's lock).
     """
     path = os.fspath(path).rstrip("/")

@@ -5,7 +5,7 @@ On a cluster, a small cell is one task (:func:`.cell.compute_cell`, the in-proce
 on one worker) that returns its values; a large cell (:func:`~.placement.runs_distributed`)
 is fitted from this process with the Dask engine, its shards on all the workers
 (:func:`fit_across_cluster`, a few at once in a thread pool). The runner is the only
-writer of the store: it holds the store's lock (:mod:`onebit_dask.stores.lock`) and
+writer of the store: it holds the store's lock (:mod:`onebit_dask.io.stores.lock`) and
 writes the finished cells every :data:`FLUSH_CELLS` cells or :data:`FLUSH_S` seconds. A
 cell computed but not yet written when the runner dies is computed again by the next run
 (same values).

@@ -1,6 +1,6 @@
 """Sweep specs (``pipelines/*.yaml``): parsed strictly (:mod:`onebit_dask._yaml`: no key
 twice, no null values, UTF-8) and checked whole before any work, sizes included
-(:mod:`onebit_dask.limits`).
+(:mod:`onebit_dask.utils.limits`).
 
 A spec::
 
@@ -186,7 +186,7 @@ def _check_grid_values(key, values, where="<spec>"):
 def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -> SweepSpec:
     """Parse and check a spec given as YAML text.
 
-    Sizes beyond the hard limits of :mod:`onebit_dask.limits` are refused; a grid of more
+    Sizes beyond the hard limits of :mod:`onebit_dask.utils.limits` are refused; a grid of more
     than ``limits.MAX_CELLS`` cells, a cube of more than ``limits.MAX_CUBE_VALUES`` values
     per metric, or a cell holding more than ``limits.MAX_ENTRIES`` numbers in one array
     are refused unless ``allow_large``.

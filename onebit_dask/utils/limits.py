@@ -47,7 +47,7 @@ def check_hard(name: str, value: int, shown: str | None = None) -> None:
     shown = shown or name
     if high is not None and value > high:
         raise ValueError(f"{shown}={value} is not allowed: {shown} must be <= {high:,} "
-                         "(a fixed limit of onebit-dask, see onebit_dask.limits)")
+                         "(a fixed limit of onebit-dask, see onebit_dask.utils.limits)")
 
 
 def largest_array(sizes: dict, sampler: str = "explicit") -> tuple[str, int]:
@@ -97,5 +97,5 @@ def check_workers(name: str, value: int, allow_large: bool = False) -> None:
     if not allow_large and value > MAX_WORKERS:
         raise ValueError(f"{name}={value} is not allowed: a command starts at most "
                          f"{MAX_WORKERS} workers or jobs (a fixed limit of onebit-dask, see "
-                         "onebit_dask.limits): pass --allow-large (allow_large=True) if you "
+                         "onebit_dask.utils.limits): pass --allow-large (allow_large=True) if you "
                          "mean it")

@@ -15,7 +15,7 @@ A stale lock is renamed away (only one of two racing writers can rename it), the
 the new lock is created with ``O_EXCL`` again. A writer whose lock was taken over
 (it froze for longer than the stale time) stops before its next write. A file at
 ``STORE.lock`` that is not such a lock (the user's) is never renamed or removed:
-:class:`~onebit_dask.stores.atomic.ForeignPathError`.
+:class:`~onebit_dask.io.stores.atomic.ForeignPathError`.
 
 Only local (and network) file systems have ``O_EXCL``: for a store on an object
 store (``s3://``, ``memory://``, ...) no lock is taken; one writer at a time is the
