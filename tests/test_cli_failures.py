@@ -450,7 +450,12 @@ def test_sizes_beyond_the_fixed_limits_exit_2_before_any_work(obs_store, tmp_pat
                              str(10**4)), 2)
     assert "would hold 10,000,000,000 numbers" in line and "--allow-large" in line
     assert "--d1=1000000 " in line or "--d1=1000000," in line
-    zarr.open_group(obs_store, mode="r+").attrs["n_labels"] = 10**15
+    from onebit_dask.io.observations import DIGESTED
+    from onebit_dask.io.stores.zarr_format import attrs_digest
+
+    group = zarr.open_group(obs_store, mode="r+")  # a store that says so, digest and all
+    attrs = {**group.attrs.asdict(), "n_labels": 10**15}
+    group.attrs.update({**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)})
     line = one_line(run_main("fit", "--data", obs_store, "--rank", "2", "--batch-size",
                              "2000", "--n-iter", "2", "--workers", "0", "--save",
                              tmp_path / "m.zarr"), 2)

@@ -202,3 +202,31 @@ def test_training_sets_with_nothing_to_learn_are_refused(tmp_path):
     proc = run_main("fit", "--data", path, "--workers", 0, "--rank", 2)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
     assert "no instance has a label" in proc.stderr
+
+
+def test_a_sparse_batch_is_counted_by_its_stored_entries(tmp_path):
+    """The size limit counts what a batch of a sparse file holds (its rows' stored entries
+    and scores), not ``batch_size x d1``: 2·10^5 rows of 20 000 features with ~3 entries
+    a row pass, where the dense count (4·10^9) was refused; a dense file of that width
+    is still refused."""
+    from onebit_dask.utils.limits import largest_array
+
+    rng = np.random.default_rng(0)
+    cols = np.sort(rng.choice(20_000, size=(300, 3), replace=True), axis=1)
+    X = sp.csr_matrix((rng.random(900) + 0.1, cols.ravel(), np.arange(0, 901, 3)),
+                      shape=(300, 20_000))
+    Y = sp.csr_matrix((rng.random((300, 5)) < 0.3).astype(np.int8))
+    source = LabelMatrixSource(X, Y, 0)
+    assert source.row_numbers == X.nnz / 300
+    sizes = {"d1": 20_000, "d2": 5, "rank": 50, "batch_size": 200_000}
+    assert largest_array(sizes, "store", source.row_numbers)[1] < 2**30
+    assert largest_array(sizes, "store")[1] > 2**30  # as dense rows
+    path = tmp_path / "wide.txt"
+    lines = [",".join(map(str, np.flatnonzero(Y[i].toarray()))) + " " + " ".join(
+        f"{j}:{v:.3f}" for j, v in zip(X[i].indices, X[i].data)) for i in range(300)]
+    path.write_text("300 20000 5\n" + "\n".join(lines) + "\n")
+    from helpers import run_main
+
+    proc = run_main("fit", "--data", path, "--rank", 2, "--batch-size", 200_000, "--n-iter", 1,
+                    "--workers", 0, "--quiet", "--json")
+    assert proc.returncode == 0, proc.stderr

@@ -158,7 +158,7 @@ def _fit_inputs(args):
     _check_rank(args.rank, source.d1, source.d2, f"--data {args.data!r} has")
     check_sizes({"d1": source.d1, "d2": source.d2, **sizes}, "store", args.allow_large,
                 {**FLAGS, "d1": f"the features of --data {path!r}",
-                 "d2": f"the labels of --data {path!r}"})
+                 "d2": f"the labels of --data {path!r}"}, row_numbers=source.row_numbers)
     check_params(est.get_params(), source.d1, source.d2)
     return path, source, est, source.d1, source.d2
 

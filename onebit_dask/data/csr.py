@@ -64,6 +64,11 @@ class CsrStoreSource(BaseSource):
         self.store, self.seed = store, int(seed)
         self.n, self.d1, self.d2 = store.n, store.d1, store.d2
 
+    @property
+    def row_numbers(self) -> float:
+        """The store's stored feature entries a row, ``nnz_x / n``."""
+        return self.store.nnz_x / max(self.n, 1)
+
     def batch(self, t: int, batch_size: int, n_shards: int) -> list[CsrRangeShard]:
         bounds = row_bounds(self.n, min(n_shards, self.n))
         counts = seeding.rng(self.seed, t, COUNT_TAG).multinomial(batch_size,

@@ -134,6 +134,11 @@ class LabelMatrixSource(BaseSource):
         self.d2 = Y.shape[1]
         self._shared = shared  # (X, {(lo, hi): Y columns}) as the engine holds them
 
+    @property
+    def row_numbers(self) -> float:
+        """Stored entries a row of ``X``: ``nnz / n`` for sparse ``X``, else ``d1``."""
+        return self.X.nnz / max(self.n, 1) if scipy.sparse.issparse(self.X) else float(self.d1)
+
     def place(self, engine, bounds) -> "LabelMatrixSource":
         """This source with ``X`` and each label block's columns of ``Y`` shared once
         with ``engine``."""

@@ -27,12 +27,16 @@ class Source(Protocol):
     planted : SyntheticProblem, FullObservationProblem or None
         The planted truth and its test set when the data have one (the fit then records
         the recovery metrics), else ``None``.
+    row_numbers : float
+        The numbers one row of features holds: ``d1`` for dense features, the mean stored
+        entries a row for sparse ones (what the size limits count for a batch).
     """
 
     d1: int
     d2: int
     n: int | None
     planted: Any
+    row_numbers: float
 
     def n_batches(self, batch_size: int) -> int | None:
         """Distinct batches of ``batch_size`` the data hold (``None``: fresh forever)."""
@@ -71,6 +75,11 @@ class BaseSource:
 
     planted = None
     n = None  # a source that holds its rows sets n
+
+    @property
+    def row_numbers(self) -> float:
+        """``d1``: dense rows (a sparse source overrides it)."""
+        return float(self.d1)
 
     def n_batches(self, batch_size: int) -> int | None:
         return None

@@ -50,7 +50,8 @@ def check_hard(name: str, value: int, shown: str | None = None) -> None:
                          "(a fixed limit of onebit-dask, see onebit_dask.utils.limits)")
 
 
-def largest_array(sizes: dict, sampler: str = "explicit") -> tuple[str, int]:
+def largest_array(sizes: dict, sampler: str = "explicit",
+                  row_numbers: float | None = None) -> tuple[str, int]:
     """``(description, numbers)`` of the largest array a fit with ``sizes`` holds.
 
     Parameters
@@ -58,13 +59,17 @@ def largest_array(sizes: dict, sampler: str = "explicit") -> tuple[str, int]:
     sizes : dict
         ``d1``, ``d2``, ``rank`` and optionally ``batch_size``, ``n_test``, ``n_train``.
     sampler : {"explicit", "projected", "conditional", "store"}
-        How batches are drawn; ``"store"``: read from an observations store
-        (``batch_size x d1`` features a batch).
+        How batches are drawn; ``"store"``: read from data (a file or a store):
+        ``batch_size`` rows of ``row_numbers`` numbers and their ``2 rank`` scores.
+    row_numbers : float, optional
+        The numbers a row of the data holds (``d1`` when not given; the mean stored
+        entries a row for sparse data, :attr:`onebit_dask.data.source.Source.row_numbers`).
     """
     d1, d2, rank = sizes["d1"], sizes["d2"], sizes["rank"]
     m = sizes.get("batch_size", 0)
-    per_batch = {"explicit": m * d1, "store": m * d1, "projected": m * min(3 * rank, d1),
-                 "conditional": min(m, d2) * d1}[sampler]
+    stored = d1 if row_numbers is None else row_numbers
+    per_batch = {"explicit": m * d1, "store": int(m * (stored + 2 * rank)),
+                 "projected": m * min(3 * rank, d1), "conditional": min(m, d2) * d1}[sampler]
     arrays = {"the factors (d1 + d2) x rank": (d1 + d2) * rank,
               f"a batch ({sampler})": per_batch,
               "the test features n_test x d1": sizes.get("n_test", 0) * d1,
@@ -74,16 +79,17 @@ def largest_array(sizes: dict, sampler: str = "explicit") -> tuple[str, int]:
 
 
 def check_sizes(sizes: dict, sampler: str = "explicit", allow_large: bool = False,
-                names: dict | None = None) -> None:
+                names: dict | None = None, row_numbers: float | None = None) -> None:
     """Check every size of a fit against the hard limits, and (unless ``allow_large``)
     its largest array against :data:`MAX_ENTRIES`; ``ValueError`` naming the size, as
-    ``names`` calls it (the command line's flags; a size's own name by default)."""
+    ``names`` calls it (the command line's flags; a size's own name by default);
+    ``row_numbers``: as :func:`largest_array`'s."""
     names = names or {}
     for name, value in sizes.items():
         check_hard(name, value, names.get(name))
     if allow_large:
         return
-    what, n = largest_array(sizes, sampler)
+    what, n = largest_array(sizes, sampler, row_numbers)
     if n > MAX_ENTRIES:
         shown = ", ".join(f"{names.get(k, k)}={v}" for k, v in sizes.items())
         raise ValueError(f"{shown}: {what} would hold {n:,} numbers, more than {MAX_ENTRIES:,} "
