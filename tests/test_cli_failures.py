@@ -528,3 +528,28 @@ def test_data_directory_that_is_not_a_store_is_named_as_the_flag(tmp_path):
     line = one_line(run_main(*FIT, "--workers", "0", "--data", tmp_path / "notes"), 2)
     assert f"--data {str(tmp_path / 'notes')!r} is a directory but not a CSR store" in line
     assert list((tmp_path / "notes").iterdir()) == [tmp_path / "notes" / "a.txt"]
+
+
+def test_a_second_fit_saving_to_the_same_path_is_refused_at_its_start(tmp_path):
+    """``--save`` takes its store's lock before the fit: while another writer holds it, a
+    fit to the same path exits 1 at once with one line naming the holder (it trained
+    fully, then failed with "pass overwrite=True"); once it is free, the fit saves there."""
+    from onebit_dask.io.stores.lock import StoreLock
+
+    target = tmp_path / "m.zarr"
+    args = (*FIT, "--workers", "0", "--n-iter", "2", "--save", target)
+    with StoreLock(str(target), writer="fit --save"):  # another writer, alive
+        line = one_line(run_main(*args), 1)
+        assert f"the store {str(target)!r} is in use by another fit --save" in line
+        assert f"pid {os.getpid()}" in line
+        proc = run_cli(*args)  # a real process
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert not target.exists()
+    assert run_main(*args).returncode == 0 and target.is_dir()
+    assert not (tmp_path / "m.zarr.lock").exists()
+
+
+@pytest.mark.parametrize("flag", ["--save", "--checkpoint"])
+def test_memory_stores_are_refused_by_the_command_line(flag):
+    line = one_line(run_main(*FIT, "--workers", "0", flag, "memory://m.zarr"), 2)
+    assert f"{flag} 'memory://m.zarr': a memory:// store ends with this command" in line

@@ -125,11 +125,11 @@ def test_save_and_load_on_cluster_each_block_by_its_worker(explicit_reference, c
     assert {w for h in est._state.blocks.handles for w in cluster.who_has(h)[h.key]} <= workers
     with get_task_stream(cluster) as ts:
         path = est.save(tmp_path / "model.zarr")
-    writers = _block_writers(ts.data, "write_block")
+    writers = _block_writers(ts.data, "onebit-write-block-")
     assert len(writers) == n_blocks and set(writers) <= workers
     with get_task_stream(cluster) as ts, cluster.as_current():
         on_cluster = OneBitMultiLabel.load(path, engine="dask")
-    readers = _block_writers(ts.data, "read_block")
+    readers = _block_writers(ts.data, "onebit-read-block-")
     assert len(readers) == n_blocks and set(readers) <= workers
     assert isinstance(on_cluster._state.blocks, DaskEngine)
     assert_same_model(on_cluster, reference)
@@ -305,7 +305,7 @@ def test_checkpoints_on_cluster_are_written_by_the_workers(explicit_reference, c
     with get_task_stream(cluster) as ts, cluster.as_current():
         est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT, checkpoint=path,
                                                                checkpoint_every=3)
-    writes = [t for t in ts.data if "write_block" in str(t["key"])]
+    writes = [t for t in ts.data if "onebit-write-block-" in str(t["key"])]
     assert len(writes) == 3 * 4  # 4 blocks at iterations 0, 3 (every 3) and 4 (the last)
     assert {t["worker"] for t in writes} == set(cluster.scheduler_info()["workers"])
     assert_same_model(est, reference)
@@ -334,7 +334,7 @@ def test_a_checkpoint_cuts_the_lineage_on_the_cluster(explicit_reference, cluste
     def rounds_held(est):
         keys = {h.key for h in est._state.blocks.handles}
         assert keys <= set(scheduler.tasks)  # the model's blocks are there
-        return sum(str(k).startswith("step_close-") for k in list(scheduler.tasks))
+        return sum(str(k).startswith("onebit-step-close-") for k in list(scheduler.tasks))
 
     with cluster.as_current():
         est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(

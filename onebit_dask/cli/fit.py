@@ -3,6 +3,7 @@ starts, then fitted through the estimator's own path."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -197,15 +198,18 @@ def _run_fit(args) -> int:
         prepared = est._prepare(source, heldout=heldout, **checkpoint)
     except (TypeError, ValueError, FileNotFoundError, FileExistsError) as exc:
         raise UsageError(str(exc)) from None  # (also ClusterConfigError, ModelStoreError)
-    with connect(**target, timeout=args.connect_timeout,
-                 worker_timeout=args.worker_timeout, quiet=args.quiet,
-                 debug=args.debug) as client:
+
+    with _save_target(args) as save_lock, connect(
+            **target, timeout=args.connect_timeout, worker_timeout=args.worker_timeout,
+            quiet=args.quiet, debug=args.debug) as client:
         n_workers = 0 if client is None else len(client.scheduler_info()["workers"])
         start = time.perf_counter()
         est.set_params(engine="local" if client is None else "dask")  # the session's client
         est._fit_prepared(prepared)
         wall = time.perf_counter() - start
         if args.save is not None:  # while the blocks' workers are still there
+            if save_lock is not None:  # the save takes the same lock: a moment's gap
+                save_lock.release()
             _save(est, args)
     last = est.history_[-1]
     synthetic = args.data is None
@@ -243,6 +247,26 @@ def _run_fit(args) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _save_target(args):
+    """The lock of ``--save``'s store, held from before the fit until the save, so a
+    second command saving to the same path is refused at its start (exit 1, one line:
+    :class:`~onebit_dask.io.stores.lock.StoreLockedError`) rather than after its
+    training; ``None`` without ``--save`` or for a URL (object stores have no lock)."""
+    from ..io.stores.lock import StoreLock
+    from ..io.stores.paths import is_url, normalise
+
+    if args.save is None or is_url(normalise(args.save)):
+        yield None
+        return
+    lock = StoreLock(normalise(args.save), writer="fit --save")
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
 def _save(est, args) -> None:
     from ..persist.saving import SaveError
 
@@ -262,6 +286,10 @@ def _check_model_options(args) -> dict:
     ``fit``."""
     if args.checkpoint is None and args.checkpoint_every is not None:
         raise ValueError("--checkpoint-every needs --checkpoint PATH")
+    for flag, value in (("--save", args.save), ("--checkpoint", args.checkpoint)):
+        if value is not None and str(value).startswith("memory://"):
+            raise ValueError(f"{flag} {value!r}: a memory:// store ends with this command, "
+                             "and what it holds with it: give a path or a lasting URL")
     if args.save is None and args.checkpoint is None:
         return {}
     from ..persist import check_store_target, store_path  # zarr: only for a fit that writes
