@@ -136,3 +136,39 @@ def test_predict_takes_the_files_fit_takes(tmp_path):
     scores = OneBitMultiLabel.load(model).decision_function(read_xc(test)[0][:5])
     assert json.loads(out.stdout)["labels"] == np.argsort(
         -scores, axis=1, kind="stable")[:, :3].tolist()
+
+
+def test_bare_command_prints_the_usage_and_a_hint():
+    proc = run_main()
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("usage: onebit-dask") and "{fit,sweep," in proc.stderr
+    assert lines[-1].startswith("onebit-dask: error: give a command") and "--help" in lines[-1]
+
+
+def test_a_closed_pipe_ends_list_quietly(tmp_path):
+    """``onebit-dask list | head -1``: the reader leaves; no error line, status 141."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(f"{sys.executable} -m onebit_dask list | head -c 1; "
+                          "echo \" ${PIPESTATUS[0]}\"", shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.stdout.split()[-1] == "141", proc
+    assert "Error" not in proc.stderr and "error" not in proc.stderr, proc.stderr
+
+
+def test_predict_json_gives_every_row_by_default(tmp_path):
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+    from onebit_dask.io.observations import write_observations
+
+    problem = SyntheticProblem(10, 8, 2, seed=0)
+    model = OneBitMultiLabel(2, batch_size=1000, n_iter=1, random_state=0,
+                             engine="local").fit(problem)
+    model.save(tmp_path / "m.zarr")
+    X, labels, y = problem.draw(0, 25)
+    write_observations(tmp_path / "o.zarr", X, labels, y, n_labels=8)
+    out = run_main("predict", tmp_path / "m.zarr", "--data", tmp_path / "o.zarr", "--json")
+    assert out.returncode == 0 and len(json.loads(out.stdout)["labels"]) == 25
+    text = run_main("predict", tmp_path / "m.zarr", "--data", tmp_path / "o.zarr")
+    assert text.stdout.count("row ") == 10

@@ -1,9 +1,11 @@
 """The onebit-dask command line.
 
 Exit status: 0 on success; 2 for bad input (one line on stderr, before any work
-starts); 1 for a failure at run time (a cluster that does not start, a lost
-scheduler, a full disk, a damaged store): one line naming what failed and what to
-do. ``--debug`` shows the traceback instead.
+starts; with no command at all, the usage line and a hint); 1 for a failure at run time
+(a cluster that does not start, a lost scheduler, a full disk, a damaged store): one line
+naming what failed and what to do. ``--debug`` shows the traceback instead. Output into a
+pipe whose reader left (``onebit-dask list | head -1``) ends the command quietly with
+141, as ``SIGPIPE`` ends other programs.
 
 Each command is a function ``add_NAME(sub)`` in the module of its verb (:mod:`.fit`,
 :mod:`.models`, :mod:`.sweeps`) that declares its options and sets ``run`` to the function
@@ -109,11 +111,31 @@ def run() -> None:
     sys.exit(main())
 
 
+EXIT_BROKEN_PIPE = 128 + 13  # as a program that SIGPIPE ended
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a pipe whose reader
+    left prints nothing (Python's documented way, "Note on SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a StringIO in tests)
+        pass
+
+
 def _main(argv=None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     args = None
+    if not argv:
+        print(parser.format_usage().rstrip(), file=sys.stderr)
+        print("onebit-dask: error: give a command: onebit-dask --help lists them, "
+              "onebit-dask COMMAND --help explains one", file=sys.stderr)
+        return EXIT_USAGE
     try:
         args = parser.parse_args(argv)
         return args.run(args)
@@ -123,6 +145,9 @@ def _main(argv=None) -> int:
     except KeyboardInterrupt:
         print("onebit-dask: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         if debug:
             raise

@@ -11,13 +11,18 @@ from ..utils.errors import EXIT_RUNTIME
 from .args import (HelpFormatter, UsageError, add_common, add_target, connect,
                    in_process_by_default)
 
+TEXT_ROWS = 10  # rows predict prints as text when --rows is not given
+
+
 def add_predict(sub):
     p = sub.add_parser("predict", formatter_class=HelpFormatter,
                        help="the top-k labels of observations by a saved model")
     p.add_argument("model", help="a model store written by fit --save")
     p.add_argument("--data", required=True, help="an observations store (its X is scored)")
     p.add_argument("--top-k", type=int, default=5, help="labels per row")
-    p.add_argument("--rows", type=int, default=10, help="first rows scored")
+    p.add_argument("--rows", type=int, default=None,
+                   help="first rows scored (default: every row with --json, else the first "
+                        f"{TEXT_ROWS})")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_target(p, default="in-process")
     add_common(p)
@@ -68,9 +73,10 @@ def _run_predict(args) -> int:
         if args.top_k < 1 or args.top_k > attrs["n_labels"]:
             raise ValueError(f"--top-k={args.top_k} is not allowed: give 1 <= K <= "
                              f"{attrs['n_labels']} (the model's labels)")
-        if args.rows < 1:
+        if args.rows is not None and args.rows < 1:
             raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
-        X = read_features(args.data, n_features=attrs["n_features_in"], rows=args.rows)
+        rows = args.rows if args.rows is not None or args.json else TEXT_ROWS
+        X = read_features(args.data, n_features=attrs["n_features_in"], rows=rows)
         n = X.shape[0]
     except (TypeError, ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
