@@ -20,3 +20,36 @@ def test_progress_shows_on_a_stderr_that_is_not_a_terminal(capsys):
     assert re.search(r"\b4/4\b", err), err  # all n_iter + 1 steps counted
     _fit(False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_log_file_gets_one_plain_line_a_step(tmp_path):
+    """Into a file (not a terminal) each step is a line of its own, without the carriage
+    returns of a redrawn bar; a terminal gets tqdm's bar."""
+    from onebit_dask.fit.progress import StepProgress
+
+    log = tmp_path / "fit.log"
+    with open(log, "w") as stream, StepProgress(3, stream=stream) as progress:
+        for t in range(3):
+            progress.update({"n_samples": 1000 * (t + 1), "fit_s": 0.5, "auc": 0.9})
+    text = log.read_text()
+    assert "\r" not in text
+    assert text.splitlines() == [f"step {t}/3  obs/s={2000 * t:,}  auc=0.9000"
+                                 for t in (1, 2, 3)]
+
+    class Terminal:
+        def __init__(self):
+            self.parts = []
+
+        def isatty(self):
+            return True
+
+        def write(self, text):
+            self.parts.append(text)
+
+        def flush(self):
+            pass
+
+    terminal = Terminal()
+    with StepProgress(3, stream=terminal) as progress:
+        progress.update({"n_samples": 1000, "fit_s": 0.5})
+    assert "\r" in "".join(terminal.parts)

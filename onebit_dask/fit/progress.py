@@ -1,7 +1,20 @@
-"""The progress bar of the steps of a fit (``tqdm.auto``: a widget in Jupyter, a redrawn
-line in a terminal, periodic lines in a file or a pipe)."""
+"""The progress of the steps of a fit: ``tqdm.auto``'s bar where someone watches (a
+widget in Jupyter, a redrawn line in a terminal), and one plain line a step in a file or a
+pipe (a log has no use for carriage returns)."""
 
 from __future__ import annotations
+
+import sys
+
+
+def _watched(stream) -> bool:
+    """Whether ``stream`` is a terminal, or the fit runs in a Jupyter kernel."""
+    if "ipykernel" in sys.modules:
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class StepProgress:
@@ -26,7 +39,7 @@ class StepProgress:
         self.bar = None
 
     def __enter__(self):
-        if self.enabled:
+        if self.enabled and _watched(self.stream or sys.stderr):
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=self.total, desc="step", unit="step", file=self.stream,
@@ -35,12 +48,17 @@ class StepProgress:
 
     def update(self, record: dict) -> None:
         self.done += 1
-        if self.bar is None:
+        if not self.enabled:
             return
         rate = record["n_samples"] / max(record["fit_s"], 1e-9)
         postfix = {"obs/s": f"{rate:,.0f}"}
         if "auc" in record:
             postfix["auc"] = f"{record['auc']:.4f}"
+        if self.bar is None:  # a file or a pipe: one line a step
+            stream = self.stream or sys.stderr
+            shown = "  ".join(f"{k}={v}" for k, v in postfix.items())
+            print(f"step {self.done}/{self.total}  {shown}", file=stream, flush=True)
+            return
         self.bar.set_postfix(postfix, refresh=False)
         self.bar.update(1)
 
