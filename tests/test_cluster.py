@@ -210,9 +210,9 @@ def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
 
     loads = []
 
-    def counted(path):
+    def counted(path, **options):
         loads.append(path)
-        return cluster.load_cluster_config(path)
+        return cluster.load_cluster_config(path, **options)
 
     monkeypatch.setattr(session, "load_cluster_config", counted)
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
