@@ -266,3 +266,20 @@ def test_workers_flag_and_adapt_beyond_the_limit_exit_2():
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
     proc = run_cli("fit", "--workers", 100000)  # a real process: exit 2, one line
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_dask_scheduler_address_is_honoured_after_the_flags(client2, tmp_path):
+    """``DASK_SCHEDULER_ADDRESS`` (Dask's configuration, as ``Client()`` reads it) sends a
+    command to that scheduler; a flag still wins; a bad address exits 2 naming it."""
+    import json
+
+    env = {**os.environ, "DASK_SCHEDULER_ADDRESS": client2.scheduler.address}
+    fit = ("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1", "--quiet",
+           "--json")
+    proc = run_cli(*fit, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["n_workers"] == 2
+    proc = run_cli(*fit, "--workers", "0", env=env)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["n_workers"] == 0
+    proc = run_cli(*fit, env={**os.environ, "DASK_SCHEDULER_ADDRESS": "nowhere"})
+    assert proc.returncode == 2 and "scheduler-address='nowhere'" in proc.stderr

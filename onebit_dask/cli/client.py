@@ -34,9 +34,15 @@ def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None,
     :func:`open_client`, with ``cluster`` (a config file) loaded and checked once
     (:func:`onebit_dask.cluster.load_cluster_config`,
     :func:`~onebit_dask.cluster.check_runnable`). ``allow_large``: more than
-    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers may start."""
+    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers may start.
+
+    Precedence: the flags, then Dask's own configuration (``scheduler-address``, e.g.
+    ``DASK_SCHEDULER_ADDRESS``, and ``distributed.comm.tls.*`` for a ``tls://`` one, as
+    ``distributed.Client()`` reads them), then the embedded cluster."""
     if sum(x is not None for x in (workers, scheduler, cluster)) > 1:
         raise ValueError("give at most one of --workers, --scheduler and --cluster")
+    if workers is None and scheduler is None and cluster is None:
+        scheduler = _configured_scheduler()
     if workers is not None:
         check_int("workers", workers, low=0)
         check_workers("--workers", workers, allow_large)
@@ -52,14 +58,42 @@ def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None,
                              f"scheduler only, not to {shown}")
         check_pem(tls.get("ca_file"), tls.get("cert"), tls.get("key"),
                   names=("--tls-ca-file", "--tls-cert", "--tls-key"))
-    elif scheduler is not None and scheduler.startswith("tls://"):
+    elif (scheduler is not None and scheduler.startswith("tls://")
+          and not _configured_tls()):
         raise ValueError(f"scheduler={scheduler!r} uses TLS: pass --tls-ca-file, --tls-cert "
-                         "and --tls-key")
+                         "and --tls-key, or set them in Dask's configuration "
+                         "(DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..._CLIENT__CERT, "
+                         "..._CLIENT__KEY)")
     config = None
     if cluster is not None:
         config = load_cluster_config(cluster, allow_large=allow_large)
         check_runnable(config)
     return dict(workers=workers, scheduler=scheduler, cluster=config, tls=tls)
+
+
+def _configured_scheduler():
+    """The scheduler address in Dask's configuration (``DASK_SCHEDULER_ADDRESS``, a
+    config file's ``scheduler-address``), checked, or ``None``."""
+    import dask.config
+
+    address = dask.config.get("scheduler-address", None)
+    if address is None:
+        return None
+    if not isinstance(address, str) or not ADDRESS.match(address):
+        raise ValueError(f"Dask's configuration sets scheduler-address={address!r} "
+                         "(DASK_SCHEDULER_ADDRESS): give an address like tcp://HOST:PORT or "
+                         "tls://HOST:PORT, or unset it")
+    return address
+
+
+def _configured_tls() -> bool:
+    """Whether Dask's configuration names a CA and a client certificate and key (what
+    ``distributed.Security()`` reads when no ``--tls-*`` flag is given)."""
+    import dask.config
+
+    return all(dask.config.get(key, None) for key in (
+        "distributed.comm.tls.ca-file", "distributed.comm.tls.client.cert",
+        "distributed.comm.tls.client.key"))
 
 
 def _connect(scheduler, tls, timeout):
