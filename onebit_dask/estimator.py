@@ -643,7 +643,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """
         from . import persist
 
-        from .stores.zarr_format import DamagedStoreError
+        from .io.stores.zarr_format import DamagedStoreError
 
         path, attrs = persist.open_model(path)
         unknown = sorted(set(attrs["params"]) - set(cls._get_param_names()))
