@@ -17,9 +17,8 @@ tiles instead (:func:`~onebit_dask.ops.mips.screen_top_k`), with the same rescor
 index is built at the block's first top-``k`` where the block lives, and kept while the
 block holds the same ``B`` and ``b`` arrays (:func:`label_index`: a step, a commit or a
 restored state gives new arrays, hence a new index; never a stale one). It is not part
-of the model store: a loaded model rebuilds it at its first top-``k``. Rows with a
-non-finite entry, and blocks whose rows are not finite, are scored tile by tile
-(:func:`tiled_top_k`, every label).
+of the model store: a loaded model rebuilds it at its first top-``k``. A block whose
+rows are not finite is scored tile by tile (:func:`tiled_top_k`, every label).
 
 The order is: highest score first, ties to the smaller label, i.e. exactly
 ``np.argsort(-S, axis=1, kind="stable")[:, :k]`` of the full score matrix ``S`` of
@@ -185,7 +184,8 @@ def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
 
     Through the block's label index (:func:`label_index`,
     :func:`onebit_dask.ops.mips.top_k`) when ``leaf_size`` is given and the rows can be
-    indexed; rows with a non-finite entry, and every row otherwise, by
+    indexed (rows with a non-finite entry are then sorted as the definition says, by a
+    stable argsort of their scores, a bounded tile of rows at a time); otherwise by
     :func:`tiled_top_k` (``rows x width`` scores at a time).
 
     Parameters
@@ -203,18 +203,15 @@ def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
     n = XA.shape[0]
     k = min(k, block.hi - block.lo)
     rows = n if rows is None else max(1, rows)
-    index = None if leaf_size is None else label_index(B_rows, b, leaf_size)
-    finite = np.isfinite(XA).all(axis=1)
-    use = finite if index is not None and k > 0 else np.zeros(n, dtype=bool)
+    index = None if leaf_size is None or k == 0 else label_index(B_rows, b, leaf_size)
+    if index is not None:
+        labels, scores = mips.top_k(index, XA, k)
+        labels += block.lo
+        return block.evolve(out=(labels, scores))
     labels, scores = np.empty((n, k), dtype=np.int64), np.empty((n, k))
-    if use.any():
-        at = np.flatnonzero(use)
-        labels[at], scores[at] = mips.top_k(index, XA[at], k)
-        labels[at] += block.lo
-    rest = np.flatnonzero(~use)
-    for r in range(0, rest.size, rows):
-        at = rest[r: r + rows]
-        labels[at], scores[at] = tiled_top_k(B_rows, b, block.lo, XA[at], k, width)
+    for r in range(0, n, rows):
+        labels[r: r + rows], scores[r: r + rows] = tiled_top_k(
+            B_rows, b, block.lo, XA[r: r + rows], k, width)
     return block.evolve(out=(labels, scores))
 
 
