@@ -283,13 +283,12 @@ def screen_top_k(Z: np.ndarray, B: np.ndarray, b, k: int, *, rho: float | None =
     rows_t = max(1, min(n, 256))
     width = max(k, tile_bytes // (8 * rows_t))
     out_l, out_s = np.empty((n, k), dtype=np.int64), np.empty((n, k))
-    Bt = np.ascontiguousarray(B.T)
     none = np.empty(0, dtype=np.int64)
     for r0 in range(0, n, rows_t):
         Zt, Mt = Z[r0: r0 + rows_t], M[r0: r0 + rows_t]
         t = Zt.shape[0]
         best = None  # the exact running best: (rows, labels, scores), k a row
-        S = Zt @ Bt[:, :width]
+        S = Zt @ B[:width].T
         if b is not None:
             S += b[:width]
         thr = np.partition(S, S.shape[1] - k, axis=1)[:, S.shape[1] - k] - 4.0 * Mt
@@ -310,7 +309,7 @@ def screen_top_k(Z: np.ndarray, B: np.ndarray, b, k: int, *, rho: float | None =
                 pend_r, pend_p, n_pend = [], [], 0
             if a >= d2:
                 break
-            S = Zt @ Bt[:, a: a + width]
+            S = Zt @ B[a: a + width].T
             if b is not None:
                 S += b[a: a + width]
             ii, jj = np.nonzero(S >= thr[:, None])
