@@ -552,10 +552,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,
-        streamed: rows in chunks, each label block scored where it lives a tile at a time
-        (:mod:`onebit_dask.engine.topk`; a task holds at most ``SCORE_BUDGET`` = 64 MiB of
-        scores), only ``k`` labels per row sent back. Memory does not grow with
-        ``n x d2``, unlike :meth:`decision_function`.
+        streamed: rows in chunks, each label block searched where it lives through its
+        label index (:mod:`onebit_dask.engine.topk`, :mod:`onebit_dask.ops.mips`: only
+        the labels that can be in the top ``k`` are scored; the index is built at the
+        first call, and after a load or a new fit), only ``k`` labels per row sent back.
+        Memory does not grow with ``n x d2``, unlike :meth:`decision_function`.
 
         Parameters
         ----------

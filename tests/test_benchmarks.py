@@ -157,3 +157,12 @@ def test_xc_peers_benchmark_onebit_row_smoke():
     assert all(0 <= row[key] <= 1 for key in ("precision_at_1", "precision_at_3",
                                                "precision_at_5", "ndcg_at_5", "psp_at_5"))
     assert row["train_s"] > 0 and row["peak_mib"] > 0
+
+
+def test_topk_index_benchmark_smoke():
+    # the benchmark checks that the index, the screen and the tiled path agree bit for bit
+    proc = run_bench("bench_topk_index.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + 4 and "tiled/index" in rows[0], proc.stdout
+    assert "bit-equal scores" in proc.stdout

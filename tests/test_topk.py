@@ -14,6 +14,7 @@ from onebit_dask import OneBitMultiLabel
 from onebit_dask.io.xc import read_xc
 from onebit_dask.engine import LocalEngine, placement, topk
 from onebit_dask.engine import blocks as B
+from onebit_dask.ops import mips
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 BOUNDS = [0, 7, 19, 20, 41]  # blocks of 7, 12, 1 and 21 labels
@@ -204,3 +205,176 @@ def test_cli_predict_prints_the_dense_argsort_whatever_the_tiles(tmp_path, monke
     assert result["scores"] == want_scores.tolist()
     assert outs[0][1].stdout.splitlines()[4] == "row 4: " + "  ".join(
         f"{j}:{v:+.3f}" for j, v in zip(want_labels[4], want_scores[4]))
+
+
+# -- through the label index (onebit_dask.ops.mips) -----------------------------------------
+BIG_BOUNDS = [0, 700, 1900, 1901, 4100]  # blocks of 700, 1200, 1 and 2199 labels
+
+
+def big_model(kind, thresholds=True, seed=0):
+    """``(XA, Bm, b)`` of 4100 labels: Gaussian, with duplicated rows, small integers (exact
+    ties everywhere) or fitted-like (90 % zero rows, one shared threshold)."""
+    rng = np.random.default_rng([seed, ["gauss", "dup", "grid", "fitted"].index(kind)])
+    d2 = BIG_BOUNDS[-1]
+    Bm, b = rng.standard_normal((d2, 6)), rng.standard_normal(d2)
+    XA = rng.standard_normal((61, 6))
+    if kind == "dup":
+        Bm[rng.integers(0, d2, 1500)] = Bm[rng.integers(0, d2, 1500)]
+        b[:] = rng.choice([-0.5, 0.5], d2)
+    elif kind == "grid":
+        Bm = rng.integers(-2, 3, (d2, 6)).astype(float)
+        b = rng.integers(-2, 3, d2).astype(float)
+        XA = rng.integers(-2, 3, (61, 6)).astype(float)
+    elif kind == "fitted":
+        Bm[rng.random(d2) < 0.9] = 0.0
+        b[:] = -0.685
+        XA *= 0.05
+    XA[[3, 40]] = 0.0  # every label ties at its threshold
+    return XA, Bm, (b if thresholds else np.zeros(d2))
+
+
+def big_engine(Bm, b):
+    return LocalEngine([B.Block(lo, hi, {"B": Bm[lo:hi], "b": b[lo:hi]})
+                        for lo, hi in zip(BIG_BOUNDS[:-1], BIG_BOUNDS[1:])])
+
+
+@pytest.fixture
+def small_leaves(monkeypatch):
+    """Leaves of 16 labels and chunks of 13 rows (read on the client, so on a cluster
+    too): the index prunes at a few thousand labels a block."""
+    monkeypatch.setattr(topk, "LEAF_SIZE", 16)
+    monkeypatch.setattr(topk, "CHUNK_ROWS", 13)
+
+
+@pytest.mark.parametrize("kind", ["gauss", "dup", "grid", "fitted"])
+@pytest.mark.parametrize("thresholds", [True, False])
+def test_index_top_k_equals_the_dense_argsort(small_leaves, kind, thresholds):
+    XA, Bm, b = big_model(kind, thresholds)
+    engine = big_engine(Bm, b)
+    S = reference_scores(XA, Bm, b)
+    for k in (1, 5, 37, 1000, BIG_BOUNDS[-1]):
+        labels, scores = topk.predict_top_k(engine, XA, k, BIG_BOUNDS)
+        want_labels, want_scores = dense_top_k(S, k)
+        np.testing.assert_array_equal(labels, want_labels)
+        np.testing.assert_array_equal(scores, want_scores)
+    # the index was built and prunes (far fewer scores than rows x labels), or collapsed
+    # the fitted-like block's zero rows
+    index = topk.label_index(engine.blocks()[3].slots["B"], engine.blocks()[3].slots["b"], 16)
+    stats = {}
+    mips.top_k(index, XA, 5, stats=stats)
+    if kind == "fitted":
+        assert index.B.shape[0] < 0.2 * 2199
+    else:
+        assert stats["fallback_rows"] == 0 and stats["scored"] < 0.5 * XA.shape[0] * 2199
+
+
+def test_index_top_k_on_the_cluster_equals_in_process(small_leaves, client2):
+    from onebit_dask.engine.dask_engine import DaskEngine
+
+    XA, Bm, b = big_model("dup")
+    engine = DaskEngine(client2)
+    engine.adopt(big_engine(Bm, b).blocks())
+    want_labels, want_scores = dense_top_k(reference_scores(XA, Bm, b), 9)
+    for _ in range(2):  # built on the workers, then found there
+        labels, scores = topk.predict_top_k(engine, XA, 9, BIG_BOUNDS)
+        np.testing.assert_array_equal(labels, want_labels)
+        np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_a_block_with_new_rows_gets_a_new_index(small_leaves):
+    XA, Bm, b = big_model("gauss")
+    engine = big_engine(Bm, b)
+    topk.predict_top_k(engine, XA, 5, BIG_BOUNDS)
+    Bn, bn = -Bm[::-1].copy(), b[::-1].copy()  # other rows, same shapes
+    engine.handles = [blk.evolve(B=Bn[blk.lo:blk.hi], b=bn[blk.lo:blk.hi])
+                      for blk in engine.handles]
+    got = topk.predict_top_k(engine, XA, 5, BIG_BOUNDS)
+    for a, w in zip(got, dense_top_k(reference_scores(XA, Bn, bn), 5)):
+        np.testing.assert_array_equal(a, w)
+    engine.handles = [blk.evolve(b=np.zeros(blk.hi - blk.lo)) for blk in engine.handles]
+    got = topk.predict_top_k(engine, XA, 5, BIG_BOUNDS)  # new thresholds only
+    for a, w in zip(got, dense_top_k(reference_scores(XA, Bn, 0.0), 5)):
+        np.testing.assert_array_equal(a, w)
+
+
+def test_non_finite_rows_follow_the_dense_argsort(small_leaves):
+    XA, Bm, b = big_model("gauss")
+    XA[5, 2], XA[17, 0] = np.nan, np.inf
+    with np.errstate(invalid="ignore"):
+        got = topk.predict_top_k(big_engine(Bm, b), XA, 7, BIG_BOUNDS)
+        want = dense_top_k(reference_scores(XA, Bm, b), 7)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_margin_of_zero_is_caught_through_the_engine(small_leaves, monkeypatch):
+    """Labels that are permutations of one row tie in real arithmetic against a constant
+    row: without the rounding margin the engine's result is not the dense argsort's."""
+    import itertools
+
+    rng = np.random.default_rng(7)
+    v = rng.standard_normal(7)
+    Bm = np.array([v[list(p)] for p in itertools.islice(itertools.permutations(range(7)),
+                                                        BIG_BOUNDS[-1])])
+    b = np.zeros(BIG_BOUNDS[-1])
+    XA = rng.standard_normal((40, 1)) * np.ones(7)
+    want = dense_top_k(reference_scores(XA, Bm, b), 20)
+    got = topk.predict_top_k(big_engine(Bm, b), XA, 20, BIG_BOUNDS)
+    np.testing.assert_array_equal(got[0], want[0])
+    monkeypatch.setattr(mips, "SAFETY", 0.0)
+    got = topk.predict_top_k(big_engine(Bm, b), XA, 20, BIG_BOUNDS)  # new arrays, new index
+    assert not np.array_equal(got[0], want[0])
+
+
+@pytest.fixture(scope="module")
+def fitted_big():
+    """A thresholded model of 3000 labels, 2000 of them never positive; batches of 600
+    pairs leave about half the labels unsampled (zero rows of B, one shared threshold:
+    ties at every row's threshold, as a fitted model at a million labels)."""
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((500, 12))
+    Y = np.zeros((500, 3000), dtype=int)
+    Y[:, :1000] = X @ rng.standard_normal((12, 1000)) + rng.standard_normal(1000) > 1.5
+    est = OneBitMultiLabel(3, batch_size=600, n_iter=2, n_shards=2, random_state=0,
+                           engine="local").fit(X, sp.csr_matrix(Y))
+    return est, rng.standard_normal((45, 12))
+
+
+def test_the_estimator_top_k_equals_the_dense_argsort_before_and_after_a_load(
+        fitted_big, small_leaves, client2, tmp_path, monkeypatch):
+    est, X = fitted_big
+    S = reference_scores(X @ est.A_, est.B_, est.intercept_)
+    zero = (est.B_ == 0).all(axis=1)
+    assert zero.mean() > 0.4 and np.unique(S[:, zero]).size == 1  # they all tie
+    want = {k: dense_top_k(S, k) for k in (1, 5, 300)}
+    for k, (want_labels, want_scores) in want.items():
+        labels, scores = est.predict_top_k(X, k)
+        np.testing.assert_array_equal(labels, want_labels)
+        np.testing.assert_array_equal(scores, want_scores)
+    path = est.save(tmp_path / "m.zarr")
+    here = OneBitMultiLabel.load(path, engine="local")  # the index rebuilt at first use
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)  # blocks stay on the workers
+    with client2.as_current():
+        there = OneBitMultiLabel.load(path, engine="dask")
+        assert type(there._state.blocks).__name__ == "DaskEngine"
+        for k, (want_labels, want_scores) in want.items():
+            for model in (here, there):
+                labels, scores = model.predict_top_k(X, k)
+                np.testing.assert_array_equal(labels, want_labels)
+                np.testing.assert_array_equal(scores, want_scores)
+
+
+def test_partial_fit_after_a_top_k_predicts_with_the_new_rows(small_leaves):
+    """A step replaces the blocks' rows: the next top-k uses a new index, not the old one."""
+    rng = np.random.default_rng(9)
+    est = OneBitMultiLabel(3, n_shards=2, random_state=0, engine="local")
+    X = rng.standard_normal((45, 12))
+    for step in range(3):
+        m = 2000
+        Xs = rng.standard_normal((m, 12))
+        labels = rng.integers(0, 3000, m)
+        y = np.where(rng.random(m) < 0.3, 1, -1)
+        est.partial_fit(Xs, labels, y, n_labels=3000)
+        want = dense_top_k(reference_scores(X @ est.A_, est.B_, est.intercept_), 5)
+        for a, w in zip(est.predict_top_k(X, 5), want):
+            np.testing.assert_array_equal(a, w)

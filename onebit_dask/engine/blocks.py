@@ -430,7 +430,10 @@ def ranking_pieces(block: Block, Y_test, XA, k: int) -> Block:
     the ``(n_test, l)`` products ``X_test A``; ``b_j0`` the block's thresholds (slot
     ``"b"``, 0 without it). A label's AUC needs all its test scores: ``n_test x width``
     scores at a time, a quarter of :data:`~onebit_dask.engine.topk.SCORE_BUDGET` (the
-    AUC holds about four copies of them), at least one label.
+    AUC holds about four copies of them), at least one label. The top ``k`` come from
+    the same tiles (every score is computed for the AUC anyway, so the label index of
+    :func:`~onebit_dask.engine.topk.top_k` would save nothing here); they are the same
+    labels and scores as the index's.
     """
     Bm = block.slots["B"]
     b = block.slots.get("b")

@@ -4,19 +4,35 @@ The score of row ``i`` for label ``j`` is ``s_ij = (X A)_i^T B_j + b_j`` (``b_j`
 label's threshold, ``docs/ALGORITHM.md`` section 9; none for the paper's model). The
 ``n x d2`` score matrix is never formed: :func:`predict_top_k` cuts the rows into chunks
 and runs one task per (row chunk, label block) where the block lives (:func:`top_k`);
-the task scores its block's labels a tile of ``rows x width`` at a time, at most
-:data:`SCORE_BUDGET` bytes of scores, keeps each row's running best ``k``, and returns
-``rows x k`` labels and scores; the client merges the blocks' candidates
-(:func:`best_k`) into an ``(n, k)`` result.
+the client merges the blocks' ``rows x k`` candidates (:func:`best_k`) into an
+``(n, k)`` result.
+
+A task does not score every label of its block: it searches the block's label index
+(:mod:`onebit_dask.ops.mips`: the rows ``[B_j, b_j]`` clustered into leaves with bounds
+on their scores, bitwise-equal rows collapsed), BLAS-scores only the leaves that can
+hold a top-``k`` label, and rescores the candidates within a rounding margin of the
+``k``-th score in the fixed order of :func:`tile_scores`. Where the index cannot prune
+(high rank, ``k`` close to the block's labels) it screens the block by cache-sized BLAS
+tiles instead (:func:`~onebit_dask.ops.mips.screen_top_k`), with the same rescoring. The
+index is built at the block's first top-``k`` where the block lives, and kept while the
+block holds the same ``B`` and ``b`` arrays (:func:`label_index`: a step, a commit or a
+restored state gives new arrays, hence a new index; never a stale one). It is not part
+of the model store: a loaded model rebuilds it at its first top-``k``. A block whose
+rows are not finite is scored tile by tile (:func:`tiled_top_k`, every label).
 
 The order is: highest score first, ties to the smaller label, i.e. exactly
 ``np.argsort(-S, axis=1, kind="stable")[:, :k]`` of the full score matrix ``S`` of
-:func:`tile_scores`, whatever the chunks, the blocks or the engine, because
+:func:`tile_scores`, whatever the chunks, the blocks, the engine or the BLAS kernel,
+because
 
 1. every score has the same bits whatever the tile it is computed in
    (:func:`tile_scores` adds the ``l`` products in a fixed order; a BLAS product's
    summation order depends on the operands' shapes);
-2. each tile's selection is exact with ties (:func:`select`);
+2. the index and the screen only prune: a label they drop is proved (by bounds widened
+   by a rounding margin, :mod:`onebit_dask.ops.mips`) to score below the ``k``-th
+   fixed-order score, every label tied with it is kept, and every returned score is the
+   fixed-order one; each tile's selection of :func:`tiled_top_k` is exact with ties
+   (:func:`select`);
 3. the order (score, then label) is total, so the best ``k`` of a union are the best
    ``k`` of the parts' best ``k``.
 
@@ -25,18 +41,29 @@ Pure NumPy: the engine that runs :func:`top_k` on the blocks is passed in.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
+
+from ..ops import mips
+from ..ops.mips import tile_scores
 
 SCORE_BUDGET = 64 * 2**20
 """Bytes of float64 scores a prediction task holds at once (a tile of ``rows x width``
 scores, ``rows x width x 8 <= SCORE_BUDGET`` unless one row of a block is larger). A
 task's working memory is about 1.2 times this (the tile, then either the partition of an
 eighth of its rows or its selection's mask), plus its label block and its ``rows x k``
-results."""
+results. With a label index a task holds far less: the bounds of a tile of rows
+(:func:`onebit_dask.ops.mips.top_k`'s ``tile_bytes``) and a few candidates a row."""
 
-SLAB = 2**16
-"""Scores per slab of a tile in :func:`tile_scores` (512 KiB: the products of a slab
-stay in the cache)."""
+CHUNK_ROWS = 4096
+"""Rows per task at least (read at the call): a task searches its block's index for this
+many rows at a time, and holds its ``rows x k`` results and ``rows x l`` products."""
+
+LEAF_SIZE = 256
+"""Labels per leaf of a block's index (read at the call;
+:func:`~onebit_dask.ops.mips.build_index`)."""
 
 
 def tile_shape(n_rows: int, widest: int, budget: int) -> tuple[int, int]:
@@ -45,42 +72,6 @@ def tile_shape(n_rows: int, widest: int, budget: int) -> tuple[int, int]:
     tile (at least one), so that ``rows x width x 8 <= budget``."""
     rows = max(1, min(n_rows, budget // (8 * max(widest, 1))))
     return rows, max(1, budget // (8 * rows))
-
-
-def tile_scores(XA: np.ndarray, B_rows: np.ndarray, b=None) -> np.ndarray:
-    r"""The scores ``S = XA B_rows^T + b`` of a tile, ``(n, w)``, every one computed as
-
-    .. math:: s_{ij} = (\dots((a_{i1} \beta_{j1} + a_{i2} \beta_{j2}) + a_{i3} \beta_{j3})
-              \dots + a_{il} \beta_{jl}) + b_j
-
-    (element-wise products and sums, in this order, a slab of :data:`SLAB` scores at a
-    time), so a score has the same bits in any tile; a BLAS product sums in an order that
-    depends on the operands' shapes.
-
-    Parameters
-    ----------
-    XA : ndarray of shape (n, l)
-        The rows' features times the model's ``A``.
-    B_rows : ndarray of shape (w, l)
-        The tile's rows of ``B``.
-    b : ndarray of shape (w,), optional
-        The tile's thresholds.
-    """
-    n, components = XA.shape
-    w = B_rows.shape[0]
-    S = np.empty((n, w))
-    step = max(1, SLAB // max(n, 1))
-    tmp = np.empty((n, min(step, w)))
-    for c in range(0, w, step):
-        out = S[:, c: c + step]
-        t = tmp[:, : out.shape[1]]
-        np.multiply(XA[:, :1], B_rows[c: c + step, 0], out=out)
-        for q in range(1, components):
-            np.multiply(XA[:, q: q + 1], B_rows[c: c + step, q], out=t)
-            out += t
-        if b is not None:
-            out += b[c: c + step]
-    return S
 
 
 def select(S: np.ndarray, k: int) -> np.ndarray:
@@ -144,10 +135,58 @@ def add_tile(best, S: np.ndarray, first: int, k: int):
                   np.hstack([scores, np.take_along_axis(S, cols, axis=1)]), k)
 
 
-def top_k(block, XA: np.ndarray, k: int, width: int):
+_INDEXES: dict = {}
+"""``id(B) -> (weakref(B), weakref(b) or None, leaf_size, index)``: this process's label
+indexes, each dropped with its ``B`` array."""
+
+_LOCK = threading.Lock()
+
+
+def label_index(B_rows: np.ndarray, b, leaf_size: int):
+    """The label index of a block's rows ``B_rows`` and thresholds ``b`` (``None``: none),
+    built at the first call and kept while these very arrays live (it is found by their
+    identity, so a block whose ``B`` or ``b`` was replaced gets a new one; block functions
+    never modify an array in place); ``None`` if the rows cannot be indexed (not finite).
+    One build at a time in a process (a worker's threads may ask for the same block)."""
+    with _LOCK:
+        hit = _INDEXES.get(id(B_rows))
+        if (hit is not None and hit[0]() is B_rows and hit[2] == leaf_size
+                and (None if hit[1] is None else hit[1]()) is b):
+            return hit[3]
+        try:
+            index = mips.build_index(B_rows, b, leaf_size=leaf_size,
+                                     min_leaf=max(1, leaf_size // 8))
+        except ValueError:
+            index = None
+        _INDEXES[id(B_rows)] = (weakref.ref(B_rows), None if b is None else weakref.ref(b),
+                                leaf_size, index)
+        weakref.finalize(B_rows, _INDEXES.pop, id(B_rows), None)
+        return index
+
+
+def tiled_top_k(B_rows: np.ndarray, b, lo: int, XA: np.ndarray, k: int, width: int):
+    """Per row the ``k`` best of the labels ``lo, lo + 1, ...`` of ``B_rows`` (thresholds
+    ``b``), best first: every label scored, ``n x width`` scores at a time
+    (:func:`tile_scores`, :func:`add_tile`)."""
+    best = no_candidates(XA.shape[0])
+    for a in range(0, B_rows.shape[0], width):  # one tile alive at a time
+        best = add_tile(best, tile_scores(XA, B_rows[a: a + width],
+                                          None if b is None else b[a: a + width]),
+                        lo + a, k)
+    return best
+
+
+def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
+          leaf_size: int | None = None):
     """Block function: ``out = (labels, scores)``, each ``(n, min(k, hi - lo))``, per row
     the block's ``k`` best labels by score (:func:`tile_scores`, with the block's
-    thresholds, slot ``"b"``, if it has them), best first; ``n x width`` scores at a time.
+    thresholds, slot ``"b"``, if it has them), best first.
+
+    Through the block's label index (:func:`label_index`,
+    :func:`onebit_dask.ops.mips.top_k`) when ``leaf_size`` is given and the rows can be
+    indexed (rows with a non-finite entry are then sorted as the definition says, by a
+    stable argsort of their scores, a bounded tile of rows at a time); otherwise by
+    :func:`tiled_top_k` (``rows x width`` scores at a time).
 
     Parameters
     ----------
@@ -155,23 +194,37 @@ def top_k(block, XA: np.ndarray, k: int, width: int):
         Its slot ``"B"`` holds the rows of ``B`` of the labels ``[lo, hi)``.
     XA : ndarray of shape (n, l)
     k, width : int
+    rows : int, optional
+        Rows per tile of :func:`tiled_top_k` (default: all).
+    leaf_size : int, optional
+        The index's labels per leaf (:data:`LEAF_SIZE`); ``None``: no index.
     """
     B_rows, b = block.slots["B"], block.slots.get("b")
-    best = no_candidates(XA.shape[0])
-    for a in range(0, B_rows.shape[0], width):  # one tile alive at a time
-        best = add_tile(best, tile_scores(XA, B_rows[a: a + width],
-                                          None if b is None else b[a: a + width]),
-                        block.lo + a, k)
-    return block.evolve(out=best)
+    n = XA.shape[0]
+    k = min(k, block.hi - block.lo)
+    rows = n if rows is None else max(1, rows)
+    index = None if leaf_size is None or k == 0 else label_index(B_rows, b, leaf_size)
+    if index is not None:
+        labels, scores = mips.top_k(index, XA, k)
+        labels += block.lo
+        return block.evolve(out=(labels, scores))
+    labels, scores = np.empty((n, k), dtype=np.int64), np.empty((n, k))
+    for r in range(0, n, rows):
+        labels[r: r + rows], scores[r: r + rows] = tiled_top_k(
+            B_rows, b, block.lo, XA[r: r + rows], k, width)
+    return block.evolve(out=(labels, scores))
 
 
 def predict_top_k(engine, XA: np.ndarray, k: int, bounds) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` best labels and their scores, by the label blocks on ``engine``.
 
-    Row chunks of :func:`tile_shape` (with :data:`SCORE_BUDGET`, read at the call) go to
-    the blocks one after the other; per chunk every block returns ``rows x k`` candidates,
-    merged here (:func:`best_k`). The client holds ``XA``, the result and one chunk's
-    candidates; a task, one tile of scores.
+    Row chunks of at least :data:`CHUNK_ROWS` rows go to the blocks one after the other;
+    per chunk every block returns ``rows x k`` candidates from its label index
+    (:func:`top_k`, leaves of :data:`LEAF_SIZE` labels), merged here (:func:`best_k`).
+    The tiles of the rows scored label by label are :func:`tile_shape`'s (with
+    :data:`SCORE_BUDGET`); the three constants are read at the call. The client holds
+    ``XA``, the result and one chunk's candidates; a task, the bounds of a tile of rows
+    or one tile of scores, and its block's index.
 
     Parameters
     ----------
@@ -193,9 +246,10 @@ def predict_top_k(engine, XA: np.ndarray, k: int, bounds) -> tuple[np.ndarray, n
     n = XA.shape[0]
     rows, width = tile_shape(n, max(hi - lo for lo, hi in zip(bounds[:-1], bounds[1:])),
                              SCORE_BUDGET)
+    chunk = max(rows, min(n, CHUNK_ROWS))
     labels, scores = np.empty((n, k), dtype=np.int64), np.empty((n, k))
-    for r in range(0, n, rows):
-        parts = engine.map(top_k, XA[r: r + rows], k, width)
-        labels[r: r + rows], scores[r: r + rows] = best_k(
+    for r in range(0, n, chunk):
+        parts = engine.map(top_k, XA[r: r + chunk], k, width, rows, LEAF_SIZE)
+        labels[r: r + chunk], scores[r: r + chunk] = best_k(
             np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
     return labels, scores
