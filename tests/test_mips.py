@@ -124,7 +124,7 @@ def test_non_finite_and_huge_query_rows_follow_brute_force():
 
 def test_the_index_prunes_and_stays_exact():
     rng = np.random.default_rng(3)
-    d2, dim, n = 60_000, 6, 300
+    d2, dim, n = 30_000, 6, 150
     B, b, Z = model(rng, d2, dim, n, "popular")
     index = mips.build_index(B, b)
     for k in (1, 5, 20):
