@@ -33,7 +33,7 @@ from distributed import Future
 from ..utils.warnings import ignored
 from ..data.shards import Pieces, ScoredPieces
 from ..ops.features import FeatureMap
-from ..utils.provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
+from ..utils.provenance import processes_blas
 from . import blocks as B
 from .local import LocalEngine
 
@@ -89,9 +89,7 @@ class DaskEngine:
         (:func:`~onebit_dask.provenance.blas_summary`), asked once; one warning if a
         worker runs another than this process."""
         if self._blas is None:
-            mine, theirs = blas(), workers_blas(self.client)
-            warn_if_blas_differs(mine, theirs)
-            self._blas = blas_summary(mine, theirs)
+            self._blas = processes_blas(self.client)
         return self._blas
 
     def start(self, bounds) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..data.shards import Pieces, ScoredPieces
 from ..ops.kernels import one_blas_thread
-from ..utils.provenance import blas
+from ..utils.provenance import processes_blas
 from . import blocks as B
 
 
@@ -33,7 +33,7 @@ class LocalEngine:
 
     def blas(self) -> str:
         """The BLAS of the processes that run the blocks (here: this one)."""
-        return f"client: {blas()}; workers: none (in-process)"
+        return processes_blas()
 
     def share(self, value):
         """``value`` as the blocks' tasks see it (here: itself)."""

@@ -29,7 +29,7 @@ import numpy as np
 from . import cube as store
 from .cell import compute_cell
 from ..utils.errors import SweepRuntimeError
-from ..utils.provenance import blas, blas_summary, warn_if_blas_differs, workers_blas
+from ..utils.provenance import processes_blas
 from ..io.stores.lock import StoreLock, StoreLockedError
 from .methods import METHODS
 from .distribute import placement_text, runs_distributed
@@ -208,17 +208,6 @@ def _full_disk(out: str, exc: OSError, written: int, left: int) -> SweepRuntimeE
         "free space and run the same command again")
 
 
-def _processes_blas(client) -> str:
-    """The BLAS of the runner and of the cluster's workers (one warning where a worker
-    runs another than the runner), for the cube's ``blas`` attribute."""
-    mine = blas()
-    if client is None:
-        return f"client: {mine}; workers: none (in-process)"
-    theirs = workers_blas(client)
-    warn_if_blas_differs(mine, theirs)
-    return blas_summary(mine, theirs)
-
-
 def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
               progress: bool = True, retries: int = 0, retry_failed: bool = False,
               flush_cells: int = FLUSH_CELLS, flush_s: float = FLUSH_S) -> SweepSummary:
@@ -271,7 +260,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         creating = creator.submit(store.create, out, spec) if fresh else None
 
         writer = store.CubeWriter(out, spec, before_write=lock.check)
-        processes_blas = _processes_blas(client)
+        blas = processes_blas(client)
         bar = CellProgress(len(todo), enabled=progress)
         failures = []
         results = (_in_process(todo, spec.fixed, retries) if client is None else
@@ -326,7 +315,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
             bar.close()
         try:
             store.set_attrs(out, placement=placement_text(spec.fixed, client),
-                            blas=processes_blas)
+                            blas=blas)
             store.consolidate(out)
         except OSError as exc:
             raise _full_disk(out, exc, writer.written, 0) from None

@@ -115,6 +115,18 @@ def warn_if_blas_differs(client_blas: str, by_worker: dict) -> None:
             UserWarning, stacklevel=3)
 
 
+def processes_blas(client=None) -> str:
+    """The BLAS of this process and, with a ``distributed.Client``, of its workers, as one
+    line (:func:`blas_summary`; ``"...; workers: none (in-process)"`` without a client),
+    with one warning where a worker runs another BLAS than this process."""
+    mine = blas()
+    if client is None:
+        return f"client: {mine}; workers: none (in-process)"
+    theirs = workers_blas(client)
+    warn_if_blas_differs(mine, theirs)
+    return blas_summary(mine, theirs)
+
+
 def provenance() -> dict:
     """Flat attributes for a result: ``onebit_dask_version``, ``git_revision``,
     ``source_tree_modified``, ``python_version``, ``blas`` (this process's, :func:`blas`)
