@@ -9,10 +9,11 @@ the same map through the estimator's ``features`` parameter (``--whiten top:Q``:
 ``features="whiten", whiten_components=Q``; ``none``: ``features="standardize"``),
 estimated from the rows of their bits and applied through the factors;
 ``--feature-path prewhiten`` gives them the baselines' dense transformed features instead
-(``features="none"``), to compare. Reported on the test split: macro AUC (labels with
-both classes), P@1/3/5 and the training time (the map's estimation included), means over
-seeds. The upper bound is one-vs-rest logistic regression on the full training label
-matrix::
+(``features="none"``), to compare. ``defaults`` is the estimator with every default
+(``features="auto"``, ``step="auto"``) on the raw rows of the bits. Reported on the test
+split: macro AUC (labels with both classes), P@1/3/5 and the training time (the map's
+estimation included), means over seeds. The upper bound is one-vs-rest logistic
+regression on the full training label matrix::
 
     python benchmarks/bench_real.py --data-dir ../shared/data --seeds 5
     python benchmarks/bench_real.py --sets emotions --seeds 1 --whiten top:200
@@ -38,7 +39,7 @@ from onebit_dask.metrics import auc_rows
 from onebit_dask.metrics.ranking import top_k_metrics
 
 SETS = ("bibtex", "enron", "yeast", "scene", "emotions")
-METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper",
+METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper", "defaults",
            "thresholded", "thresholded_oneshot", "thresholded_val", "ovr_full")
 
 
@@ -209,6 +210,9 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
         "paper": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter, step="averaged",
                                           threshold="none", random_state=seed,
                                           **mapping).fit(X_own, j, y, n_labels=d2),
+        "defaults": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
+                                             random_state=seed).fit(X_train[i], j, y,
+                                                                    n_labels=d2),
         "thresholded": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
                                                 step=step, threshold="estimated",
                                                 random_state=seed, **mapping).fit(
@@ -228,7 +232,8 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
         model = builders[method]()
         seconds = time.perf_counter() - start
         own = method in ("paper", "thresholded", "thresholded_oneshot", "thresholded_val")
-        scores = model.decision_function(X_own_test if own else Z_test)
+        test = X_test if method == "defaults" else X_own_test if own else Z_test
+        scores = model.decision_function(test)
         rows[method] = {**_scores_metrics(Y_test, np.asarray(scores), None), "fit_s": seconds}
         if method == "thresholded":
             # its first batch (rows [0, m)) alone, with the map of all its bits' rows

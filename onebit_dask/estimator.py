@@ -73,7 +73,7 @@ def check_params(params: dict, d1: int, d2: int) -> None:
         raise ValueError(f"{unknown[0]}={params[unknown[0]]!r} is not allowed: not a parameter "
                          f"of OneBitMultiLabel (choose from {', '.join(PARAMETER_CONSTRAINTS)})")
     validate_params(PARAMETER_CONSTRAINTS, params, "OneBitMultiLabel")
-    check_feature_params(params.get("features", "none"), params.get("whiten_components"))
+    check_feature_params(params.get("features", "auto"), params.get("whiten_components"))
     if "rank" in params:
         check_rank(params["rank"], d1, d2)
 
@@ -184,18 +184,23 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         power iteration on ``M diag(phi(b_j) / phi(0))``, and the initial batch's bits
         centred on each label's mean (``docs/ALGORITHM.md`` section 9). On balanced labels
         it gives the paper's errors; on rare labels the paper's model collapses.
-    features : {"none", "standardize", "whiten"}, default "none"
+    features : {"auto", "none", "standardize", "ridge", "whiten"}, default "auto"
         The feature map ``phi(x) = T^T D^{-1} (x - mu)`` the model is learned through,
         estimated once before the fit from the training features (every row of a label
         matrix, file or store; the observations' rows for ``fit(X, labels, bits)``;
         the first call's rows for ``partial_fit``) and applied through the factors: a
         sparse ``X`` stays sparse (``docs/ALGORITHM.md`` section 10). ``"none"``: the
         features as they are (the paper's setting). ``"standardize"``: each feature
-        centred and divided by its deviation. ``"whiten"``: also the ``whiten_components``
-        leading principal directions of the standardised features scaled to unit
-        variance (exact up to 4096 features, ARPACK above). Real features need it: a
-        full step assumes ``E[x x^T] = I`` and overshoots along their leading
-        directions. Not with a planted problem (its features are ``N(0, I)``).
+        centred and divided by its deviation. ``"ridge"``: each feature divided by
+        ``sqrt(var_f + lambda)``, not centred, with the empirical-Bayes ridge
+        ``lambda`` of the initial batch's bits (section 10b): a feature seen in few rows
+        is not blown up by its small variance. ``"whiten"``: also the
+        ``whiten_components`` leading principal directions of the standardised features
+        scaled to unit variance (exact up to 4096 features, ARPACK above). ``"auto"``:
+        ``"none"`` on a planted problem (its features are ``N(0, I)``), else
+        ``"standardize"`` for dense features (more than 1/8 of the entries non-zero)
+        and ``"ridge"`` for sparse ones. Real features need a map: a full step assumes
+        ``E[x x^T] = I``. Only ``"none"`` and ``"auto"`` with a planted problem.
     whiten_components : int or None, default None
         With ``features="whiten"``: the directions whitened (``None``: ``min(d1, 200)``);
         not allowed with the other maps.
@@ -234,7 +239,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations used, the initial batch included.
     feature_map_ : FeatureMap or None
         The fitted map (:class:`onebit_dask.features.FeatureMap`: ``mean``, ``scale``,
-        ``directions``, ``factors``); ``None`` for ``features="none"``. ``A_``, ``Q_``,
+        ``directions``, ``factors``); ``None`` without a map (``features="none"``, or
+        ``"auto"`` on a planted problem). ``A_``, ``Q_``,
         ``V_`` and ``coef_`` live in the mapped space; every score is
         ``phi(x)^T W + b``.
     intercept_ : ndarray of shape (d2,)
@@ -265,7 +271,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="auto", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
-                 eval_every=1, progress=False, threshold="estimated", features="none",
+                 eval_every=1, progress=False, threshold="estimated", features="auto",
                  whiten_components=None, validation_fraction=None):
         self.rank = rank
         self.batch_size = batch_size
@@ -433,7 +439,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         engine = placement.engine_named(self.engine)
         if first:
             self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))
-            fitting.map_features(settings, self._state, lambda: X)
+            fitting.map_features(settings, self._state, lambda: X,
+                                 lambda: (shard.load() for shard in shards))
             engine.start(self._state.bounds)
         else:
             engine = placement.moved_to(self._state.blocks, engine)

@@ -83,7 +83,7 @@ def test_fit_on_arrays_equals_fit_on_problem(step):
     # the explicit sampler draws the features that draw_batches returns
     problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100, sampler="explicit")
     m, T = 3000, 3
-    kw = dict(batch_size=m, n_iter=T, n_shards=3, random_state=0, step=step)
+    kw = dict(batch_size=m, n_iter=T, n_shards=3, random_state=0, step=step, features="none")
     est_p = OneBitMultiLabel(2, **kw).fit(problem)
     X, labels, y = problem.draw_batches(range(T + 1), m, 3)
     est_a = OneBitMultiLabel(2, **kw)
@@ -119,9 +119,9 @@ def test_partial_fit_equals_fit():
     X, labels, y = problem.draw_batches(range(4), m)
     # partial_fit's "auto" on data is the moment step (fit's is "select", whose two
     # branches need the whole schedule)
-    full = OneBitMultiLabel(2, batch_size=m, n_iter=3, step="moment",
+    full = OneBitMultiLabel(2, batch_size=m, n_iter=3, step="moment", features="none",
                             random_state=0).fit(X, labels, y, n_labels=10)
-    est = OneBitMultiLabel(2, random_state=0)
+    est = OneBitMultiLabel(2, random_state=0, features="none")
     for b in range(4):
         rows = slice(b * m, (b + 1) * m)
         assert est.partial_fit(X[rows], labels[rows], y[rows], n_labels=10) is est
@@ -254,7 +254,8 @@ def test_in_memory_fit_copies_no_batch():
     X, labels, y = problem.draw_batches(range(3), m, 3)
     y = y.astype(np.float64)
     batch_bytes = m * X.shape[1] * X.itemsize
-    est = OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=3, random_state=0, step="paper")
+    est = OneBitMultiLabel(2, batch_size=m, n_iter=2, n_shards=3, random_state=0, step="paper",
+                           features="none")
     tracemalloc.start()
     try:
         est.fit(X, labels, y, n_labels=12)

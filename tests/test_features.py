@@ -175,7 +175,7 @@ def test_none_is_the_model_without_a_map(monkeypatch):
     emotions, label matrix and observations, both thresholds, both initialisations)."""
     X, Y = correlated()
     params = dict(batch_size=2000, n_iter=2, random_state=0, engine="local")
-    plain = OneBitMultiLabel(2, **params).fit(X, Y)
+    plain = OneBitMultiLabel(2, features="none", **params).fit(X, Y)
     for name in ("product", "transpose_product", "lift", "lower", "homogeneous"):
         monkeypatch.setattr(F.FeatureMap, name, lambda *a, **k: pytest.fail("a map was used"))
     none = OneBitMultiLabel(2, features="none", **params).fit(X, Y, eval_set=(X, Y))

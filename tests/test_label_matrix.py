@@ -12,7 +12,7 @@ import onebit_dask
 from onebit_dask import FullObservationProblem, OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data.label_matrix import LabelMatrixSource, check_label_matrix
 
-PARAMS = dict(batch_size=600, n_iter=3, n_shards=3, random_state=5)
+PARAMS = dict(batch_size=600, n_iter=3, n_shards=3, random_state=5, features="none")
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def real_like():
 def test_eval_set_metrics_equal_a_dense_reference(real_like, ranking):
     X, Y, X_test, Y_test = real_like
     est = OneBitMultiLabel(3, batch_size=800, n_iter=2, n_shards=4, random_state=0,
-                           eval_every=1).fit(X, Y, eval_set=(X_test, Y_test))
+                           eval_every=1, features="none").fit(X, Y, eval_set=(X_test, Y_test))
     assert [h["iteration"] for h in est.history_] == [0, 1, 2]
     expected = _dense_reference(est, X_test, Y_test, Y, ranking)
     got = est.history_[-1]

@@ -71,3 +71,27 @@ def test_the_check_rejects_the_residual_steps_that_overshoot(emotions, step, fea
     """Power: the paper's full step, and the harmonic step on standardised features, fall
     below their start at some step."""
     assert not _holds(_test_aucs(emotions, features, step=step))
+
+
+def test_the_defaults_never_fall_below_the_initial_estimate(emotions):
+    """Every default (``features="auto"``: standardised, as emotions' features are
+    dense; ``step="auto"``), the same bits as above."""
+    X_train, Y_train, X_test, Y_test = emotions
+    model = OneBitMultiLabel(3, batch_size=2000, n_iter=5, random_state=0)
+    model.fit(X_train, Y_train, eval_set=(X_test, Y_test))
+    assert model.get_params()["features"] == "auto" and model.feature_map_.mean.any()
+    assert _holds(np.array([h["auc"] for h in model.history_]))
+
+
+def test_the_defaults_on_sparse_features_end_above_the_initial_estimate():
+    """A sample of bibtex (300 training and 200 test rows of 1836 binary features, 159
+    labels; ``features="auto"`` is the ridge map there): the held-out macro AUC after the
+    last step is not below the initial estimate's, and above chance."""
+    X_train, Y_train = read_xc(os.path.join(DATA, "bibtex_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(DATA, "bibtex_test.txt"), n_features=1836,
+                             n_labels=159)
+    model = OneBitMultiLabel(5, batch_size=4000, n_iter=5, random_state=0)
+    model.fit(X_train, Y_train, eval_set=(X_test, Y_test))
+    assert not model.feature_map_.mean.any()  # the ridge map: not centred
+    aucs = np.array([h["auc"] for h in model.history_])
+    assert aucs[-1] >= aucs[0] and aucs[-1] > 0.55, aucs

@@ -63,7 +63,7 @@ def test_fit_equals_dense(observations, init_svd, step):
     is compared through ``W`` in its own test below)."""
     X, labels, y = observations
     params = dict(batch_size=500, n_iter=3, n_shards=3, init_svd=init_svd, random_state=1,
-                  threshold="none", step=step)
+                  threshold="none", step=step, features="none")
     dense = OneBitMultiLabel(2, **params).fit(X, labels, y)
     sparse = OneBitMultiLabel(2, **params).fit(sp.csr_matrix(X), labels, y)
     np.testing.assert_allclose(sparse.Q_, dense.Q_, **CLOSE)
@@ -130,7 +130,7 @@ def test_thresholded_fit_equals_dense(observations, init_svd, step):
     estimate ``W`` is compared."""
     X, labels, y = observations
     params = dict(batch_size=500, n_iter=3, n_shards=3, init_svd=init_svd, random_state=1,
-                  threshold="estimated", step=step)
+                  threshold="estimated", step=step, features="none")
     dense = OneBitMultiLabel(2, **params).fit(X, labels, y)
     sparse = OneBitMultiLabel(2, **params).fit(sp.csr_matrix(X), labels, y)
     np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-12, atol=1e-13)

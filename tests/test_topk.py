@@ -128,7 +128,7 @@ def fitted():
     X = rng.standard_normal((400, 12))
     Y = (X @ rng.standard_normal((12, 40)) + rng.standard_normal(40) > 1.0).astype(int)
     est = OneBitMultiLabel(3, batch_size=3000, n_iter=3, n_shards=3, random_state=0,
-                           engine="local").fit(X, Y)
+                           engine="local", features="none").fit(X, Y)
     return est, rng.standard_normal((37, 12))
 
 
@@ -188,7 +188,7 @@ def test_ranking_pieces_stream_labels_to_the_same_metrics(fitted, monkeypatch):
 def test_cli_predict_prints_the_dense_argsort_whatever_the_tiles(tmp_path, monkeypatch):
     train, test = (os.path.join(DATA, f"emotions_{part}.txt") for part in ("train", "test"))
     model = OneBitMultiLabel(2, batch_size=2000, n_iter=2, n_shards=3, random_state=0,
-                             engine="local").fit(train)
+                             engine="local", features="none").fit(train)
     path = model.save(tmp_path / "m.zarr")
     args = ("predict", path, "--data", test, "--rows", 9, "--top-k", 3, "--workers", 0)
     outs = []
@@ -336,7 +336,7 @@ def fitted_big():
     Y = np.zeros((500, 3000), dtype=int)
     Y[:, :1000] = X @ rng.standard_normal((12, 1000)) + rng.standard_normal(1000) > 1.5
     est = OneBitMultiLabel(3, batch_size=600, n_iter=2, n_shards=2, random_state=0,
-                           engine="local").fit(X, sp.csr_matrix(Y))
+                           engine="local", features="none").fit(X, sp.csr_matrix(Y))
     return est, rng.standard_normal((45, 12))
 
 
@@ -367,7 +367,7 @@ def test_the_estimator_top_k_equals_the_dense_argsort_before_and_after_a_load(
 def test_partial_fit_after_a_top_k_predicts_with_the_new_rows(small_leaves):
     """A step replaces the blocks' rows: the next top-k uses a new index, not the old one."""
     rng = np.random.default_rng(9)
-    est = OneBitMultiLabel(3, n_shards=2, random_state=0, engine="local")
+    est = OneBitMultiLabel(3, n_shards=2, random_state=0, engine="local", features="none")
     X = rng.standard_normal((45, 12))
     for step in range(3):
         m = 2000

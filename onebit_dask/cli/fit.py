@@ -9,6 +9,7 @@ import os
 import time
 
 from ..metrics.names import METRICS, RANKING
+from ..ops.features import KINDS as FEATURE_KINDS
 from ..utils.errors import RunError
 from .args import (Given, HelpFormatter, UsageError, add_common, add_target, connect, integer,
                    number, positive_rate, target_of)
@@ -68,12 +69,14 @@ def add_fit(sub):
                    metavar="{none,estimated}",
                    help="per-label thresholds: none (the paper's model) or estimated from the "
                         "bits (for labels that are rarely positive)")
-    e.add_argument("--features", default="none", choices=("none", "standardize", "whiten"),
-                   metavar="{none,standardize,whiten}",
+    e.add_argument("--features", default="auto", choices=FEATURE_KINDS,
+                   metavar="{" + ",".join(FEATURE_KINDS) + "}",
                    help="feature map estimated from the training features and applied "
-                        "through the factors (sparse data stay sparse): none, standardize, "
-                        "or whiten (also the leading principal directions to unit variance; "
-                        "for real features, not with the synthetic problem)")
+                        "through the factors (sparse data stay sparse): auto (the default: "
+                        "standardize for dense features, ridge for sparse ones, none for the "
+                        "synthetic problem), none, standardize, ridge (each feature divided "
+                        "by sqrt(variance + lambda), lambda from the initial batch's bits), "
+                        "or whiten (also the leading principal directions to unit variance)")
     e.add_argument("--whiten-components", type=integer(1), default=None, metavar="Q",
                    help="with --features whiten: the directions whitened (default "
                         "min(d1, 200))")

@@ -28,17 +28,26 @@ from .progress import StepProgress
 from .state import FitSettings, FitState, new_state, restore, restored  # noqa: F401
 from .validation import ValidationBits
 
-def map_features(settings: FitSettings, state: FitState, rows) -> None:
+def map_features(settings: FitSettings, state: FitState, rows, bits=None) -> None:
     """Estimate the feature map of ``settings.features`` from the training features
     ``rows()`` (:func:`onebit_dask.features.fit_feature_map`; an array, CSR matrix or
-    ``RowChunks``, asked for only when there is a map), its time counted as training
-    time."""
+    ``RowChunks``, asked for only when there is a map) and, for the ridge map, the
+    initial batch's bits ``bits()`` (``(X_rows, labels, y)`` pieces), its time counted
+    as training time."""
     if settings.features == "none":
         return
     start = time.perf_counter()
     state.feature_map = fit_feature_map(rows(), settings.features,
-                                        settings.whiten_components, state.rng)
+                                        settings.whiten_components, state.rng, bits,
+                                        state.d2)
     state.fit_s += time.perf_counter() - start
+
+
+def initial_bits(source, settings: FitSettings):
+    """The initial batch of ``source`` as ``(X_rows, labels, y)`` pieces, read one shard
+    at a time where this runs (:func:`map_features`)."""
+    return lambda: (shard.load() for shard in source.batch(0, settings.batch_size,
+                                                            settings.n_shards))
 
 
 def keep(state: FitState, engine) -> None:
@@ -88,7 +97,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         restore(state, saved)
         first = state.n_steps + 1
     else:
-        map_features(settings, state, source.features)
+        map_features(settings, state, source.features, initial_bits(source, settings))
         engine.start(state.bounds)
     state.blas = engine.blas()
     features = shared_features(state, engine)

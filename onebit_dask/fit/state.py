@@ -37,7 +37,8 @@ class FitSettings:
     def of(cls, params: dict, planted: bool, partial: bool = False) -> "FitSettings":
         """The settings in ``params`` (``get_params()``; other keys are not the loop's) for
         a planted problem or for data (``planted``), in ``fit`` or ``partial_fit``
-        (``partial``): ``step="auto"`` is ``"paper"`` on a planted problem; on data
+        (``partial``): ``features="auto"`` is ``"none"`` on a planted problem (its features
+        are ``N(0, I)``), and ``step="auto"`` is ``"paper"`` there; on data
         ``"select"``, or ``"moment"`` in ``partial_fit`` and with ``validation_fraction``
         (whose bits then choose the iterate). ``step="select"`` is refused there: its
         branches need the fit's whole schedule, and the validation bits would choose
@@ -56,6 +57,8 @@ class FitSettings:
                              "step='refine'" + ("" if partial else
                                                 ", or validation_fraction=None"))
         settings["step"] = rule
+        if planted and settings["features"] == "auto":  # a planted problem's N(0, I)
+            settings["features"] = "none"
         return cls(**settings)
 
     def dense_init(self, d1: int, d2: int) -> bool:

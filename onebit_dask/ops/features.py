@@ -32,7 +32,9 @@ import scipy.sparse.linalg
 
 from .kernels import aligned, canonical_signs, one_blas_thread, rows_product
 
-KINDS = ("none", "standardize", "whiten")
+KINDS = ("auto", "none", "standardize", "ridge", "whiten")
+"""``OneBitMultiLabel``'s ``features`` values; ``"auto"`` picks ``"standardize"`` or
+``"ridge"`` by the training features' share of non-zeros (:func:`fit_feature_map`)."""
 DEFAULT_COMPONENTS = 200
 """Directions ``whiten`` scales to unit variance when ``n_components`` is ``None``."""
 EXACT_FEATURES = 4096
@@ -43,8 +45,9 @@ RANK_TOLERANCE = 1e-10
 """Directions whose variance is below this fraction of the largest are left as they
 are (a rank-deficient covariance has no scale to undo there)."""
 DENSE_SHARE = 8
-"""CSR rows with more than ``1 / DENSE_SHARE`` of their entries non-zero are multiplied
-as dense chunks in the covariance (``sum_i nnz(x_i)^2`` sparse work is then slower)."""
+"""Features with more than ``1 / DENSE_SHARE`` of their entries non-zero are dense: CSR
+rows so filled are multiplied as dense chunks in the covariance (``sum_i nnz(x_i)^2``
+sparse work is then slower), and ``features="auto"`` standardises them."""
 CHUNK_BYTES = 1 << 24
 """Bytes of dense rows read at a time while the map is estimated (16 MiB)."""
 
@@ -159,15 +162,17 @@ def check_feature_params(features: str, whiten_components) -> None:
 
 
 def check_source(features: str, planted) -> None:
-    """A feature map is refused for a planted problem (before any work)."""
-    if features != "none" and planted is not None:
+    """A feature map is refused for a planted problem (before any work; ``"auto"`` is the
+    identity there)."""
+    if features not in ("none", "auto") and planted is not None:
         raise ValueError(
             f"features={features!r} is not allowed with fit(problem): a problem's features "
             "are N(0, I) already and its recovery metrics compare W with the planted W* in "
             "that space; pass features='none' (the map is for real features)")
 
 
-def fit_feature_map(X, features: str, n_components=None, random_state=None):
+def fit_feature_map(X, features: str, n_components=None, random_state=None, bits=None,
+                    n_labels=None):
     r"""The :class:`FeatureMap` of the training features ``X``, or ``None``.
 
     Parameters
@@ -175,17 +180,27 @@ def fit_feature_map(X, features: str, n_components=None, random_state=None):
     X : ndarray or scipy.sparse CSR matrix of shape (n, d1), or RowChunks
         The training features (every row the source has), read in row chunks; a sparse
         ``X`` is never densified (at most a chunk of rows for the covariance).
-    features : {"none", "standardize", "whiten"}
+    features : {"auto", "none", "standardize", "ridge", "whiten"}
         ``"none"``: no map (``None``). ``"standardize"``: ``T = I``, ``phi(x) =
         D^{-1} (x - mu)`` with the mean and the (population) deviation of each feature.
-        ``"whiten"``: also the ``q`` leading principal directions ``u_i`` of the
-        standardised features scaled by ``s_i = lambda_i^{-1/2}`` (their variances
-        become 1; the other directions keep theirs).
+        ``"ridge"``: ``phi(x) = D^{-1} x`` with ``D = diag(sqrt(var_f + lambda))``, not
+        centred, ``lambda`` the empirical-Bayes ridge of the initial batch's ``bits``
+        (:func:`ridge_from_bits`). ``"whiten"``: also the ``q`` leading principal
+        directions ``u_i`` of the standardised features scaled by ``s_i =
+        lambda_i^{-1/2}`` (their variances become 1; the other directions keep theirs).
+        ``"auto"``: ``"standardize"`` when more than ``1 / 8`` of the entries of ``X``
+        are non-zero (dense features), else ``"ridge"``.
     n_components : int or None
         ``q`` (``None``: ``min(d1, 200)``; at most ``d1``). Directions with a variance
         below ``1e-10`` of the largest are left out.
     random_state : int, Generator or None
         Seeds ARPACK's start vector (``d1 > 4096`` only).
+    bits : callable or None
+        For ``"ridge"`` (and ``"auto"`` on sparse features): ``bits()`` iterates over the
+        initial batch's observations as ``(X_rows, labels, y)`` pieces (rows of
+        features, global labels, ``y > 0`` a positive bit).
+    n_labels : int or None
+        ``d2``, with ``bits``.
 
     Notes
     -----
@@ -200,11 +215,22 @@ def fit_feature_map(X, features: str, n_components=None, random_state=None):
     if features == "none":
         return None
     with one_blas_thread():  # as the fit's products: the same bits on every machine load
-        return _fit(as_chunks(X), features, n_components, random_state)
+        return _fit(as_chunks(X), features, n_components, random_state, bits, n_labels)
 
 
-def _fit(rows: RowChunks, features: str, n_components, random_state) -> FeatureMap:
-    mean, scale = _moments(rows)
+def _fit(rows: RowChunks, features: str, n_components, random_state, bits,
+         n_labels) -> FeatureMap:
+    mean, var, nnz = _moments(rows)
+    if features == "auto":
+        features = "standardize" if nnz * DENSE_SHARE > rows.n * rows.d1 else "ridge"
+    if features == "ridge":
+        if bits is None or n_labels is None:
+            raise TypeError("features='ridge' needs the initial batch's bits and n_labels")
+        ridge = ridge_from_bits(bits(), mean, var, n_labels)
+        scale = np.ones(rows.d1) if not np.isfinite(ridge) else np.sqrt(var + ridge)
+        return FeatureMap(np.zeros(rows.d1), scale, np.zeros((rows.d1, 0)), np.zeros(0))
+    scale = np.sqrt(var)
+    scale[scale == 0] = 1.0
     empty = FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
     if features == "standardize":
         return empty
@@ -221,13 +247,17 @@ def _fit(rows: RowChunks, features: str, n_components, random_state) -> FeatureM
 
 
 def _moments(rows: RowChunks):
-    """Mean and deviation of each feature (deviation 1 where it is 0)."""
-    total, squares, sparse = np.zeros(rows.d1), np.zeros(rows.d1), False
+    """Mean, (population) variance and number of non-zero entries of each feature
+    (variance 0 for a feature constant up to rounding)."""
+    total, squares, sparse, nnz = np.zeros(rows.d1), np.zeros(rows.d1), False, 0
     for chunk in rows:
         sparse = scipy.sparse.issparse(chunk)
         if sparse:
             chunk = chunk.astype(np.float64, copy=False)
             squares += np.asarray(chunk.multiply(chunk).sum(axis=0)).ravel()
+            nnz += int(chunk.count_nonzero())
+        else:
+            nnz += int(np.count_nonzero(chunk))
         total += np.asarray(chunk.sum(axis=0, dtype=np.float64)).ravel()
     mean = total / rows.n
     if sparse:  # E[x^2] - mean^2: the non-zeros alone
@@ -237,9 +267,65 @@ def _moments(rows: RowChunks):
         for chunk in rows:
             squares += ((chunk - mean) ** 2).sum(axis=0)
         var = squares / rows.n
-    scale = np.sqrt(np.maximum(var, 0.0))
-    scale[scale == 0] = 1.0
-    return mean, scale
+    return mean, np.maximum(var, 0.0), nnz
+
+
+def ridge_from_bits(bits, mean: np.ndarray, var: np.ndarray, n_labels: int) -> float:
+    r"""The empirical-Bayes ridge ``lambda`` of ``features="ridge"``
+    (``docs/ALGORITHM.md`` section 10b), ``inf`` when the bits show no signal.
+
+    Parameters
+    ----------
+    bits : iterable of (X_rows, labels, y)
+        Observations: rows of features ``(m_s, d1)`` (dense or CSR), their global labels
+        ``(m_s,)`` and bits ``(m_s,)`` (``y > 0``: positive).
+    mean, var : ndarray of shape (d1,)
+        The training features' mean ``mu`` and variance ``var_f``.
+    n_labels : int
+        ``d2``.
+
+    Notes
+    -----
+    With ``n_j`` bits of label ``j`` and ``p_j`` their share of positives, the
+    cross-covariance ``C_jf = S_jf / n_j - p_j mu_f`` (``S_j`` the sum of the positive
+    bits' rows) estimates ``beta_jf var_f`` with noise of variance
+    ``a_j var_f / n_j``, ``a_j = p_j (1 - p_j)``. Under the prior ``beta_jf ~ N(0,
+    kappa a_j)`` the method of moments gives
+
+    .. math:: \kappa = rac{\sum_{jf} C_{jf}^2 - (\sum_j a_j / n_j)(\sum_f var_f)}
+                            {(\sum_j a_j)(\sum_f var_f^2)},
+              \qquad \lambda = \operatorname{mean}_{j: n_j > 0} rac{1}{n_j \kappa},
+
+    the posterior slope being ``C_jf / (var_f + lambda)``. Cost: one pass over the
+    bits, memory the positive bits' rows.
+    """
+    counts, positives, sums = np.zeros(n_labels), np.zeros(n_labels), None
+    for X, labels, y in bits:
+        labels = np.asarray(labels, dtype=np.int64)
+        pos = np.asarray(y) > 0
+        counts += np.bincount(labels, minlength=n_labels)
+        positives += np.bincount(labels[pos], minlength=n_labels)
+        rows = scipy.sparse.csr_matrix(X[np.flatnonzero(pos)], dtype=np.float64)
+        onehot = scipy.sparse.csr_matrix(
+            (np.ones(rows.shape[0]), (labels[pos], np.arange(rows.shape[0]))),
+            shape=(n_labels, rows.shape[0]))
+        part = (onehot @ rows).tocsr()
+        sums = part if sums is None else sums + part
+    seen = counts > 0
+    if sums is None or not seen.any():
+        return np.inf
+    n, p = counts[seen], positives[seen] / counts[seen]
+    S = sums[np.flatnonzero(seen)]
+    norms = np.asarray(S.multiply(S).sum(axis=1)).ravel()
+    total = float(np.sum(norms / n**2 - 2 * p * np.asarray(S @ mean).ravel() / n
+                         + p**2 * (mean @ mean)))
+    a = p * (1 - p)
+    noise = float(np.sum(a / n) * var.sum())
+    denominator = float(a.sum() * np.sum(var**2))
+    if denominator <= 0 or total <= noise:
+        return np.inf
+    kappa = (total - noise) / denominator
+    return float(np.mean(1.0 / (n * kappa)))
 
 
 def _covariance(rows: RowChunks, mean, scale) -> np.ndarray:

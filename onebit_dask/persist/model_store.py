@@ -308,7 +308,8 @@ def check_attrs(attrs: dict, where: str) -> None:
             raise DamagedStoreError(f"{where} is damaged: checksums.blocks does not have one "
                                     f"record per block ({len(bounds) - 1})")
     q = attr(attrs, "feature_components", int, where, low=0, optional=True)
-    if (q is None) != (params.get("features", "none") == "none"):
+    kind = params.get("features", "none")
+    if (kind == "none" and q is not None) or (kind not in ("none", "auto") and q is None):
         raise DamagedStoreError(f"{where} is damaged: the attribute feature_components={q!r} "
                                 f"does not go with params features={params.get('features')!r}")
     rng_state(attrs, where)
