@@ -11,18 +11,9 @@ import numpy as np
 import pytest
 
 from onebit_dask.ops.kernels import aligned, residuals, shard_label_sums, weighted_label_sums
+from tests.support.arrays import at_address
 
 N, D1, D2, L = 67, 40, 8, 4  # the shape of the shard that failed in test_dask_engine
-
-
-def at_address(a, offset):
-    """A C-ordered copy of ``a`` whose data start ``offset`` bytes past a 64-byte boundary."""
-    buf = np.empty(a.nbytes + 128, dtype=np.uint8)
-    start = (-buf.ctypes.data) % 64 + offset
-    out = np.frombuffer(buf[start:start + a.nbytes], dtype=a.dtype).reshape(a.shape)
-    out[...] = a
-    assert out.ctypes.data % 64 == offset
-    return out
 
 
 @pytest.fixture

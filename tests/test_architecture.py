@@ -8,7 +8,7 @@ import re
 
 import onebit_dask
 
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 PACKAGE = ROOT / "onebit_dask"
 ROOT_NAMES = onebit_dask._LAZY

@@ -18,14 +18,14 @@ import psutil
 import pytest
 import yaml
 
-import backends
 from onebit_dask import testing
 from onebit_dask.cli.clusters import load_cluster_config, parse_cluster_config
 from onebit_dask.metrics.names import METRICS
 from onebit_dask.sweep.cube import open_cube
 from onebit_dask.testing import computed
 
-from helpers import ROOT, CliProcess, fit_args, run_cli, small_quickstart, wait_until
+from tests.support import cluster_daemons
+from tests.support.helpers import ROOT, CliProcess, fit_args, run_cli, small_quickstart, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FIT = fit_args("--json", "--quiet", d1=30, d2=12, batch_size=3000, n_iter=3, n_test=300, seed=3)
@@ -105,10 +105,10 @@ def _private_dir(tmp_path_factory, name):
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    reason = backends.missing_slurm()
+    reason = cluster_daemons.missing_slurm()
     if reason:
         pytest.skip(f"no SLURM: {reason}")
-    daemons = backends.Slurm(_private_dir(tmp_path_factory, "slurm"), partition="compute")
+    daemons = cluster_daemons.Slurm(_private_dir(tmp_path_factory, "slurm"), partition="compute")
     try:
         daemons.start_all()
         yield daemons
@@ -239,13 +239,13 @@ def test_walltime_check_agrees_with_sbatch(slurm, walltime):
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
-    reason = backends.missing_sshd()
+    reason = cluster_daemons.missing_sshd()
     if reason:
         pytest.skip(f"no sshd: {reason}")
-    setenv = {**backends.blas_environment(), "OMP_NUM_THREADS": "1"}
+    setenv = {**cluster_daemons.blas_environment(), "OMP_NUM_THREADS": "1"}
     if os.environ.get("PYTHONPATH"):  # e.g. a source checkout on the path
         setenv["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    daemon = backends.Sshd(_private_dir(tmp_path_factory, "sshd"), setenv=setenv)
+    daemon = cluster_daemons.Sshd(_private_dir(tmp_path_factory, "sshd"), setenv=setenv)
     try:
         daemon.start_all()
         yield daemon

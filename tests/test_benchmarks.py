@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from helpers import run_bench
+from tests.support.helpers import run_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

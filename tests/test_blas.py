@@ -16,11 +16,12 @@ import numpy as np
 import scipy.linalg
 import zarr
 
-from helpers import run_cli, small_quickstart
 from onebit_dask import OneBitMultiLabel
 from onebit_dask.ops import kernels
 from onebit_dask.utils import provenance
 from onebit_dask.fit.algorithm import initialise_dense
+
+from tests.support.helpers import run_cli, small_quickstart
 
 
 def test_canonical_signs_make_two_lapack_routes_agree():

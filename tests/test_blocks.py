@@ -4,14 +4,15 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from dense import dense_dilation, dense_H
-from test_alignment import at_address
 from onebit_dask.fit import algorithm
 from onebit_dask.engine import LocalEngine
 from onebit_dask.engine import blocks as B
 from onebit_dask.ops.kernels import LAMBDA, row_norms
 from onebit_dask.data.arrays import ArraySource
 from onebit_dask.data.synthetic.problem import Projection
+
+from tests.support.dense import dense_dilation, dense_H
+from tests.support.arrays import at_address
 
 D1, D2, L = 7, 11, 4
 

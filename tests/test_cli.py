@@ -4,7 +4,7 @@ import pytest
 
 from onebit_dask.cli import main
 
-from helpers import fit_args, run_cli, run_main
+from tests.support.helpers import FILES, fit_args, run_cli, run_main
 
 SMALL = ["fit", "--workers", "0", *fit_args(batch_size=3000, n_iter=3, n_test=300)[1:]]
 
@@ -123,13 +123,12 @@ def test_predict_takes_the_files_fit_takes(tmp_path):
     from onebit_dask import OneBitMultiLabel
     from onebit_dask.io.xc import read_xc
 
-    data = os.path.join(os.path.dirname(__file__), "data")
     model = str(tmp_path / "m.zarr")
-    fitted = run_main("fit", "--data", os.path.join(data, "emotions_train.txt"), "--rank", 2,
+    fitted = run_main("fit", "--data", os.path.join(FILES, "emotions_train.txt"), "--rank", 2,
                       "--batch-size", 2000, "--n-iter", 2, "--workers", 0, "--quiet",
                       "--save", model)
     assert fitted.returncode == 0, fitted.stderr
-    test = os.path.join(data, "emotions_test.txt")
+    test = os.path.join(FILES, "emotions_test.txt")
     out = run_main("predict", model, "--data", test, "--rows", 5, "--top-k", 3, "--json",
                    "--workers", 0)
     assert out.returncode == 0, out.stderr

@@ -8,7 +8,6 @@ full file system (a small tmpfs, when this user may mount one).
 """
 
 import concurrent.futures
-import contextlib
 import os
 import signal
 import subprocess
@@ -18,8 +17,9 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import DaskProcesses, make_certificates
-from helpers import FIT, CliProcess, one_line, run_cli, run_main
+from tests.support.clusters import DaskProcesses, make_certificates
+from tests.support.filesystems import read_only_dir, small_disk
+from tests.support.helpers import FIT, CliProcess, one_line, run_cli, run_main
 
 pytestmark = pytest.mark.integration
 
@@ -243,38 +243,6 @@ def test_report_on_a_damaged_done_array_exits_1(cube, tmp_path, damage):
 
     with pytest.raises(DamagedStoreError, match="damaged"):  # the package's one error for it
         report(copy)
-
-
-@contextlib.contextmanager
-def read_only_dir(directory):
-    directory.mkdir()
-    if os.geteuid() == 0:  # root writes through permissions: a read-only mount instead
-        if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(directory)],
-                          capture_output=True).returncode != 0:
-            pytest.skip("cannot mount a read-only tmpfs here")
-        try:
-            yield directory
-        finally:
-            subprocess.run(["umount", str(directory)], check=False)
-    else:
-        directory.chmod(0o500)
-        try:
-            yield directory
-        finally:
-            directory.chmod(0o700)
-
-
-@contextlib.contextmanager
-def small_disk(directory, size="200k"):
-    directory.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                           str(directory)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to fill: {proc.stderr.strip()}")
-    try:
-        yield directory
-    finally:
-        subprocess.run(["umount", "-l", str(directory)], check=False)
 
 
 def test_full_disk_exits_1_naming_the_path(cube, tmp_path):

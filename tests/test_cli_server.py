@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from helpers import CliProcess, run_cli
+from tests.support.helpers import CliProcess, run_cli
 
 pytestmark = pytest.mark.integration
 

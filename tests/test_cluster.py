@@ -12,7 +12,7 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.cli.clusters import (ClusterConfigError, cluster_spec, load_cluster_config,
                                  make_cluster, parse_cluster_config)
 
-from helpers import run_cli, run_main
+from tests.support.helpers import run_cli, run_main
 
 CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "cluster").glob("*.yaml"))
 

@@ -2,7 +2,6 @@
 nothing behind, and damaged stores never read as zeros."""
 
 import os
-import pathlib
 import pickle
 import shutil
 
@@ -19,16 +18,16 @@ from onebit_dask.io.csr_store import (
 )
 from onebit_dask.io.xc import XCFormatError, read_xc
 from onebit_dask.io.stores.zarr_format import DamagedStoreError
+from tests.support.helpers import FILES
 
-DATA = pathlib.Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize("name, chunk_rows, chunk_nnz", [
     ("bibtex_train.txt", 64, 1000), ("emotions_test.txt", 40, 1000),
     ("emotions_test.txt", 1000, 2**20)])
 def test_round_trip_file_store_arrays(tmp_path, name, chunk_rows, chunk_nnz):
-    X, Y = read_xc(DATA / name)
-    path = convert(DATA / name, tmp_path / "s.zarr", chunk_rows=chunk_rows, chunk_nnz=chunk_nnz)
+    X, Y = read_xc(FILES / name)
+    path = convert(FILES / name, tmp_path / "s.zarr", chunk_rows=chunk_rows, chunk_nnz=chunk_nnz)
     store = open_csr_store(path)
     assert (store.n, store.d1, store.d2) == (X.shape[0], X.shape[1], Y.shape[1])
     assert (store.nnz_x, store.nnz_y) == (X.nnz, Y.nnz)
@@ -50,30 +49,30 @@ def test_round_trip_file_store_arrays(tmp_path, name, chunk_rows, chunk_nnz):
 
 
 def test_store_layout(tmp_path):
-    convert(DATA / "emotions_train.txt", tmp_path / "s.zarr", chunk_rows=50)
+    convert(FILES / "emotions_train.txt", tmp_path / "s.zarr", chunk_rows=50)
     group = zarr.open_group(tmp_path / "s.zarr", mode="r")
     assert group.attrs["format"] == FORMAT and group.attrs["version"] == 2
     assert (group.attrs["n"], group.attrs["d1"], group.attrs["d2"]) == (300, 72, 6)
     for name in ("X/indptr", "X/indices", "X/data", "Y/indptr", "Y/indices"):
         assert group[name].metadata.dimension_names is not None
     assert group["X/indptr"].chunks == (50,) and group["X/indptr"].shape == (301,)
-    assert is_csr_store(tmp_path / "s.zarr") and not is_csr_store(DATA / "emotions_train.txt")
+    assert is_csr_store(tmp_path / "s.zarr") and not is_csr_store(FILES / "emotions_train.txt")
     assert not is_csr_store(f"file://{tmp_path / 's.zarr'}")  # read from local paths only
 
 
 def test_headerless_file(tmp_path):
     src = tmp_path / "plain.svm"
-    src.write_text("".join((DATA / "emotions_test.txt").read_text().splitlines(True)[1:]))
+    src.write_text("".join((FILES / "emotions_test.txt").read_text().splitlines(True)[1:]))
     convert(src, tmp_path / "s.zarr", chunk_rows=50, n_features=72, n_labels=6)
     X, Y = load(tmp_path / "s.zarr")
-    X0, Y0 = read_xc(DATA / "emotions_test.txt")
+    X0, Y0 = read_xc(FILES / "emotions_test.txt")
     assert (X != X0).nnz == 0 and (Y != Y0).nnz == 0
     with pytest.raises(ValueError, match="n_labels=7 is not allowed: the store"):
         load(tmp_path / "s.zarr", n_labels=7)
 
 
 def _bad_file(tmp_path, line_no, text):
-    lines = (DATA / "bibtex_train.txt").read_text().splitlines(keepends=True)
+    lines = (FILES / "bibtex_train.txt").read_text().splitlines(keepends=True)
     lines[line_no - 1] = text
     path = tmp_path / "src" / "bad.txt"
     path.parent.mkdir(exist_ok=True)
@@ -105,17 +104,17 @@ def test_empty_file_and_existing_target(tmp_path):
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
     with pytest.raises(ValueError, match="store_path=.*mine.zarr' exists"):
-        convert(DATA / "emotions_test.txt", mine)
+        convert(FILES / "emotions_test.txt", mine)
     assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
     assert sorted(os.listdir(tmp_path)) == ["empty.txt", "mine.zarr"]
     with pytest.raises(ValueError, match="chunk_rows=0 is not allowed"):
-        convert(DATA / "emotions_test.txt", tmp_path / "s.zarr", chunk_rows=0)
+        convert(FILES / "emotions_test.txt", tmp_path / "s.zarr", chunk_rows=0)
 
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     path = tmp_path_factory.mktemp("converted") / "s.zarr"
-    convert(DATA / "emotions_train.txt", path, chunk_rows=50, chunk_nnz=1000)
+    convert(FILES / "emotions_train.txt", path, chunk_rows=50, chunk_nnz=1000)
     return path
 
 
@@ -131,7 +130,7 @@ def test_missing_chunk_is_named_and_only_needed_chunks_are_read(store):
     s = open_csr_store(store)
     x, _ = s.rows(0, 40)  # rows before that chunk still read
     assert s.labels(0, 300).shape == (300, 6)  # and the labels of every row (no X read)
-    np.testing.assert_array_equal(x.toarray(), read_xc(DATA / "emotions_train.txt")[0][:40].toarray())
+    np.testing.assert_array_equal(x.toarray(), read_xc(FILES / "emotions_train.txt")[0][:40].toarray())
     with pytest.raises(DamagedStoreError, match=r"s\.zarr'.*the chunk X/indices/c/3 "
                                                 r"\(elements 3000\.\.3999\) is missing"):
         s.rows(40, 60)

@@ -13,10 +13,11 @@ from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 
-from conftest import DaskProcesses, local_client, make_certificates
-from helpers import lineage_pickles, run_cli
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.testing import assert_same_fit
+
+from tests.support.clusters import DaskProcesses, local_client, make_certificates
+from tests.support.helpers import lineage_pickles, run_cli
 
 pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(40, 30, 2, flip=0.02, seed=9, n_test=500)

@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, small_quickstart
+from tests.support.helpers import ROOT, small_quickstart
 
 SMALLER = {
     "README.md": {"100_000": "5_000", "100000": "5000", "10_000]": "2_000]",

@@ -11,7 +11,7 @@ from onebit_dask.ops import features as F
 from onebit_dask.io.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit
 
-from helpers import lineage_pickles
+from tests.support.helpers import FILES, lineage_pickles
 
 RTOL = 1e-8  # the map's products against phi(X) formed in NumPy: float64 rounding, summed
 #              in another order, through a few steps of sign(...) (which a tie would flip)
@@ -353,11 +353,10 @@ def test_cli_fit_features_and_predict(tmp_path):
     import json
     import os
 
-    from helpers import one_line, run_main
+    from tests.support.helpers import one_line, run_main
     from onebit_dask.io.xc import read_xc
 
-    data = os.path.join(os.path.dirname(__file__), "data")
-    train, test = (os.path.join(data, f"emotions_{part}.txt") for part in ("train", "test"))
+    train, test = (os.path.join(FILES, f"emotions_{part}.txt") for part in ("train", "test"))
     model = str(tmp_path / "m.zarr")
     fitted = run_main("fit", "--data", train, "--rank", 2, "--batch-size", 2000, "--n-iter", 1,
                       "--workers", 0, "--quiet", "--save", model, "--features", "whiten",

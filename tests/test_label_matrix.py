@@ -185,7 +185,7 @@ def test_training_sets_with_nothing_to_learn_are_refused(tmp_path):
     """A Y without a 1, an X without a non-zero, 0 rows, and an XC file none of whose rows
     has a label: one ValueError each, before any work (single empty rows stay allowed);
     the command line exits 2 with one line."""
-    from helpers import run_main
+    from tests.support.helpers import run_main
 
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((50, 5)), (rng.random((50, 4)) < 0.3).astype(int)
@@ -225,7 +225,7 @@ def test_a_sparse_batch_is_counted_by_its_stored_entries(tmp_path):
     lines = [",".join(map(str, np.flatnonzero(Y[i].toarray()))) + " " + " ".join(
         f"{j}:{v:.3f}" for j, v in zip(X[i].indices, X[i].data)) for i in range(300)]
     path.write_text("300 20000 5\n" + "\n".join(lines) + "\n")
-    from helpers import run_main
+    from tests.support.helpers import run_main
 
     proc = run_main("fit", "--data", path, "--rank", 2, "--batch-size", 200_000, "--n-iter", 1,
                     "--workers", 0, "--quiet", "--json")

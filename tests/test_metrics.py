@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 import sklearn.metrics
-from dense import label_auc_sums_reference
 
 from onebit_dask import metrics
+
+from tests.support.dense import label_auc_sums_reference
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import pytest
 import zarr
 from distributed import get_task_stream
 
-from test_cli_failures import read_only_dir, small_disk
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.persist import model_store as model_io
 from onebit_dask.engine import placement
@@ -30,7 +29,8 @@ from onebit_dask.io.stores.lock import StoreLock, StoreLockedError
 from onebit_dask.io.stores.zarr_format import DamagedStoreError
 from onebit_dask.testing import assert_same_fit, computed
 
-from helpers import fit_args, run_cli, run_main
+from tests.support.filesystems import read_only_dir, small_disk
+from tests.support.helpers import fit_args, run_cli, run_main
 
 pytestmark = pytest.mark.integration
 PROBLEM = SyntheticProblem(20, 30, 2, flip=0.02, seed=3, n_test=300)

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from onebit_dask.cli import shipped
 from onebit_dask.cli import main
 
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 

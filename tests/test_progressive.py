@@ -16,20 +16,20 @@ import os
 
 import numpy as np
 import pytest
-from dense import label_auc_sums_reference
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data.label_matrix import LabelMatrixSource
 from onebit_dask.io.xc import read_xc
 from onebit_dask.fit.steps import RULES
+from tests.support.dense import label_auc_sums_reference
+from tests.support.helpers import FILES
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
 PARAMS = dict(batch_size=2000, n_iter=5, features="standardize", random_state=0)
 
 
 def _read(name):
-    X_train, Y_train = read_xc(os.path.join(DATA, f"{name}_train.txt"))
-    X_test, Y_test = read_xc(os.path.join(DATA, f"{name}_test.txt"))
+    X_train, Y_train = read_xc(os.path.join(FILES, f"{name}_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(FILES, f"{name}_test.txt"))
     return X_train, Y_train, X_test, Y_test
 
 

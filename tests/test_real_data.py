@@ -24,15 +24,15 @@ import pytest
 
 from onebit_dask import OneBitMultiLabel
 from onebit_dask.io.xc import read_xc
+from tests.support.helpers import FILES
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
 FLOOR = 0.75  # popularity scores 0.5; measured here 0.78-0.80 after the initial batch
 
 
 @pytest.fixture(scope="module")
 def emotions():
-    X_train, Y_train = read_xc(os.path.join(DATA, "emotions_full_train.txt"))
-    X_test, Y_test = read_xc(os.path.join(DATA, "emotions_full_test.txt"))
+    X_train, Y_train = read_xc(os.path.join(FILES, "emotions_full_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(FILES, "emotions_full_test.txt"))
     return X_train, Y_train, X_test, Y_test
 
 

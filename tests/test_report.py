@@ -3,10 +3,11 @@ import os
 import matplotlib.image
 import pytest
 
-from helpers import run_main
 from onebit_dask.sweep import run_sweep
 from onebit_dask.sweep.report import report
 from onebit_dask.sweep.spec import parse_spec
+
+from tests.support.helpers import run_main
 
 SPEC = parse_spec("""
 grid:

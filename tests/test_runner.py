@@ -20,7 +20,7 @@ from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.cube import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
-from helpers import CliProcess, run_cli, wait_until
+from tests.support.helpers import CliProcess, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -283,7 +283,7 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
     lands while the victim runs a cell, whatever the timing."""
     import threading
 
-    from conftest import local_client
+    from tests.support.clusters import local_client
 
     spec = parse_spec(SPEC_TEXT.replace("noise: [none, flip=0.05]", "noise: [none]"))
     path = str(tmp_path / "w.zarr")

@@ -264,7 +264,7 @@ def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
 def test_an_existing_file_as_out_is_refused_before_any_cell(tmp_path):
     """``--out`` naming a file (a PNG, say) exits 2 at once, the file untouched, instead of
     running every cell and failing with "Not a directory"."""
-    from helpers import run_main, small_quickstart
+    from tests.support.helpers import run_main, small_quickstart
 
     spec = small_quickstart(tmp_path)
     png = tmp_path / "existing.png"

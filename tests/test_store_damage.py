@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 import zarr
 
-from helpers import run_cli, run_main
 from onebit_dask import SyntheticProblem
 from onebit_dask.data.observations import ZarrSource
 from onebit_dask.io.csr_store import convert, open_csr_store
 from onebit_dask.io.observations import write_observations
 from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+from tests.support.helpers import FILES, run_cli, run_main
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def obs_store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def csr_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("csr") / "csr.zarr"
-    return convert(os.path.join(DATA, "emotions_train.txt"), path, chunk_rows=50,
+    return convert(os.path.join(FILES, "emotions_train.txt"), path, chunk_rows=50,
                    chunk_nnz=2000)
 
 

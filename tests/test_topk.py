@@ -9,14 +9,14 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics import roc_auc_score
 
-from helpers import run_main
 from onebit_dask import OneBitMultiLabel
 from onebit_dask.io.xc import read_xc
 from onebit_dask.engine import LocalEngine, placement, topk
 from onebit_dask.engine import blocks as B
 from onebit_dask.ops import mips
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+from tests.support.helpers import FILES, run_main
+
 BOUNDS = [0, 7, 19, 20, 41]  # blocks of 7, 12, 1 and 21 labels
 L = 4
 
@@ -186,7 +186,7 @@ def test_ranking_pieces_stream_labels_to_the_same_metrics(fitted, monkeypatch):
 
 
 def test_cli_predict_prints_the_dense_argsort_whatever_the_tiles(tmp_path, monkeypatch):
-    train, test = (os.path.join(DATA, f"emotions_{part}.txt") for part in ("train", "test"))
+    train, test = (os.path.join(FILES, f"emotions_{part}.txt") for part in ("train", "test"))
     model = OneBitMultiLabel(2, batch_size=2000, n_iter=2, n_shards=3, random_state=0,
                              engine="local").fit(train)
     path = model.save(tmp_path / "m.zarr")

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from dense import label_auc_sums_reference
-
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+from tests.support.dense import label_auc_sums_reference
 
 
 def _rare_problem(seed=0):

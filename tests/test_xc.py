@@ -1,7 +1,6 @@
 """The XC / multi-label svmlight reader: values against scikit-learn's loader, chunks,
 and every bad input naming the file and line."""
 
-import pathlib
 
 import numpy as np
 import pytest
@@ -9,12 +8,12 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
 from onebit_dask.io.xc import XCFormatError, iter_xc, read_xc, xc_sizes
+from tests.support.helpers import FILES
 
-DATA = pathlib.Path(__file__).parent / "data"
 
 
 def _lines(name):
-    return (DATA / name).read_text().splitlines(keepends=True)
+    return (FILES / name).read_text().splitlines(keepends=True)
 
 
 def _reference(path, d1, d2):
@@ -31,21 +30,21 @@ def _reference(path, d1, d2):
                                          ("emotions_test.txt", (150, 72, 6))])
 def test_read_xc_equals_sklearn_loader(name, shape):
     n, d1, d2 = shape
-    X, Y = read_xc(DATA / name)
+    X, Y = read_xc(FILES / name)
     assert X.shape == (n, d1) and Y.shape == (n, d2)
     assert X.format == "csr" and X.dtype == np.float64 and Y.dtype == np.int8
-    X_ref, Y_ref = _reference(DATA / name, d1, d2)
+    X_ref, Y_ref = _reference(FILES / name, d1, d2)
     np.testing.assert_array_equal(X.toarray(), X_ref)
     np.testing.assert_array_equal(Y.toarray(), Y_ref)
     assert Y.sum() > n  # several labels per instance
-    assert xc_sizes(DATA / name) == (n, d1, d2, True)
+    assert xc_sizes(FILES / name) == (n, d1, d2, True)
 
 
 def test_plain_svmlight_without_header(tmp_path):
     body = _lines("emotions_train.txt")[1:]
     path = tmp_path / "plain.svm"
     path.write_text("".join(body))
-    X, Y = read_xc(DATA / "emotions_train.txt")
+    X, Y = read_xc(FILES / "emotions_train.txt")
     X2, Y2 = read_xc(path)
     d1 = X.indices.max() + 1
     assert X2.shape == (300, d1) and Y2.shape == (300, Y.indices.max() + 1)
@@ -57,8 +56,8 @@ def test_plain_svmlight_without_header(tmp_path):
 
 @pytest.mark.parametrize("chunk_rows", [1, 7, 64, 1000])
 def test_chunks_equal_the_whole_file(chunk_rows, tmp_path):
-    X, Y = read_xc(DATA / "bibtex_test.txt")
-    chunks = list(iter_xc(DATA / "bibtex_test.txt", chunk_rows))
+    X, Y = read_xc(FILES / "bibtex_test.txt")
+    chunks = list(iter_xc(FILES / "bibtex_test.txt", chunk_rows))
     assert all(c[0].shape[0] == chunk_rows for c in chunks[:-1])
     assert (sp.vstack([c[0] for c in chunks]) != X).nnz == 0
     assert (sp.vstack([c[1] for c in chunks]) != Y).nnz == 0
@@ -132,11 +131,11 @@ def test_header_count_mismatch_and_empty_file(tmp_path):
 def test_bad_arguments():
     assert issubclass(XCFormatError, ValueError)  # the CLI's bad input: exit 2
     with pytest.raises(ValueError, match="n_features=10 is not allowed: the header .* 1836"):
-        read_xc(DATA / "bibtex_train.txt", n_features=10)
+        read_xc(FILES / "bibtex_train.txt", n_features=10)
     with pytest.raises(ValueError, match="chunk_rows=0 is not allowed"):
-        iter_xc(DATA / "bibtex_train.txt", 0)  # checked when called, not when iterated
+        iter_xc(FILES / "bibtex_train.txt", 0)  # checked when called, not when iterated
     with pytest.raises(FileNotFoundError, match="nope.txt"):
-        read_xc(DATA / "nope.txt")
+        read_xc(FILES / "nope.txt")
 
 
 def test_plain_svmlight_checked_against_the_arguments(tmp_path):

@@ -1,7 +1,7 @@
 """Helpers shared by the tests: the command line in a real process or in this one.
 
 :func:`run_cli` runs ``python -m onebit_dask`` in a process of its own, forked from
-``tests/cli_server.py`` (an interpreter that has imported the libraries once: a fork
+``tests/support/cli_server.py`` (an interpreter that has imported the libraries once: a fork
 instead of an interpreter start and ~2 s of CPU of imports); :func:`run_main` runs the
 same ``main(argv)`` in this process and returns the same kind of result. A test of a
 failure class runs at least one case through a process; the other cases of the class go
@@ -22,7 +22,10 @@ import threading
 import time
 from typing import NamedTuple
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+"""The repository's top directory."""
+FILES = ROOT / "tests" / "files"
+"""The tests' data files (tests/files/README.md lists them)."""
 
 SMALL = dict(d1=20, d2=10, rank=2, batch_size=2000, n_iter=2, n_test=200)
 """A synthetic problem and fit small enough for the command line tests."""
@@ -40,7 +43,7 @@ FIT = fit_args("--quiet")
 
 
 class _CliServer:
-    """This test process's ``tests/cli_server.py``, started at the first command and
+    """This test process's ``tests/support/cli_server.py``, started at the first command and
     stopped when the process ends (its stdin, the lifeline, closes)."""
 
     def __init__(self):
@@ -49,12 +52,13 @@ class _CliServer:
 
         self.directory = tempfile.mkdtemp(prefix="onebit-cli-server-")
         self.path = os.path.join(self.directory, "socket")
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "cli_server.py"),
-                                      self.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        server = ROOT / "tests" / "support" / "cli_server.py"
+        self.proc = subprocess.Popen([sys.executable, str(server), self.path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=ROOT)
         if self.proc.stdout.readline() != b"ready\n":
             self.proc.kill()
-            raise RuntimeError(f"tests/cli_server.py did not start (exit "
+            raise RuntimeError(f"tests/support/cli_server.py did not start (exit "
                                f"{self.proc.wait()}):\n{self.proc.stderr.read().decode()}")
         atexit.register(self.close)
 
@@ -70,7 +74,7 @@ _cli_server_lock = threading.Lock()
 
 class CliProcess:
     """``onebit-dask ARGS`` started in a process of its own, forked from this test
-    process's ``tests/cli_server.py``: the part of :class:`subprocess.Popen`'s interface
+    process's ``tests/support/cli_server.py``: the part of :class:`subprocess.Popen`'s interface
     (``text=True``, stdout and stderr piped, stdin ``/dev/null``) that the tests use."""
 
     def __init__(self, args, env=None, cwd=None):
@@ -78,7 +82,7 @@ class CliProcess:
         import socket
         import struct
 
-        from cli_server import recv_exactly
+        from .cli_server import recv_exactly
 
         global _cli_server
         with _cli_server_lock:
@@ -130,7 +134,7 @@ class CliProcess:
         import socket
         import struct
 
-        from cli_server import recv_exactly
+        from .cli_server import recv_exactly
 
         if self.returncode is None:
             self._conn.settimeout(timeout)

@@ -70,7 +70,7 @@ def recv_exactly(conn, size) -> bytes:
     while len(data) < size:
         chunk = conn.recv(size - len(data))
         if not chunk:
-            raise ConnectionError("the other end of a tests/cli_server.py socket hung up")
+            raise ConnectionError("the other end of a tests/support/cli_server.py socket hung up")
         data += chunk
     return data
 
@@ -191,7 +191,7 @@ def exit_status(exc: SystemExit) -> int:
 
 if __name__ == "__main__":
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # not tests/
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # not tests/support/
     preload()
     request = serve(sys.argv[1])
     try:
