@@ -1,7 +1,6 @@
 """Every shipped cluster config loads and turns into its cluster, job script or spec."""
 
 import os
-import pathlib
 import re
 
 import numpy as np
@@ -12,9 +11,9 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.cli.clusters import (ClusterConfigError, cluster_spec, load_cluster_config,
                                  make_cluster, parse_cluster_config)
 
-from tests.support.helpers import run_cli, run_main
+from tests.support.helpers import ROOT, run_cli, run_main
 
-CONFIGS = sorted((pathlib.Path(__file__).parents[1] / "cluster").glob("*.yaml"))
+CONFIGS = sorted((ROOT / "cluster").glob("*.yaml"))
 
 
 def test_configs_are_shipped():
@@ -57,7 +56,7 @@ def test_config_builds_its_spec(path, tmp_path, monkeypatch):
 @pytest.mark.integration
 @pytest.mark.parametrize("name", ["local.yaml", "local-tls.yaml"])
 def test_local_configs_start_and_fit(name):
-    config = load_cluster_config(pathlib.Path(__file__).parents[1] / "cluster" / name)
+    config = load_cluster_config(ROOT / "cluster" / name)
     problem = SyntheticProblem(20, 10, 2, seed=1, n_test=100)
     params = dict(batch_size=2000, n_iter=2, random_state=0)
     with make_cluster(config) as cluster, Client(cluster) as client:
@@ -140,7 +139,7 @@ def test_tls_files_must_exist():
 @pytest.mark.integration
 def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
     """Where SLURM is not installed, the shipped config fails before a scheduler starts."""
-    config = pathlib.Path(__file__).parents[1] / "cluster" / "slurm.yaml"
+    config = ROOT / "cluster" / "slurm.yaml"
     proc = run_cli("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1", "--quiet",
                    "--cluster", config, env={**os.environ, "PATH": str(tmp_path)})
     assert proc.returncode == 1

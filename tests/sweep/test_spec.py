@@ -1,11 +1,11 @@
-import pathlib
 import re
 
 import pytest
 
 from onebit_dask.sweep.spec import SpecError, load_spec, parse_noise, parse_spec
+from tests.support.helpers import ROOT
 
-PIPELINES = sorted((pathlib.Path(__file__).parents[1] / "pipelines").glob("*.yaml"))
+PIPELINES = sorted((ROOT / "pipelines").glob("*.yaml"))
 GOOD = """
 grid:
   d1: [20, 30]

@@ -2,7 +2,6 @@
 
 import importlib.util
 import json
-import pathlib
 import subprocess
 import sys
 
@@ -11,7 +10,9 @@ import pytest
 
 from onebit_dask.io.xc import read_xc
 
-MAKE_XC = pathlib.Path(__file__).parents[1] / "benchmarks" / "make_xc.py"
+from tests.support.helpers import ROOT
+
+MAKE_XC = ROOT / "benchmarks" / "make_xc.py"
 
 
 _spec = importlib.util.spec_from_file_location("make_xc", MAKE_XC)
