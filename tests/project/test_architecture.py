@@ -1,6 +1,7 @@
 """The layer picture of docs/ARCHITECTURE.md is true: every module of the package is in
-it, and no module imports one of a layer above its own (an import inside a function
-counts too)."""
+it, by its subpackage (every subpackage is named as a folder, so that a module added to
+one needs no edit of the picture), and no module imports one of a layer above its own
+(an import inside a function counts too)."""
 
 import ast
 import pathlib
@@ -27,27 +28,49 @@ def modules() -> dict:
     return found
 
 
-def layers(known) -> dict:
-    """``{module: layer}`` from the picture (0 at the top). In a layer, ``pkg/name.py``
-    and ``name.py`` of the package's top level are modules; another ``name.py`` is the
-    latest ``pkg/``'s; ``pkg/`` places every module of ``pkg`` that no name places."""
+def subpackages() -> set:
+    """The package's subpackages (each folder with an ``__init__.py``), dotted."""
+    return {".".join(p.parent.relative_to(ROOT).parts)
+            for p in PACKAGE.rglob("__init__.py")} - {"onebit_dask"}
+
+
+def picture() -> tuple:
+    """``({module: layer}, {subpackage: layer})``: what the picture names (0 at the top).
+    In a layer, ``pkg/`` is a subpackage: ``onebit_dask.pkg``, or one inside the latest
+    ``pkg/`` before it (``data/ ... synthetic/``); ``pkg/name.py`` and ``name.py`` of the
+    package's top level are modules; another ``name.py`` is the latest ``pkg/``'s."""
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    picture = re.search(r"## The layers\n.*?```\n(.*?)```", text, re.S).group(1)
-    chunks = re.split(r"^\s*▼.*$", picture, flags=re.M)
+    chunks = re.split(r"^\s*▼.*$", re.search(r"## The layers\n.*?```\n(.*?)```", text,
+                                             re.S).group(1), flags=re.M)
+    known, folders = modules(), subpackages()
     named, packages = {}, {}
     for layer, chunk in enumerate(chunks):
         where = None
         for match in re.finditer(r"\b(?:(\w+)/)?(\w+)\.py\b|\b(\w+)/(?!\w)", chunk):
             folder, name, package = match.groups()
             if package is not None:
-                where = package
-                packages.setdefault(f"onebit_dask.{package}", layer)
+                found = {f"onebit_dask.{package}", *([f"{where}.{package}"] if where else [])}
+                found &= folders
+                assert len(found) == 1, f"{package}/ in the picture: {sorted(found) or 'no folder'}"
+                (where,) = found
+                packages.setdefault(where, layer)
                 continue
-            if folder is None and f"onebit_dask.{name}" not in known:
-                folder = where
-            module = ".".join(p for p in ("onebit_dask", folder, name) if p)
+            if folder is not None:
+                module = f"onebit_dask.{folder}.{name}"
+            elif where is None or f"onebit_dask.{name}" in known:
+                module = f"onebit_dask.{name}"
+            else:
+                module = f"{where}.{name}"
             assert module in known, f"the picture names {module}, which does not exist"
             named.setdefault(module, layer)
+    return named, packages
+
+
+def layers(known) -> dict:
+    """``{module: layer}`` for the modules ``known``: the layer the picture names a module
+    in, else the layer of the innermost subpackage it is in (``pkg/`` places every module
+    of ``pkg`` that no name places: a new module needs no edit of the picture)."""
+    named, packages = picture()
     placed = dict(named)
     for module in known:
         if module not in placed:
@@ -82,8 +105,12 @@ def imports(name: str, path: pathlib.Path) -> set:
 
 
 def test_every_module_is_in_the_picture():
+    """By its folder: every subpackage is named as one (``pkg/``), so that a module added
+    to it is in the picture without an edit; a module of the package's top level is named
+    by itself."""
     known = modules()
     assert set(known) - set(layers(known)) == set()
+    assert subpackages() - set(picture()[1]) == set()
 
 
 def test_no_module_imports_a_layer_above_its_own():
@@ -109,11 +136,17 @@ def test_the_check_sees_an_upward_import(tmp_path):
 
 
 def test_a_new_module_in_a_folder_is_in_its_folders_layer():
-    """The picture names folders: a module it does not name is in its folder's layer."""
+    """The picture names folders: a module it does not name is in its folder's layer, in
+    every subpackage (``data/synthetic/`` and ``io/stores/`` too)."""
     known = modules()
     known["onebit_dask.data.new_kind"] = PACKAGE / "data" / "new_kind.py"
     layer = layers(known)
     assert layer["onebit_dask.data.new_kind"] == layer["onebit_dask.data.source"]
+    for package in sorted(subpackages()):
+        new = f"{package}.new_module"
+        known = {**modules(), new: PACKAGE.parent.joinpath(*new.split(".")).with_suffix(".py")}
+        layer = layers(known)
+        assert layer[new] == layer[package], new
 
 
 def test_no_module_imports_a_private_name_of_another():
