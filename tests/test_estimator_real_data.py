@@ -1,5 +1,5 @@
 """A real-data regression test: emotions (MULAN; 391 training and 202 test songs, 72
-audio features, 6 labels), copied whole into ``tests/data/emotions_full_*.txt``.
+audio features, 6 labels), copied whole into ``tests/files/emotions_full_*.txt``.
 
 One-bit feedback drawn from the training label matrix (12 000 bits, 2000 a batch, seed
 0), the features whitened by the estimator (``features="whiten"``: all 72 directions) or

@@ -1,7 +1,7 @@
 """The shipped SLURM and SSH configs against real back ends on 127.0.0.1.
 
 A single-node SLURM (munged, slurmctld, slurmd) and an sshd are started by the
-fixtures in ``tests/backends.py``; ``onebit-dask sweep`` and ``fit`` run through
+fixtures in ``tests/support/cluster_daemons.py``; ``onebit-dask sweep`` and ``fit`` run through
 them from configs of the shape of ``cluster/slurm.yaml`` and ``cluster/ssh.yaml``,
 and their results must equal an in-process (``--workers 0``) run bit for bit.
 Skipped, with the way to enable them, where the daemons are not installed.

@@ -127,7 +127,7 @@ def test_same_setting_twice_and_huge_grids_are_refused(tmp_path):
     (["--checkpoint", ""], "--checkpoint='' is not allowed: give the path of the checkpoint"),
 ])
 def test_bad_flag_values_name_the_flag(args, fragment):
-    # in-process: test_cli.py::test_bad_input_exits_2_with_one_line runs both paths for real
+    # in-process: cli/test_main.py::test_bad_input_exits_2_with_one_line runs both paths for real
     line = one_line(run_main(*FIT, *args), 2)
     assert fragment in line
 
@@ -196,7 +196,7 @@ def test_report_plots_onto_a_file_or_read_only_dir_exit_2(cube, tmp_path):
     path, _ = cube
     target = tmp_path / "a-file"
     target.write_text("x")
-    # in-process: tests/test_report.py runs a report's exit 2 for real
+    # in-process: tests/sweep/test_report.py runs a report's exit 2 for real
     line = one_line(run_main("report", path, "--plots", target), 2)
     assert "is a file, not a directory" in line
     with read_only_dir(tmp_path / "ro") as ro:

@@ -193,7 +193,7 @@ def misaligned(a):
 
 
 def test_block_functions_see_aligned_arrays_everywhere():
-    """Arrays that Dask moved can be misaligned (tests/test_alignment.py); every array a
+    """Arrays that Dask moved can be misaligned (tests/ops/test_kernels_alignment.py); every array a
     block function receives, in the block, in lists and in named tuples, is aligned."""
     rng = np.random.default_rng(0)
     seen = []

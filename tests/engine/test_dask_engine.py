@@ -203,7 +203,7 @@ def test_tls_scheduler_via_cli(tmp_path, capsys):
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["n_workers"] == 2
         # without certificates the CLI refuses before connecting (main() in this process:
-        # the exit-2 path of a real process is tested in test_cli.py)
+        # the exit-2 path of a real process is tested in cli/test_main.py)
         from onebit_dask.cli import main
 
         assert main(base) == 2 and "uses TLS" in capsys.readouterr().err

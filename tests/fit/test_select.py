@@ -2,7 +2,7 @@
 kept by progressive validation (:mod:`onebit_dask.fit.select`, docs/ALGORITHM.md
 section 9e).
 
-Real data from ``tests/data``: emotions (391 training songs, 72 features, 6 labels:
+Real data from ``tests/files/``: emotions (391 training songs, 72 features, 6 labels:
 about 330 bits a label and batch here, many against the features) and the first 300
 training rows of bibtex (1836 features, 159 labels: about 13 bits a label and batch),
 2000 bits a batch, standardised features. On the five full sets the residual branch is

@@ -1,4 +1,4 @@
-"""``helpers.run_cli``'s processes (forks of ``tests/cli_server.py``) against real
+"""``helpers.run_cli``'s processes (forks of ``tests/support/cli_server.py``) against real
 ``python -m onebit_dask`` processes."""
 
 import signal
@@ -27,7 +27,7 @@ def test_a_command_gives_what_python_m_gives(args):
 
 def test_a_relative_path_is_found_in_the_callers_directory(tmp_path):
     """(That the environment is the caller's ``env`` is
-    ``test_cluster.test_slurm_config_without_sbatch_exits_1_with_one_line``'s check: its
+    ``cli/test_clusters.py::test_slurm_config_without_sbatch_exits_1_with_one_line``'s check: its
     ``PATH`` has no ``sbatch``, which this machine may have.)"""
     (tmp_path / "obs.zarr").mkdir()  # there, not in this process's directory
     found = run_cli("fit", "--data", "obs.zarr", "--rank", "2", cwd=tmp_path)
