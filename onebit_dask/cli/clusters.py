@@ -47,7 +47,8 @@ _JOBQUEUE = {"cores": int, "memory": str, "processes": int, "queue": str, "accou
              "job_script_prologue": list, "local_directory": str, "log_directory": str,
              "python": str, "name": str, "worker_extra_args": list,
              "death_timeout": (int, float), "scheduler_options": dict}
-# walltimes the batch system accepts (checked against a real sbatch in tests/test_backends.py)
+# walltimes the batch system accepts (checked against a real sbatch in
+# tests/cli/test_clusters_slurm_ssh.py)
 _WALLTIME = {"slurm": (re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|-1"
                                   r"|(?i:infinite|unlimited))$"),
                        "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"),

@@ -1,0 +1,284 @@
+"""Every shipped cluster config loads and turns into its cluster, job script or spec."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+from distributed import Client
+
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.cli.clusters import (ClusterConfigError, cluster_spec, load_cluster_config,
+                                 make_cluster, parse_cluster_config)
+
+from tests.support.helpers import ROOT, run_cli, run_main
+
+CONFIGS = sorted((ROOT / "cluster").glob("*.yaml"))
+
+
+def test_configs_are_shipped():
+    names = {p.name for p in CONFIGS}
+    assert {"local.yaml", "ssh.yaml", "slurm.yaml", "pbs.yaml", "kubernetes.yaml",
+            "tls.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_builds_its_spec(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # dask-jobqueue makes the configs' relative log_directory
+    config = load_cluster_config(path)
+    spec = cluster_spec(config)
+    if config.kind in ("slurm", "pbs"):
+        # the worker starts with the Python of the environment the prologue activates,
+        # one thread per worker (given once), 4GiB each
+        prologue, worker = spec.strip().splitlines()[-2:]
+        assert prologue == "source /opt/conda/bin/activate onebit"
+        assert worker.startswith("python -m distributed.cli.dask_worker ")
+        assert worker.count("--nthreads") == 1 and "--nthreads 1 " in worker
+        assert "--memory-limit 4.00GiB" in worker and "--nworkers 4" in worker
+    if config.kind == "slurm":
+        assert "#SBATCH -p compute" in spec and "#SBATCH --mem=16G\n" in spec
+        assert "#SBATCH -A my-project" in spec and "#SBATCH -t 02:00:00" in spec
+        assert "--interface" not in spec
+    elif config.kind == "pbs":
+        assert "#PBS -q workq" in spec and "#PBS -l select=1:ncpus=4:mem=16GB" in spec
+    elif config.kind == "kubernetes":
+        assert spec["kind"] == "DaskCluster"
+        assert spec["spec"]["worker"]["replicas"] == 4
+        worker = spec["spec"]["worker"]["spec"]["containers"][0]
+        assert worker["image"] == "ghcr.io/dask/dask:latest"
+        assert worker["resources"]["limits"]["memory"] == "4Gi"
+    else:
+        assert spec == config.options
+    if config.kind == "ssh":  # host keys are checked (asyncssh's default: ~/.ssh/known_hosts)
+        assert "known_hosts" not in config.options.get("connect_options", {})
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", ["local.yaml", "local-tls.yaml"])
+def test_local_configs_start_and_fit(name):
+    config = load_cluster_config(ROOT / "cluster" / name)
+    problem = SyntheticProblem(20, 10, 2, seed=1, n_test=100)
+    params = dict(batch_size=2000, n_iter=2, random_state=0)
+    with make_cluster(config) as cluster, Client(cluster) as client:
+        if config.security:
+            assert client.scheduler.address.startswith("tls://127.0.0.1:")
+        client.wait_for_workers(2, timeout=300)
+        est = OneBitMultiLabel(2, engine="dask", **params).fit(problem)  # the default client
+    np.testing.assert_array_equal(est.Q_, OneBitMultiLabel(2, **params).fit(problem).Q_)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("kind: slurmm\n", r"kind='slurmm' is unknown \(did you mean 'slurm'\?\)"),
+    ("options: {}\n", "missing key 'kind'"),
+    ("kind: slurm\noptions: {cores: 4}\n", r"missing key 'options.memory'"),
+    ("kind: slurm\noptions: {cores: four, memory: 4GB}\n",
+     r"options.cores='four' has type str, expected int"),
+    ("kind: local\noptions: {n_worker: 2}\n",
+     r"unknown key 'options.n_worker' \(did you mean 'n_workers'\?\)"),
+    ("kind: local\nscale: -1\n", r"scale=-1 is not allowed: it must be >= 1"),
+    ("kind: local\nscale: 2\nadapt: {maximum: 3}\n", "either 'scale' or 'adapt'"),
+    ("kind: local\nsecurity: {cert: a.pem}\n", "'ca_file', 'cert' and 'key'"),
+    ("kind: ssh\noptions: {hosts: [one]}\n", "at least one worker host"),
+    ("- a list\n", "a mapping with a 'kind' key"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, walltime: 2h}\n",
+     r"options.walltime='2h' is not a slurm walltime: give minutes, MM:SS, HH:MM:SS"),
+    ("kind: pbs\noptions: {cores: 4, memory: 4GB, walltime: 1-02:00}\n",
+     r"options.walltime='1-02:00' is not a pbs walltime"),
+    ("kind: slurm\noptions: {cores: 4, memory: lots}\n", r"options.memory='lots' is not a size"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, worker_extra_args: [--nthreads, '1']}\n",
+     r"options.worker_extra_args repeats --nthreads, which dask-jobqueue sets"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, worker_extra_args: [--memory-limit=2GB]}\n",
+     r"repeats --memory-limit"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, job_script_prologue: source a}\n",
+     r"options.job_script_prologue='source a' has type str, expected list"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, python: 3}\n",
+     r"options.python=3 has type int, expected str"),
+    ("kind: slurm\noptions: {cores: 4, memory: 4GB, job_extra_directives: [1]}\n",
+     r"options.job_extra_directives=\[1\] must be a list of strings"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {known_hosts: null}}\n",
+     r"known_hosts=None turns SSH host-key checking off"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {knwon_hosts: f}}\n",
+     r"unknown key 'options.connect_options.knwon_hosts' \(did you mean 'known_hosts'\?\)"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {port: '22'}}\n",
+     r"options.connect_options.port='22' has type str, expected int"),
+    ("kind: ssh\noptions: {hosts: [a, b], connect_options: {known_hosts: /nonexistent/kh}}\n",
+     r"known_hosts='/nonexistent/kh' is not a file"),
+    ("kind: local\nworkers: 3\n", r"unknown key 'workers'"),
+])
+def test_bad_configs_name_the_key(tmp_path, text, match):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError, match=match):
+        load_cluster_config(path)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ClusterConfigError, match="does not exist"):
+        load_cluster_config(tmp_path / "nope.yaml")
+    (tmp_path / "bad.yaml").write_text("kind: [local\n")
+    with pytest.raises(ClusterConfigError, match="not valid YAML"):
+        load_cluster_config(tmp_path / "bad.yaml")
+
+
+def test_ssh_known_hosts_file_and_other_asyncssh_options(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    connect = {"known_hosts": str(known), "port": 2222, "keepalive_interval": 30}
+    config = parse_cluster_config({"kind": "ssh",
+                                   "options": {"hosts": ["a", "b"], "connect_options": connect}})
+    assert config.options["connect_options"]["known_hosts"] == str(known)
+
+
+def test_tls_files_must_exist():
+    config = parse_cluster_config({"kind": "local", "security": {
+        "ca_file": "/nonexistent/ca.pem", "cert": "c", "key": "k"}})
+    with pytest.raises(ClusterConfigError, match="security.ca_file='/nonexistent/ca.pem'"):
+        make_cluster(config)
+
+
+@pytest.mark.integration
+def test_slurm_config_without_sbatch_exits_1_with_one_line(tmp_path):
+    """Where SLURM is not installed, the shipped config fails before a scheduler starts."""
+    config = ROOT / "cluster" / "slurm.yaml"
+    proc = run_cli("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1", "--quiet",
+                   "--cluster", config, env={**os.environ, "PATH": str(tmp_path)})
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "sbatch is not on PATH" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("line", ["UserKnownHostsFile none", "UserKnownHostsFile=/dev/null",
+                                  "  StrictHostKeyChecking no", "GlobalKnownHostsFile none"])
+def test_ssh_config_files_that_turn_host_key_checking_off_are_refused(tmp_path, line):
+    pytest.importorskip("asyncssh")
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(f"Host *\n  User someone\n{line}\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], connect_options: "
+                    f"{{config: [{ssh_config}]}}}}\n")
+    with pytest.raises(ClusterConfigError) as info:
+        load_cluster_config(path)
+    text = str(info.value)
+    assert f"the SSH config {ssh_config} (line 3) turns host-key checking off" in text
+    assert "connect_options.known_hosts" in text  # how to name a known-hosts file
+
+
+def test_ssh_config_included_files_are_followed(tmp_path):
+    pytest.importorskip("asyncssh")
+    inner = tmp_path / "inner"
+    inner.write_text("Host b\n  UserKnownHostsFile none\n")
+    outer = tmp_path / "outer"
+    outer.write_text(f"Include {inner}\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], connect_options: {{config: {outer}}}}}\n")
+    with pytest.raises(ClusterConfigError, match=f"the SSH config {inner} \\(line 2\\)"):
+        load_cluster_config(path)
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    outer.write_text("Host *\n  Port 2222\n")  # a config that keeps the check is fine
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], connect_options: {{config: {outer}, "
+                    f"known_hosts: {known}}}}}\n")
+    assert load_cluster_config(path).options["connect_options"]["config"] == str(outer)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "scheduler.example.org"])
+def test_local_cluster_beyond_loopback_without_tls_is_refused(tmp_path, host):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: local\noptions: {{host: '{host}'}}\n")
+    with pytest.raises(ClusterConfigError, match=r"without TLS opens an unauthenticated "
+                                                 r"scheduler.*allow_insecure: true"):
+        load_cluster_config(path)
+    path.write_text(f"kind: local\nallow_insecure: true\noptions: {{host: '{host}'}}\n")
+    assert load_cluster_config(path).options["host"] == host
+    path.write_text(f"kind: local\noptions: {{host: '{host}'}}\nsecurity: {{temporary: true}}\n")
+    assert load_cluster_config(path).security == {"temporary": True}
+    for loopback in ("127.0.0.1", "::1", "localhost"):
+        path.write_text(f"kind: local\noptions: {{host: '{loopback}'}}\n")
+        assert load_cluster_config(path).options["host"] == loopback
+    path.write_text("kind: local\nallow_insecure: true\noptions: {host: 127.0.0.1}\n")
+    with pytest.raises(ClusterConfigError, match="allow_insecure applies only"):
+        load_cluster_config(path)
+
+
+def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
+    """Checked and loaded once (session.check_target), then handed on as a ClusterConfig:
+    here to the point where SLURM's sbatch is missing (a one-line failure, exit 1)."""
+    from onebit_dask.cli import clusters as cluster
+    from onebit_dask.cli import client as session
+    from onebit_dask.cli import main
+
+    loads = []
+
+    def counted(path, **options):
+        loads.append(path)
+        return cluster.load_cluster_config(path, **options)
+
+    monkeypatch.setattr(session, "load_cluster_config", counted)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    status = main(["fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1",
+                   "--quiet", "--cluster", "slurm"])
+    assert status == 1 and "sbatch is not on PATH" in capsys.readouterr().err
+    assert len(loads) == 1 and loads[0].endswith("slurm.yaml")
+
+
+@pytest.mark.parametrize("options, key", [
+    ("{n_workers: 100000}", "options.n_workers=100000"),
+    ("{threads_per_worker: 0}", "options.threads_per_worker=0"),
+    ("{threads_per_worker: -3}", "options.threads_per_worker=-3"),
+    ("{memory_limit: lots}", "options.memory_limit='lots'"),
+    ("{memory_limit: -1}", "options.memory_limit=-1"),
+    ("{scheduler_port: 99999}", "options.scheduler_port=99999"),
+    ("{host: 127.0.0.1, dashboard_address: ':8787'}", "options.dashboard_address=':8787'"),
+])
+def test_local_options_that_would_fail_while_starting_exit_2(tmp_path, options, key):
+    """Refused with one line naming the key before anything starts (LocalCluster found
+    these only while starting, or spawned 100 000 workers)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: local\noptions: {options}\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(key)):
+        load_cluster_config(path)
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+@pytest.mark.parametrize("text, key", [
+    ("kind: local\noptions: {n_workers: 257}\n", "options.n_workers=257"),
+    ("kind: local\nscale: 1000\n", "scale=1000"),
+    ("kind: local\nadapt: {minimum: 0, maximum: 5000}\n", "adapt.maximum=5000"),
+    ("kind: slurm\noptions: {cores: 1, memory: 1GiB}\nscale: 300\n", "scale=300"),
+    ("kind: pbs\noptions: {cores: 1, memory: 1GiB}\nadapt: {maximum: 300}\n", "adapt.maximum=300"),
+    ("kind: kubernetes\noptions: {name: a, image: b, n_workers: 300}\n", "options.n_workers=300"),
+])
+def test_worker_counts_beyond_the_limit_need_allow_large(tmp_path, text, key):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError, match=re.escape(key) + ".*--allow-large"):
+        load_cluster_config(path)
+    assert load_cluster_config(path, allow_large=True).kind == text.split()[1]
+
+
+def test_workers_flag_and_adapt_beyond_the_limit_exit_2():
+    for args, key in ((("fit", "--workers", 100000), "--workers=100000"),
+                      (("sweep", "quickstart", "--out", "x.zarr", "--adapt", "1:100000"),
+                       "--adapt MAX=100000")):
+        proc = run_main(*args)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+    proc = run_cli("fit", "--workers", 100000)  # a real process: exit 2, one line
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_dask_scheduler_address_is_honoured_after_the_flags(client2, tmp_path):
+    """``DASK_SCHEDULER_ADDRESS`` (Dask's configuration, as ``Client()`` reads it) sends a
+    command to that scheduler; a flag still wins; a bad address exits 2 naming it."""
+    import json
+
+    env = {**os.environ, "DASK_SCHEDULER_ADDRESS": client2.scheduler.address}
+    fit = ("fit", "--d1", "20", "--d2", "10", "--rank", "2", "--n-iter", "1", "--quiet",
+           "--json")
+    proc = run_cli(*fit, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["n_workers"] == 2
+    proc = run_cli(*fit, "--workers", "0", env=env)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["n_workers"] == 0
+    proc = run_cli(*fit, env={**os.environ, "DASK_SCHEDULER_ADDRESS": "nowhere"})
+    assert proc.returncode == 2 and "scheduler-address='nowhere'" in proc.stderr

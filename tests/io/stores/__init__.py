@@ -1,0 +1,2 @@
+"""Tests of onebit_dask.io.stores: test_<module>.py (or test_<module>_<aspect>.py) tests its
+<module>.py."""

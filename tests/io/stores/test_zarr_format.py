@@ -1,0 +1,146 @@
+"""Observations and CSR stores are verified on read: a chunk whose bytes changed, an empty
+or missing chunk, an edited attribute and a newer format are each refused as one line
+naming the store and the part, never read as other numbers; a store of the previous
+format (no checksums) is read as before with one warning."""
+
+import json
+import os
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+
+from onebit_dask import SyntheticProblem
+from onebit_dask.data.observations import ZarrSource
+from onebit_dask.io.csr_store import convert, open_csr_store
+from onebit_dask.io.observations import write_observations
+from onebit_dask.io.stores.zarr_format import DamagedStoreError
+
+from tests.support.helpers import FILES, run_cli, run_main
+
+
+@pytest.fixture(scope="module")
+def obs_store(tmp_path_factory):
+    problem = SyntheticProblem(30, 20, 2, seed=4)
+    path = tmp_path_factory.mktemp("obs") / "obs.zarr"
+    return str(write_observations(path, *problem.draw_batches(range(2), 3000, 2), n_labels=20,
+                                  chunk_rows=1000))
+
+
+@pytest.fixture(scope="module")
+def csr_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("csr") / "csr.zarr"
+    return convert(os.path.join(FILES, "emotions_train.txt"), path, chunk_rows=50,
+                   chunk_nnz=2000)
+
+
+def _read_obs(path):
+    source = ZarrSource(path)
+    for shard in source.batch(0, source.n, 4):
+        shard.load()
+
+
+def _read_csr(path):
+    store = open_csr_store(path)
+    store.rows(0, store.n)
+
+
+KINDS = {"observations": ("obs_store", "X/c/1/0", "n_labels", 7, _read_obs),
+         "csr": ("csr_store", "X/data/c/2", "d2", 5, _read_csr)}
+
+
+def _copy(request, kind, tmp_path):
+    path = tmp_path / f"{kind}.zarr"
+    shutil.copytree(request.getfixturevalue(KINDS[kind][0]), path)
+    return str(path)
+
+
+def _flip(file, at=0.6, n=4):
+    raw = bytearray(open(file, "rb").read())
+    start = int(len(raw) * at)
+    for k in range(start, min(start + n, len(raw))):
+        raw[k] ^= 0xFF
+    open(file, "wb").write(bytes(raw))
+
+
+def _edit_attrs(path, **changes):
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    meta["attributes"].update(changes)
+    json.dump(meta, open(meta_file, "w"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("damage, match", [
+    ("flipped bytes", "cannot be read"),
+    ("empty chunk", "cannot be read"),
+    ("missing chunk", "missing"),
+    ("edited attribute", "attributes .* differ from what was written"),
+    ("newer version", "made by a newer onebit-dask"),
+])
+def test_damage_is_refused_naming_store_and_part(request, tmp_path, kind, damage, match):
+    path = _copy(request, kind, tmp_path)
+    _, chunk, key, value, read = KINDS[kind]
+    chunk_file = os.path.join(path, *chunk.split("/"))
+    if damage == "flipped bytes":
+        _flip(chunk_file)
+    elif damage == "empty chunk":
+        open(chunk_file, "wb").close()
+    elif damage == "missing chunk":
+        os.remove(chunk_file)
+    elif damage == "edited attribute":
+        _edit_attrs(path, **{key: value})
+    else:
+        _edit_attrs(path, version=99)
+    with pytest.raises(DamagedStoreError, match=match) as info:
+        read(path)
+    message = str(info.value)
+    assert path in message and "\n" not in message
+    if damage in ("flipped bytes", "empty chunk", "missing chunk"):
+        assert chunk.rsplit("/c/", 1)[0] in message  # the array
+
+
+def test_the_checks_have_power(request, tmp_path):
+    """Undamaged copies read without a warning, and a v1 store written without checksums
+    would have read the flipped bytes as other numbers (what the checksums prevent)."""
+    for kind, (_, _, _, _, read) in KINDS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            read(_copy(request, kind, tmp_path))
+    path = str(tmp_path / "plain.zarr")
+    group = zarr.open_group(path, mode="w")
+    X = np.linspace(0.1, 1.0, 3000).reshape(1000, 3)
+    group.create_array("X", data=X, chunks=(500, 3))  # zarr's default: zstd, no checksum
+    _flip(os.path.join(path, "X", "c", "1", "0"), n=1)
+    read_back = zarr.open_group(path, mode="r")["X"][:]
+    assert not np.array_equal(read_back, X)  # silently other numbers
+
+
+def test_a_store_of_the_previous_format_is_read_with_one_warning(request, tmp_path):
+    path = _copy(request, "observations", tmp_path)
+    meta = json.load(open(os.path.join(path, "zarr.json")))["attributes"]
+    _edit_attrs(path, version=1, attrs_sha256=None)
+    with pytest.warns(UserWarning, match="without checksums") as seen:
+        source = ZarrSource(path)
+    assert len([w for w in seen if "checksums" in str(w.message)]) == 1
+    assert source.d2 == meta["n_labels"]
+
+
+def test_the_command_line_says_it_in_one_line(request, tmp_path):
+    path = _copy(request, "observations", tmp_path)
+    _flip(os.path.join(path, "X", "c", "1", "0"))
+    args = ("fit", "--workers", 0, "--data", path, "--rank", 2, "--batch-size", 2000,
+            "--n-iter", 2, "--quiet")
+    proc = run_main(*args)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc
+    assert "X/c/1/0" in proc.stderr and "damaged" in proc.stderr
+    proc = run_cli(*args)  # a real process
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    csr = _copy(request, "csr", tmp_path)
+    _edit_attrs(csr, version=99)
+    proc = run_main("fit", "--workers", 0, "--data", csr, "--rank", 2, "--n-iter", 1, "--quiet")
+    assert proc.returncode == 1 and "newer onebit-dask" in proc.stderr, proc
+    assert proc.stderr.count("\n") == 1
+

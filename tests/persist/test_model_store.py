@@ -1,0 +1,179 @@
+"""The model store (onebit_dask.persist.model_store): save/load round trips, each label
+block written and read by the worker that holds it, what is not a model, damaged or
+edited stores naming the part, the generator's exact state; on real zarr stores and a
+real 2-worker LocalCluster."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import zarr
+from distributed import get_task_stream
+
+from onebit_dask import OneBitMultiLabel
+from onebit_dask.engine import placement
+from onebit_dask.engine.dask_engine import DaskEngine
+from onebit_dask.io import write_observations
+from onebit_dask.io.stores.zarr_format import DamagedStoreError
+
+from tests.support.models import (DAMAGES, EXPLICIT, PARAMS, PROBLEM, X_NEW, assert_same_model,
+                                  fit_reference, no_leftovers)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The uninterrupted fit, in this process, without checkpoints."""
+    return fit_reference()
+
+
+@pytest.fixture(scope="module")
+def explicit_reference():
+    return fit_reference(EXPLICIT)
+
+
+@pytest.fixture
+def cluster(client2):
+    """The session's 2-worker cluster (tests/conftest.py)."""
+    return client2
+
+
+# -- save / load ---------------------------------------------------------------------------
+def test_save_load_round_trip(reference, tmp_path):
+    path = reference.save(tmp_path / "model.zarr")
+    assert path == str(tmp_path / "model.zarr")
+    model = OneBitMultiLabel.load(path)
+    assert_same_model(model, reference)
+    assert model.history_ == reference.history_  # fit_s included: they are the same numbers
+    params = reference.get_params()
+    assert model.get_params() == params
+    assert (model.n_features_in_, model.n_labels_) == (20, 30)
+    # the store: tops, one group per label block (sizes differ by one), versions, no pickle
+    root = zarr.open_group(path, mode="r")
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 3
+    assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
+    assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
+                                  "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
+                                  "max_eval_labels": 1000, "sampler": "conditional",
+                                  "positive_rate": None}
+    np.testing.assert_array_equal(root["Q_top"][...], reference.A_)
+    sizes = [root[f"blocks/{s}/B"].shape[0] for s in range(4)]
+    assert sizes == [7, 8, 7, 8]
+    np.testing.assert_array_equal(np.concatenate([root[f"blocks/{s}/B"][...] for s in range(4)]),
+                                  reference.B_)
+    for dirpath, _, files in os.walk(path):
+        assert not any(f.endswith((".pkl", ".pickle")) for f in files)
+    # the loaded model's test metrics are the fit's last ones
+    last = {k: v for k, v in reference.history_[-1].items()
+            if k in ("spectral_error", "frobenius_error", "hamming_loss", "auc")}
+    assert model.evaluate(PROBLEM) == last
+    # a loaded model trains on as the original does
+    X, labels, y = PROBLEM.draw(9, 2000)
+    original = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)  # not the shared reference
+    assert_same_model(model.partial_fit(X, labels, y), original.partial_fit(X, labels, y))
+
+
+def test_predict_top_k_of_loaded_model_is_argsort_of_dense_scores(reference, tmp_path):
+    model = OneBitMultiLabel.load(reference.save(tmp_path / "m.zarr"))
+    scores = X_NEW @ reference.A_ @ reference.B_.T + reference.intercept_
+    labels, best = model.predict_top_k(X_NEW, 5)
+    np.testing.assert_array_equal(labels, np.argsort(-scores, axis=1, kind="stable")[:, :5])
+    np.testing.assert_allclose(best, -np.sort(-scores, axis=1)[:, :5], rtol=1e-12)
+
+
+def _block_writers(stream, name):
+    """The workers of the tasks of ``name`` in a task stream, one entry per task."""
+    return [t["worker"] for t in stream if name in str(t["key"])]
+
+
+def test_save_and_load_on_cluster_each_block_by_its_worker(explicit_reference, cluster, tmp_path,
+                                                           monkeypatch):
+    """Blocks kept on the workers (as for a large model) are written and read there: one
+    task per block, on the cluster's workers (which worker runs which block is Dask's
+    choice: under load both blocks may be placed on one worker)."""
+    reference = explicit_reference
+    monkeypatch.setattr(placement, "KEEP_LOCAL_LIMIT", 0)
+    with cluster.as_current():
+        est = OneBitMultiLabel(2, engine="dask", **PARAMS).fit(EXPLICIT)
+    assert isinstance(est._state.blocks, DaskEngine)
+    workers = set(cluster.scheduler_info()["workers"])
+    n_blocks = len(est._state.blocks.handles)
+    assert {w for h in est._state.blocks.handles for w in cluster.who_has(h)[h.key]} <= workers
+    with get_task_stream(cluster) as ts:
+        path = est.save(tmp_path / "model.zarr")
+    writers = _block_writers(ts.data, "onebit-write-block-")
+    assert len(writers) == n_blocks and set(writers) <= workers
+    with get_task_stream(cluster) as ts, cluster.as_current():
+        on_cluster = OneBitMultiLabel.load(path, engine="dask")
+    readers = _block_writers(ts.data, "onebit-read-block-")
+    assert len(readers) == n_blocks and set(readers) <= workers
+    assert isinstance(on_cluster._state.blocks, DaskEngine)
+    assert_same_model(on_cluster, reference)
+    monkeypatch.undo()
+    assert_same_model(OneBitMultiLabel.load(path), reference)  # read in this process
+
+
+def test_save_refuses_existing_paths_and_load_refuses_non_models(reference, tmp_path):
+    path = reference.save(tmp_path / "model.zarr")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        reference.save(path)
+    other = OneBitMultiLabel(2, **dict(PARAMS, n_iter=1)).fit(PROBLEM)
+    other.save(path, overwrite=True)
+    assert OneBitMultiLabel.load(path).n_steps_ == 1
+    assert no_leftovers(path)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an onebit-dask model store"):
+        reference.save(plain, overwrite=True)
+    assert (plain / "keep.txt").read_text() == "mine"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        OneBitMultiLabel.load(tmp_path / "missing.zarr")
+    with pytest.raises(ValueError, match="not an onebit-dask model store"):
+        OneBitMultiLabel.load(plain)
+    obs = write_observations(tmp_path / "obs.zarr", *PROBLEM.draw(0, 100), n_labels=30)
+    with pytest.raises(ValueError, match="format='onebit-dask/observations'"):
+        OneBitMultiLabel.load(obs)
+    # a store whose writer died before the attrs (the completion mark) is not a model
+    half = tmp_path / "half.zarr"
+    shutil.copytree(path, half)
+    zarr.open_group(half, mode="r+").attrs.pop("format")
+    with pytest.raises(ValueError, match="interrupted"):
+        OneBitMultiLabel.load(half)
+    # a damaged block names itself
+    shutil.rmtree(os.path.join(path, "blocks", "2"))
+    with pytest.raises(DamagedStoreError, match="block 2"):
+        OneBitMultiLabel.load(path)
+
+
+# -- damaged or edited model stores -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(reference, tmp_path_factory):
+    return reference.save(tmp_path_factory.mktemp("saved") / "model.zarr")
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGES))
+def test_damaged_or_edited_model_store_is_refused_naming_the_part(saved, tmp_path, case):
+    damage, message = DAMAGES[case]
+    path = str(tmp_path / "damaged.zarr")
+    shutil.copytree(saved, path)
+    damage(path)
+    with pytest.raises(DamagedStoreError, match=message) as info:
+        OneBitMultiLabel.load(path)
+    assert f"model store {path!r} is damaged" in str(info.value)
+
+
+def test_rng_state_is_exact_for_every_json_reader(saved):
+    """The 128-bit PCG64 state is a decimal string (JSON readers that use doubles round
+    numbers beyond 2**53), and the loaded model's generator continues the fit's."""
+    with open(os.path.join(saved, "zarr.json")) as fh:
+        state = json.load(fh)["attributes"]["rng_state"]
+    assert state["bit_generator"] == "PCG64"
+    for key in ("state", "inc"):
+        assert isinstance(state["state"][key], str) and state["state"][key].isdigit()
+    model = OneBitMultiLabel.load(saved)
+    reference = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
+    assert model._state.rng.bit_generator.state == reference._state.rng.bit_generator.state

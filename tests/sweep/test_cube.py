@@ -1,0 +1,274 @@
+"""The result cube: layout, attributes, per-cell region writes from parallel tasks."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from onebit_dask.sweep import cube as store
+from onebit_dask.sweep.spec import parse_spec
+
+SPEC = parse_spec("""
+name: tiny
+grid:
+  d1: [12, 16]
+  d2: [8]
+  rank: [2]
+  noise: [none, flip=0.05, gaussian=0.3]
+  step: [paper, averaged]
+  batch_size: [500]
+  n_iter: [2, 3]
+  seed: [0, 1]
+fixed: {n_test: 50, n_shards: 2}
+""", "tiny.yaml")
+
+
+@pytest.fixture
+def cube(tmp_path):
+    path = str(tmp_path / "cube.zarr")
+    store.create(path, SPEC)
+    return path
+
+
+def test_layout(cube):
+    ds = store.open_cube(cube)
+    assert ds["auc"].dims == (*store.dims(SPEC), "iteration")
+    assert store.dims(SPEC)[0] == "estimator" and SPEC.dims[0] == "method"
+    assert ds.sel(estimator="onebit")["auc"].ndim == ds["auc"].ndim - 1
+    assert ds.sizes["iteration"] == 4 and ds.sizes["noise"] == 3
+    assert list(ds["noise"].values) == ["none", "flip=0.05", "gaussian=0.3"]
+    assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
+    np.testing.assert_array_equal(ds["noise_level"].values, [0.0, 0.05, 0.3])
+    for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples",
+                 "fit_s", "n_active"):
+        assert ds[name].dims == (*store.dims(SPEC), "iteration")
+    for name in ("wall_s", "done", "failed", "worker", "host", "engine"):
+        assert ds[name].dims == store.dims(SPEC)
+    # every variable can be masked (the README's ds.where(..., drop=True))
+    ds.where(ds["noise_model"].load() == "flip", drop=True).load()
+    for name in store.VARIABLES:  # what other readers (CF tools, xarray) look for
+        assert ds[name].attrs["long_name"] and ds[name].attrs["description"]
+        assert ("units" in ds[name].attrs) == (name not in ("done", "failed", "worker",
+                                                             "host", "engine"))
+    assert ds["n_samples"].attrs["units"] == "1" and ds["n_active"].attrs["units"] == "1"
+    assert ds["fit_s"].attrs["units"] == "s"
+    for flag in ("done", "failed"):
+        assert list(ds[flag].attrs["flag_values"]) == [0, 1]
+        assert ds[flag].attrs["flag_meanings"] == f"not_{flag} {flag}"
+    assert all(ds[c].attrs["long_name"] for c in ("d1", "noise_level", "iteration"))
+    assert (ds.attrs["n_test"], ds.attrs["n_shards"], ds.attrs["max_eval_labels"]) == (
+        50, 2, 1000)
+    assert ds.attrs["Conventions"] == "CF-1.10"
+    # one chunk holds all 96 cells of this grid
+    assert ds["auc"].encoding["chunks"] == (*SPEC.shape, 4)
+    assert not ds["done"].any() and np.isnan(ds["auc"]).all()
+    for key in ("spec_text", "onebit_dask_version", "git_revision", "numpy_version",
+                "dask_version", "xarray_version", "zarr_version", "created"):
+        assert ds.attrs[key]
+    assert ds.attrs["spec_fingerprint"] == SPEC.fingerprint()
+    assert ds.attrs["sampler"] == "conditional"  # the default
+
+
+def test_cell_chunks_keep_trailing_dimensions_whole():
+    assert store.cell_chunks((3, 4, 5), 10) == (3, 4, 5)
+    assert store.cell_chunks((100, 50, 40), 11) == (2, 50, 40)  # 4000 <= 4096 cells
+    assert store.cell_chunks((10, 10000), 11) == (1, 4096)
+    assert store.cell_chunks((10, 10), 2 ** 19) == (1, 1)  # very long cells: one a chunk
+
+
+def _result(value, n):
+    return {**{k: np.full(n, value) for k in ("spectral_error", "frobenius_error", "hamming_loss",
+                                               "auc", "n_samples", "fit_s", "n_active")},
+            "wall_s": value}
+
+
+WHERE = {"worker": "tcp://127.0.0.1:1", "host": "h", "engine": "local"}
+
+
+def test_batched_writes_land_in_their_cells(cube):
+    cells = [index for index, _ in SPEC.cells()]
+    values = {index: float(k) for k, index in enumerate(cells)}
+    writer = store.CubeWriter(cube, SPEC)
+    for k, (index, value) in enumerate(values.items()):
+        params = SPEC.cells_at(index)
+        writer.add(index, False, params, _result(value, params["n_iter"] + 1),
+                   {**WHERE, "worker": f"w{k}"})
+        if k % 7 == 6:  # batches that straddle each other
+            writer.flush()
+    writer.flush()
+    assert writer.written == len(cells)
+    ds = store.open_cube(cube).load()
+    assert ds["done"].all() and not ds["failed"].any()
+    auc = ds["auc"].values
+    for k, (index, value) in enumerate(values.items()):
+        n_iter = SPEC.grid["n_iter"][index[SPEC.dims.index("n_iter")]]
+        np.testing.assert_array_equal(auc[index][: n_iter + 1], value)
+        assert np.isnan(auc[index][n_iter + 1:]).all()
+        assert ds["wall_s"].values[index] == value
+        assert ds["worker"].values[index] == f"w{k}" and ds["host"].values[index] == "h"
+
+
+def test_one_value_method_lands_on_its_last_iteration_and_all_steps(cube):
+    where = {"d1": 1, "noise": 2, "n_iter": 1, "seed": 1}  # n_iter = 3
+    index = tuple(where.get(dim, 0) for dim in SPEC.dims)
+    writer = store.CubeWriter(cube, SPEC)
+    writer.add(index, True, SPEC.cells_at(index), _result(7.0, 1), WHERE)
+    writer.flush()
+    ds = store.open_cube(cube).load()
+    for step in range(2):
+        cell = list(index)
+        cell[SPEC.dims.index("step")] = step
+        np.testing.assert_array_equal(ds["auc"].values[tuple(cell)], [np.nan] * 3 + [7.0])
+        assert ds["done"].values[tuple(cell)]
+    assert int(ds["done"].sum()) == 2
+
+
+def test_failed_cell_then_retried(cube):
+    index = (0,) * len(SPEC.dims)
+    writer = store.CubeWriter(cube, SPEC)
+    writer.add(index, False, SPEC.cells_at(index), None, {})
+    writer.flush()
+    ds = store.open_cube(cube)
+    assert ds["failed"].values.sum() == 1 and not ds["done"].any()
+    writer.add(index, False, SPEC.cells_at(index), _result(1.0, 3), WHERE)
+    writer.flush()
+    ds = store.open_cube(cube)
+    assert not ds["failed"].any() and ds["done"].values.sum() == 1
+
+
+def test_files_per_cell_on_a_real_store(tmp_path):
+    """A 400-cell store written in 20 batches holds well under 2 files a cell (the old
+    layout had 13; one file per cell per variable would be 13 again)."""
+    spec = parse_spec(SPEC.text.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4, 5, 6, 7]")
+                      .replace("d1: [12, 16]", "d1: [12, 16, 20, 24, 28]")
+                      .replace("noise: [none, flip=0.05, gaussian=0.3]", "noise: [none, flip=0.05]"))
+    path = str(tmp_path / "files.zarr")
+    store.create(path, spec)
+    writer = store.CubeWriter(path, spec)
+    cells = list(spec.cells())
+    for k, (index, params) in enumerate(cells):
+        writer.add(index, False, params, _result(1.0, params["n_iter"] + 1), WHERE)
+        if k % 20 == 19:
+            writer.flush()
+    writer.flush()
+    store.consolidate(path)
+    n_files = sum(len(files) for _, _, files in os.walk(path))
+    assert len(cells) == 320 and store.open_cube(path)["done"].all()
+    assert n_files / len(cells) <= 2, n_files
+    assert n_files < 80  # metadata and a chunk per array: independent of the cell count
+
+
+def test_creation_is_fast_and_atomic(tmp_path):
+    big = parse_spec(SPEC.text.replace("seed: [0, 1]", f"seed: {list(range(840))}"))
+    assert np.prod(big.shape) == 20160
+    path = str(tmp_path / "big.zarr")
+    start = time.perf_counter()
+    store.create(path, big)
+    assert time.perf_counter() - start < 10.0  # 27 s before; about 1 s idle
+    assert sorted(os.listdir(tmp_path)) == ["big.zarr"]  # no build directory left behind
+    assert store.damage(path, big) is None
+    # a build interrupted by a kill leaves only a marked hidden directory, removed next
+    # time; a directory of the user's named alike (no marker) is left alone
+    leftover = tmp_path / ".big.zarr.onebit-tmp-0123456789ab"
+    leftover.mkdir()
+    (leftover / ".onebit-dask-temporary.json").write_text(
+        '{"format": "onebit-dask/temporary", "token": "0123456789ab"}')
+    users = tmp_path / ".big.zarr.onebit-tmp-ffff"
+    users.mkdir()
+    store.create(path, big)
+    assert sorted(os.listdir(tmp_path)) == [".big.zarr.onebit-tmp-ffff", "big.zarr"]
+
+
+def test_damaged_store_is_named_and_empty_one_recreated(tmp_path, cube):
+    import shutil
+
+    writer = store.CubeWriter(cube, SPEC)
+    index = (0,) * len(SPEC.dims)
+    writer.add(index, False, SPEC.cells_at(index), _result(1.0, 3), WHERE)
+    writer.flush()
+    shutil.rmtree(os.path.join(cube, "done"))
+    with pytest.raises(store.DamagedStoreError, match="damaged .*'done' is missing.*--overwrite"):
+        store.check_output(cube, SPEC, False)
+    assert store.check_output(cube, SPEC, True) is True
+    # a cube appears whole (built aside, then moved into place) with every chunk written:
+    # one that lost an array or a chunk before any result is damaged too, never re-read
+    empty = str(tmp_path / "empty.zarr")
+    store.create(empty, SPEC)
+    shutil.rmtree(os.path.join(empty, "done"))
+    with pytest.raises(store.DamagedStoreError, match="'done' is missing"):
+        store.check_output(empty, SPEC, False)
+    lost = str(tmp_path / "lost.zarr")
+    store.create(lost, SPEC)
+    chunk = next(os.path.join(root, f) for root, _, files in os.walk(os.path.join(lost, "auc"))
+                 for f in files if f != "zarr.json")
+    os.remove(chunk)
+    with pytest.raises(store.DamagedStoreError, match="the chunk auc/c/.* is missing"):
+        store.check_output(lost, SPEC, False)
+    with pytest.raises(store.DamagedStoreError, match="the chunk auc/c/.* is missing"):
+        store.open_cube(lost)
+
+
+def test_check_output(tmp_path, cube):
+    assert store.check_output(str(tmp_path / "new.zarr"), SPEC, False) is True
+    assert store.check_output(cube, SPEC, False) is False
+    other = parse_spec(SPEC.text.replace("seed: [0, 1]", "seed: [5]"))
+    with pytest.raises(store.StoreError, match="holds the results of another spec"):
+        store.check_output(cube, other, False)
+    assert store.check_output(cube, other, True) is True
+    projected = parse_spec(SPEC.text.replace("n_shards: 2}", "n_shards: 2, sampler: projected}"))
+    with pytest.raises(store.StoreError, match="drawn with sampler 'conditional' and this "
+                                               "spec uses 'projected'"):
+        store.check_output(cube, projected, False)
+    with pytest.raises(store.StoreError, match=r"another spec \('[^']*'\): use"):
+        store.check_output(cube, other, False)  # no sampler hint when it is the same
+    with pytest.raises(store.StoreError, match="does not exist"):
+        store.check_output(str(tmp_path / "no" / "dir.zarr"), SPEC, False)
+    foreign = tmp_path / "foreign.zarr"
+    foreign.mkdir()
+    (foreign / "data.txt").write_text("not ours")
+    with pytest.raises(store.StoreError, match="is not an onebit-dask sweep store"):
+        store.check_output(str(foreign), SPEC, True)
+    assert (foreign / "data.txt").read_text() == "not ours"
+
+
+def test_read_only_directory(tmp_path):
+    # /sys is read-only even for root; a chmod 500 directory only for other users
+    targets = ["/sys/cube.zarr"]
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        targets.append(str(ro / "cube.zarr"))
+    for target in targets:
+        with pytest.raises(store.StoreError, match="is not writable"):
+            store.check_output(target, SPEC, False)
+
+
+def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
+    """Cubes written before the rename named the dimension ``method``: opened, it is
+    ``estimator``; resuming one is refused with a message (its layout is older)."""
+    old = str(tmp_path / "old.zarr")
+    ds = store.open_cube(cube).rename({"estimator": "method"})
+    ds.attrs["format_version"] = 2
+    for name in ds.variables:
+        ds[name].encoding.clear()
+    ds.to_zarr(old, zarr_format=3, consolidated=False)
+    opened = store.open_cube(old)
+    assert "estimator" in opened.dims and "method" not in opened.dims
+    assert list(opened["estimator"].values) == list(SPEC.grid["method"])
+    with pytest.raises(store.StoreError, match="older onebit-dask .*format 2.*--overwrite"):
+        store.check_output(old, SPEC, False)
+
+
+def test_an_existing_file_as_out_is_refused_before_any_cell(tmp_path):
+    """``--out`` naming a file (a PNG, say) exits 2 at once, the file untouched, instead of
+    running every cell and failing with "Not a directory"."""
+    from tests.support.helpers import run_main, small_quickstart
+
+    spec = small_quickstart(tmp_path)
+    png = tmp_path / "existing.png"
+    png.write_bytes(b"\x89PNG mine")
+    proc = run_main("sweep", spec, "--out", png, "--workers", 0, "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
+    assert "is a file" in proc.stderr and png.read_bytes() == b"\x89PNG mine"
