@@ -87,8 +87,8 @@ def test_the_defaults_on_sparse_features_end_above_the_initial_estimate():
     """A sample of bibtex (300 training and 200 test rows of 1836 binary features, 159
     labels; ``features="auto"`` is the ridge map there): the held-out macro AUC after the
     last step is not below the initial estimate's, and above chance."""
-    X_train, Y_train = read_xc(os.path.join(DATA, "bibtex_train.txt"))
-    X_test, Y_test = read_xc(os.path.join(DATA, "bibtex_test.txt"), n_features=1836,
+    X_train, Y_train = read_xc(os.path.join(FILES, "bibtex_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(FILES, "bibtex_test.txt"), n_features=1836,
                              n_labels=159)
     model = OneBitMultiLabel(5, batch_size=4000, n_iter=5, random_state=0)
     model.fit(X_train, Y_train, eval_set=(X_test, Y_test))
