@@ -13,7 +13,8 @@ docs/EXPERIMENTS.md, "Extreme label counts: where the gap is": with the prior
 ``beta_jf ~ N(0, kappa p_j (1 - p_j))`` on raw-unit slopes and the noise
 ``p_j (1 - p_j) var_f / n_j`` of ``C_jf``, ``lambda = mean_j 1 / (n_j kappa)``.
 ``--package`` also fits ``OneBitMultiLabel`` on the same bits (``fit(X[i], j, y)``,
-``step``, ``rank`` and ``features`` given) and prints both lines.
+``--step``, ``--rank`` and ``--features`` given: the package's defaults unless set; the
+bits in ``--batches`` batches) and prints both lines.
 
     python benchmarks/make_xc.py --n 20000 --d1 20000 --d2 10000 --seed 0 --out train.txt
     python benchmarks/make_xc.py --n 5000 --d1 20000 --d2 10000 --seed 1 --out test.txt
@@ -110,8 +111,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--package", action="store_true",
                     help="also fit OneBitMultiLabel on the same bits")
-    ap.add_argument("--step", default="moment")
-    ap.add_argument("--features", default="none")
+    ap.add_argument("--step", default="auto")
+    ap.add_argument("--features", default="auto")
     ap.add_argument("--batches", type=int, default=10, help="the package's batches")
     args = ap.parse_args(argv)
     X, Y = read_xc(args.train)

@@ -2,7 +2,8 @@
 
 * :mod:`.blocks`: label blocks and the pure NumPy functions run on them;
 * :mod:`.local`: :class:`LocalEngine`, blocks in this process;
-* :mod:`.dask_engine`: :class:`DaskEngine`, blocks as futures on Dask workers.
+* :mod:`.dask_engine`: :class:`DaskEngine`, blocks as futures on Dask workers;
+* :mod:`.protocol`: :class:`Engine`, what both implement and the rest of the package asks.
 
 An engine runs a block function on every block where the block lives and returns the
 small results in block order (``map``); the client-side algorithm
@@ -11,6 +12,7 @@ depend on the engine or the number of workers.
 """
 
 from .local import LocalEngine
+from .protocol import Engine
 
 
 def make_engine(client=None):
@@ -22,4 +24,4 @@ def make_engine(client=None):
     return DaskEngine(client)
 
 
-__all__ = ["LocalEngine", "make_engine"]
+__all__ = ["Engine", "LocalEngine", "make_engine"]
