@@ -122,6 +122,33 @@ def test_interrupted_sweep_resumes_to_the_same_cube(swept, tmp_path, monkeypatch
             == open_cube(swept[1]).attrs["spec_fingerprint"])
 
 
+def test_dask_workers_give_the_same_cube(swept, tmp_path, client2):
+    spec_path, _ = swept
+    out = str(tmp_path / "dask.zarr")
+    summary = run_sweep(load_spec(spec_path), out, client2, progress=False)
+    assert (summary.ran, summary.failed) == (N_CELLS, 0)
+    xr.testing.assert_equal(cube_values(out), cube_values(swept[1]))
+    spread = open_cube(out).attrs["placement"]
+    assert "Dask cluster" in spread, spread
+
+
+def test_file_cells_run_across_the_cluster(swept, tmp_path, client2):
+    spec_path, _ = swept
+    spec_path.with_name("always.yaml").write_text(
+        SPEC_TEXT.replace("fixed: {n_shards: 2}", "fixed: {n_shards: 2, distributed: always}")
+        .replace("seed: [0, 1]", "seed: [0]").replace("step: [auto, paper]", "step: [auto]"))
+    out = str(tmp_path / "across.zarr")
+    summary = run_sweep(load_spec(spec_path.with_name("always.yaml")), out, client2,
+                        progress=False)
+    assert (summary.ran, summary.failed) == (2, 0)
+    ds = open_cube(out).load()
+    assert (ds["engine"] == "dask").all()
+    want = cube_values(swept[1]).sel(step=["auto"], seed=[0])
+    got = cube_values(out)
+    for name in (*RANKING, "n_samples"):
+        np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
 def test_cli_runs_and_reports(swept, tmp_path):
     spec_path, _ = swept
     out = tmp_path / "cli.zarr"
