@@ -201,3 +201,31 @@ def test_features_is_refused_on_a_planted_spec(tmp_path):
                     "features: [none]}\n")
     line = one_line(run_main("sweep", spec, "--out", tmp_path / "x.zarr", "--workers", "0"), 2)
     assert "grid.features applies to file datasets only" in line
+
+
+def test_csr_stores_as_datasets(tmp_path):
+    from onebit_dask.io.csr_store import convert
+
+    data = tmp_path / "stores"
+    data.mkdir()
+    for part in ("train", "test"):
+        convert(FILES / f"emotions_{part}.txt", data / f"emotions_{part}.zarr")
+    spec_path = tmp_path / "stores.yaml"
+    spec_path.write_text(
+        "datasets:\n"
+        "  emotions: {train: stores/emotions_train.zarr, test: stores/emotions_test.zarr}\n"
+        "grid: {dataset: [emotions], rank: [2], batch_size: [1500], n_iter: [2]}\n"
+        "fixed: {n_shards: 2}\n")
+    spec = load_spec(spec_path)
+    assert spec.sizes == {"emotions": {"n_train": 300, "d1": 72, "d2": 6}}
+    out = str(tmp_path / "stores_cube.zarr")
+    assert run_sweep(spec, out, progress=False).ran == 1
+    cell = open_cube(out).load().squeeze()
+    est = OneBitMultiLabel(2, batch_size=1500, n_iter=2, n_shards=2, random_state=0,
+                           engine="local")
+    est.fit(str(data / "emotions_train.zarr"),
+            eval_set=read_test_data(data / "emotions_test.zarr", 72, 6, name="test",
+                                    training="train"))
+    for key in (*RANKING, "n_samples"):
+        np.testing.assert_array_equal(cell[key].values, [h[key] for h in est.history_],
+                                      err_msg=key)
