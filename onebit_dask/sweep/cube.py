@@ -27,6 +27,7 @@ from ..utils.warnings import ignored
 from ..utils.provenance import provenance
 from ..io.stores import atomic
 from ..io.stores.zarr_format import ALL_CHUNKS, DamagedStoreError, group_attrs, missing_chunk
+from ..metrics.names import RANKING_KS
 from .noise import parse_noise
 from .spec import SweepSpec
 
@@ -47,6 +48,25 @@ ITERATION_VARIABLES = {
     "n_active": ("1", "observations of this iteration's batch with a non-zero "
                       "residual (onebit); NaN for the baselines"),
 }
+RANKING_TEXT = {
+    "precision": "share of a test row's k best-scored labels that are its labels, mean "
+                 "over the test rows",
+    "ndcg": "normalised discounted cumulative gain of a test row's k best-scored labels, "
+            "mean over the test rows",
+    "psp": "propensity-scored precision of a test row's k best-scored labels (training "
+           "labels' propensities, Jain et al. 2016, A = 0.55, B = 1.5)",
+}
+FILE_ITERATION_VARIABLES = {  # a cube of file datasets (.datafiles): held-out metrics
+    "auc": ("1", "macro ROC AUC over the labels with both classes in the test set, of the "
+                 "held-out scores"),
+    **{f"{name}_at_{k}": ("1", f"{text}, k = {k}") for name, text in RANKING_TEXT.items()
+       for k in RANKING_KS},
+    "n_samples": ("1", "bits (one-bit observations of the training label matrix) used up "
+                       "to this iteration (initial batch included); float so that a "
+                       "missing value is NaN"),
+    "fit_s": ITERATION_VARIABLES["fit_s"],
+    "n_active": ("1", "observations of this iteration's batch with a non-zero residual"),
+}
 CELL_VARIABLES = {
     "wall_s": ("s", "training wall time of the cell (per-iteration evaluation excluded)"),
     "worker": ("", "address of the Dask worker that ran the cell; for a cell fitted across "
@@ -66,6 +86,8 @@ LONG_NAMES = {
     "hamming_loss": "Hamming loss on the test set",
     "auc": "macro ROC AUC on the test set",
     "n_samples": "observations used",
+    **{f"{name}_at_{k}": f"{name}@{k} on the test set" for name in RANKING_TEXT
+       for k in RANKING_KS},
     "fit_s": "training time",
     "n_active": "active observations of the batch",
     "wall_s": "training wall time of the cell",
@@ -76,10 +98,12 @@ LONG_NAMES = {
     "failed": "cell failed",
 }
 FIXED_ATTRS = ("n_test", "n_shards", "max_eval_labels")  # fixed settings, as attributes
+FILE_FIXED_ATTRS = ("n_shards",)  # the same, for file datasets
 CONVENTIONS = "CF-1.10"
 STRINGS = ("worker", "host", "engine")
 STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
-VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}
+VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a planted cube's
+FILE_VARIABLES = {**FILE_ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a file cube's
 COORDS = {
     "estimator": "estimator (the spec's method)", "d1": "feature dimension",
     "d2": "number of labels",
@@ -91,7 +115,23 @@ COORDS = {
     "batch_size": "observations per batch m",
     "n_iter": "steps after the initial batch", "seed": "seed of the truth, data and start",
     "iteration": "0 = after the initial batch, t = after step t",
+    "features": "the estimator's feature map (OneBitMultiLabel features)",
+    "threshold": "the estimator's one-bit model (OneBitMultiLabel threshold)",
+    "train": "the training set (a data file or CSR store), as the spec names it",
+    "test": "the test set (a data file or CSR store), as the spec names it",
+    "n_train": "training rows (instances)",
 }
+
+
+def variables(spec) -> dict:
+    """The cube's variables (name -> ``(units, description)``): :data:`FILE_VARIABLES`
+    for a spec of file datasets (``spec.files``), else :data:`VARIABLES`."""
+    return FILE_VARIABLES if getattr(spec, "files", False) else VARIABLES
+
+
+def iteration_variables(spec) -> dict:
+    """The cube's per-iteration variables (see :func:`variables`)."""
+    return FILE_ITERATION_VARIABLES if getattr(spec, "files", False) else ITERATION_VARIABLES
 
 
 class StoreError(ValueError):
@@ -115,24 +155,30 @@ def cell_chunks(shape: tuple, n_iterations: int) -> tuple:
 
 
 def _coords(spec: SweepSpec) -> xr.Dataset:
-    noise = [parse_noise(label) for label in spec.grid["noise"]]
     coords = {RENAMED.get(dim, dim): np.asarray(spec.grid[dim]) for dim in spec.dims}
     if spec.datasets:
         names = spec.grid["dataset"]
         for key in next(iter(spec.datasets.values())):
             coords[key] = ("dataset", np.asarray([spec.datasets[n][key] for n in names]))
-    coords["noise_model"] = ("noise", np.asarray([m for m, _ in noise]))
-    coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
+        for key in next(iter((spec.sizes or {}).values()), ()):  # file datasets' sizes
+            coords[key] = ("dataset", np.asarray([spec.sizes[n][key] for n in names]))
+    if "noise" in spec.grid:
+        noise = [parse_noise(label) for label in spec.grid["noise"]]
+        coords["noise_model"] = ("noise", np.asarray([m for m, _ in noise]))
+        coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
     coords["iteration"] = np.arange(spec.n_iterations)
     ds = xr.Dataset(coords=coords)
     for name, text in COORDS.items():
         if name in ds:
             ds[name].attrs.update(long_name=text, description=text)
+    planted = {} if spec.files else {"sampler": spec.fixed["sampler"]}
     ds.attrs.update(
-        Conventions=CONVENTIONS, **{key: spec.fixed[key] for key in FIXED_ATTRS},
+        Conventions=CONVENTIONS,
+        **{key: spec.fixed[key] for key in (FILE_FIXED_ATTRS if spec.files else FIXED_ATTRS)},
         format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
         spec_description=spec.description, spec_text=spec.text,
-        spec_fingerprint=spec.fingerprint(), sampler=spec.fixed["sampler"],
+        spec_fingerprint=spec.fingerprint(), data="files" if spec.files else "planted",
+        **planted,
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **provenance())
     return ds
@@ -156,8 +202,8 @@ def _build(path: str, spec: SweepSpec) -> None:
     group = zarr.open_group(path, mode="r+")
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
-    for name in VARIABLES:
-        per_iteration = name in ITERATION_VARIABLES
+    for name in variables(spec):
+        per_iteration = name in iteration_variables(spec)
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
         if name in STRINGS:
             dtype, fill = f"<U{STRING_LENGTH}", ""
@@ -188,7 +234,7 @@ def variable_attrs(name: str) -> dict:
     """The attributes of the cube's variable ``name``: ``long_name``, ``description``,
     ``units`` for numbers (``"1"`` for counts and ratios, none for strings and flags),
     ``flag_values``/``flag_meanings`` for the flags."""
-    units, text = VARIABLES[name]
+    units, text = {**FILE_VARIABLES, **VARIABLES}[name]
     attrs = {"long_name": LONG_NAMES[name], "description": text}
     if name in FLAGS:
         attrs.update(flag_values=[0, 1], flag_meanings=f"not_{name} {name}")
@@ -283,10 +329,10 @@ def damage(path: str, spec: SweepSpec) -> str | None:
     with _quiet_zarr():
         try:
             group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
-            for name in VARIABLES:
+            for name in variables(spec):
                 if name not in group:
                     return f"the array {name!r} is missing"
-                want = ((*spec.shape, spec.n_iterations) if name in ITERATION_VARIABLES
+                want = ((*spec.shape, spec.n_iterations) if name in iteration_variables(spec)
                         else spec.shape)
                 if group[name].shape != want:
                     return f"the array {name!r} has shape {group[name].shape}, expected {want}"
@@ -363,7 +409,8 @@ class CubeWriter:
             import zarr
 
             group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
-            self.arrays = {name: group[name].with_config(ALL_CHUNKS) for name in VARIABLES}
+            self.arrays = {name: group[name].with_config(ALL_CHUNKS)
+                           for name in variables(self.spec)}
         n_it = self.spec.n_iterations
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
         with _quiet_zarr():
@@ -375,7 +422,7 @@ class CubeWriter:
                 it_sel = tuple(np.repeat(cells[:, d:d + 1], n_it, axis=1) for d in
                                range(cells.shape[1])) + (np.broadcast_to(np.arange(n_it),
                                                                          (len(cells), n_it)),)
-                for name in ITERATION_VARIABLES:
+                for name in iteration_variables(self.spec):
                     rows = [iteration_values(r, name, p["n_iter"], n_it) for _, p, r, _ in ok]
                     self.arrays[name].set_coordinate_selection(
                         it_sel, np.repeat(np.array(rows), repeat, axis=0))

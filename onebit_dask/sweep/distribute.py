@@ -20,12 +20,15 @@ def runs_distributed(params: dict, fixed: dict) -> bool:
 
     ``fixed["distributed"]``: ``always``/``never``, or ``auto``: a cell whose batch draws
     at least ``distributed_batch`` numbers (:func:`batch_numbers`) or whose label count
-    ``d2`` reaches ``distributed_labels``. Only methods with a Dask engine (``onebit``) can.
+    ``d2`` reaches ``distributed_labels`` (a file dataset's cell: its ``d2`` only). Only
+    methods with a Dask engine (``onebit``) can.
     """
     if not METHODS[params["method"]].distributable or fixed["distributed"] == "never":
         return False
     if fixed["distributed"] == "always":
         return True
+    if "train_path" in params:  # a file dataset: its batches hold the files' non-zeros
+        return params["d2"] >= fixed["distributed_labels"]
     return (batch_numbers(params, fixed["sampler"]) >= fixed["distributed_batch"]
             or params["d2"] >= fixed["distributed_labels"])
 

@@ -1,4 +1,5 @@
-"""The methods a sweep can run, each on one cell's synthetic problem.
+"""The methods a sweep can run, each on one cell's synthetic problem (``onebit`` also on
+a file dataset: :func:`.datafiles.run_files`).
 
 A method returns per-iteration arrays ``spectral_error``, ``frobenius_error``,
 ``hamming_loss``, ``auc``, ``n_samples``, ``fit_s`` (cumulative training seconds) and
@@ -34,7 +35,8 @@ class Method:
     run: Callable
     uses_step: bool
     description: str
-    modes: tuple = ("single",)  # "single": streamed single-label batches; "full": n_train > 0
+    modes: tuple = ("single",)  # "single": streamed single-label batches; "full": n_train > 0;
+    #                             "files": a spec's file datasets (.datafiles)
     distributable: bool = False  # run(params, fixed, client=...) fits on the cluster
 
 
@@ -50,6 +52,10 @@ def make_problem(params: dict, fixed: dict) -> SyntheticProblem:
 
 
 def run_onebit(params: dict, fixed: dict, client=None) -> dict:
+    if "train_path" in params:  # a file dataset
+        from .datafiles import run_files
+
+        return run_files(params, fixed, client)
     from ..estimator import OneBitMultiLabel, use_client
 
     problem = make_problem(params, fixed)
@@ -101,7 +107,7 @@ def _run_baseline(estimator):
 BOTH = ("single", "full")
 METHODS = {
     "onebit": Method(run_onebit, True, "one-bit alternating power iteration (this package)",
-                     BOTH, distributable=True),
+                     (*BOTH, "files"), distributable=True),
     "leml": Method(_run_baseline(lambda b, p: b.LEML(p["rank"], random_state=p["seed"])), False,
                    "LEML, squared loss, lambda by a validation split", BOTH),
     "onevsall": Method(_run_baseline(lambda b, p: b.OneVsAll()), False,

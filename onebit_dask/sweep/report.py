@@ -11,6 +11,11 @@ iteration per noise setting (the paper's Fig. 1), error vs observations on log-l
 axes, final error vs batch size (when the grid has several), AUC per method and
 noise setting. A grid dimension a figure does not show that has several values
 gives one figure per value (``NAME_d1=20.png``, ...), never an average over it.
+
+A cube of file datasets (:mod:`.datafiles`) holds held-out ranking metrics instead: its
+tables have the datasets as columns and one row per method / step (and per value of
+every other grid dimension with several), and its figures show P@1, P@5 and PSP@5
+against the bits used, one line per row, one figure per dataset.
 """
 
 from __future__ import annotations
@@ -29,13 +34,19 @@ import pandas as pd
 import xarray as xr
 
 from ..utils.errors import RunError
-from ..metrics.names import METRICS
+from ..metrics.names import METRICS, RANKING
 from ..io.stores.zarr_format import DamagedStoreError
 from .methods import METHODS
 from .cube import open_cube
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
 SERIES = (*METRICS, "n_samples")
+FILE_TABLE_METRICS = ("precision_at_1", "precision_at_3", "precision_at_5", "psp_at_5",
+                      "ndcg_at_5", "auc", "n_samples", "wall_s")
+FILE_SERIES = (*RANKING, "n_samples")
+FILE_PLOTTED = ("precision_at_1", "precision_at_5", "psp_at_5")
+FILE_SHOWN = ("estimator", "step", "seed", "features", "threshold", "rank", "batch_size",
+              "n_iter")  # dimensions a file cube's figure shows as lines or aggregates
 SHOWN = ("estimator", "step", "noise", "seed")  # dimensions every figure shows or aggregates
 MAX_FACETS = 16
 BLOCK = 20_000  # cells of the grid per block read
@@ -108,9 +119,10 @@ def collect(ds, progress: bool = False, path: str = "the cube",
             if name not in dims and coord.dims == ("dataset",):
                 params[name] = coord.values[at]
     n_it = ds.sizes["iteration"]
-    series = {name: np.empty((n_done, n_it)) for name in SERIES}
+    names = FILE_SERIES if on_files(ds) else SERIES
+    series = {name: np.empty((n_done, n_it)) for name in names}
     wall = np.empty(n_done)
-    variables = ds[[*SERIES, "wall_s"]]
+    variables = ds[[*names, "wall_s"]]
     got = 0
     for axes, mask in _slabs(done):
         where = {dims[axis]: key for axis, key in axes.items()}
@@ -131,7 +143,7 @@ def collect(ds, progress: bool = False, path: str = "the cube",
             picked = {name: block[name].transpose("cell", ...).values
                       for name in variables.data_vars}
         n = len(rows[0])
-        for name in SERIES:
+        for name in names:
             series[name][got:got + n] = picked[name]
         wall[got:got + n] = picked["wall_s"]
         got += n
@@ -502,6 +514,124 @@ def _auc_per_method(cells, where, directory, suffix):
     return _save(fig, directory, f"auc_per_method{suffix}.png")
 
 
+# --- file datasets ---------------------------------------------------------------------
+
+def on_files(ds) -> bool:
+    """Whether the cube ``ds`` is of file datasets (its ``data`` attribute)."""
+    return ds.attrs.get("data") == "files"
+
+
+def _file_rows(cells: Cells) -> list:
+    """The dimensions that name a row (a line) of a file cube's tables and figures:
+    ``estimator``, ``step`` and every other grid dimension but ``dataset`` and ``seed``
+    with several values among the done cells."""
+    varied = [d for d in cells.dims if d not in ("estimator", "step", "dataset", "seed")
+              and cells.params[d].nunique() > 1]
+    return ["estimator", "step", *varied]
+
+
+def _row_name(keys, values) -> str:
+    parts = [str(v) if k in ("estimator", "step") else f"{k}={v}" for k, v in zip(keys, values)]
+    return " / ".join(parts)
+
+
+def file_tables(cells: Cells, metrics=FILE_TABLE_METRICS) -> str:
+    """Text tables of a file cube: for each metric, mean +- std over seeds at each
+    cell's last iteration, one row per method / step (and per value of the other grid
+    dimensions with several), one column per dataset."""
+    n_seeds = len(cells.coords["seed"])
+    datasets = list(cells.coords["dataset"])
+    keys = _file_rows(cells)
+    final = cells.final()
+    lines = []
+    rows = (final[keys].drop_duplicates().itertuples(index=False, name=None)
+            if len(final) else [])
+    rows = list(rows)
+    names = [_row_name(keys, r) for r in rows]
+    for metric in metrics:
+        scale, unit, digits = {"auc": (100.0, " (%)", 2), "n_samples": (1.0, " (bits)", 0),
+                               "wall_s": (1.0, " (training seconds)", 1)}.get(
+            metric, (1.0, "", 4))
+        lines.append(f"{metric}{unit} at the last iteration, mean +- std over {n_seeds} "
+                     f"seeds ([k/{n_seeds}]: k seeds done)")
+        entries = []
+        for row, name in zip(rows, names):
+            mask = np.ones(len(final), dtype=bool)
+            for k, v in zip(keys, row):
+                mask &= (final[k] == v).to_numpy()
+            out = []
+            for dataset in datasets:
+                v = final.loc[mask & (final["dataset"] == dataset).to_numpy(),
+                              metric].dropna().to_numpy(dtype=float)
+                out.append(_entry(v.mean() if len(v) else np.nan,
+                                  v.std(ddof=1) if len(v) > 1 else 0.0, len(v), n_seeds,
+                                  scale, digits))
+            entries.append((name, out))
+        width = max(12, *(len(str(d)) + 2 for d in datasets),
+                    *(len(e) + 2 for _, row in entries for e in row))
+        first = max(22, *(len(n) + 2 for n in names)) if names else 22
+        lines.append(f"{'method / step':{first}s}" + "".join(f"{str(d):>{width}s}"
+                                                             for d in datasets))
+        for name, row in entries:
+            lines.append(f"{name:{first}s}" + "".join(f"{e:>{width}s}" for e in row))
+        lines.append("")
+    lines.append(f"{len(cells.params)} of {cells.n_cells} cells done, {cells.n_failed} failed")
+    return "\n".join(lines)
+
+
+def file_plots(cells: Cells, directory, progress: bool = False) -> list[str]:
+    """Write a file cube's figures as PNG into ``directory`` (one per dataset, and per
+    value of a dimension not shown): P@1, P@5 and PSP@5 against the bits used."""
+    if len(cells.params) == 0:
+        raise RunError("no cell of the cube is done: there is nothing to plot yet (run the "
+                       "sweep, then report again)")
+    facets = _facets(cells, FILE_SHOWN)
+    check_plot_dir(directory)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    paths = [_ranking_vs_bits(cells, where, directory, suffix) for suffix, where in facets]
+    _progress(progress, f"wrote {len(paths)} figures into {os.fspath(directory)}")
+    return sorted(paths)
+
+
+def _ranking_vs_bits(cells, where, directory, suffix):
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    base = _select(cells, where)
+    keys = _file_rows(cells)
+    rows = list(cells.params.loc[base, keys].drop_duplicates().itertuples(index=False,
+                                                                          name=None))
+    n_seeds = len(cells.coords["seed"])
+    fig, axes = plt.subplots(1, len(FILE_PLOTTED), figsize=(4.6 * len(FILE_PLOTTED) + 2.5, 4.2),
+                             squeeze=False)
+    looks = list(zip(("o", "x", "s", "+", "D", "^"), ("-", "--", ":", "-.", "-", "--")))
+    for ax, metric in zip(axes[0], FILE_PLOTTED):
+        for k, row in enumerate(rows):
+            mask = base & _select(cells, dict(zip(keys, row)))
+            mean, std, count = _seed_stats(cells.series[metric][mask])
+            bits, _, _ = _seed_stats(cells.series["n_samples"][mask])
+            ok = (count > 0) & np.isfinite(bits)
+            if not ok.any():
+                continue
+            marker, line = looks[k % len(looks)]
+            ax.errorbar(bits[ok], mean[ok], yerr=std[ok], capsize=2, ms=5, lw=1.3,
+                        marker=marker, linestyle=line, markerfacecolor="none",
+                        label=f"{_row_name(keys, row)} ({int(count[ok].max())} of "
+                              f"{n_seeds} seeds)")
+        ax.set(xscale="log", xlabel="bits used (initial batch included)",
+               ylabel=f"{metric} on the test set", title=metric)
+        ax.xaxis.set_major_formatter(FuncFormatter(_count))
+        ax.xaxis.set_minor_formatter(FuncFormatter(_count))
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       title=" / ".join(keys), title_fontsize=8)
+    fig.suptitle("Held-out ranking metrics vs bits: mean over seeds, error bars = std over "
+                 "seeds" + _title_suffix(where), fontsize=10)
+    return _save(fig, directory, f"ranking_vs_bits{suffix}.png")
+
+
 FIGURE_SOFTWARE = "onebit-dask report"
 """The PNG ``Software`` text of every figure ``report`` writes: a file of that name in the
 figures' directory is replaced only if it carries it (nothing of the user's is lost)."""
@@ -565,7 +695,8 @@ def _check_whole(path: str, ds) -> None:
     from .cube import damage
 
     try:
-        shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"])
+        shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"],
+                                files=on_files(ds))
         problem = damage(path, shape)
     except Exception as exc:
         problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -586,7 +717,9 @@ def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]
                                 ) from None
     _check_whole(os.fspath(path), ds)
     cells = collect(ds, progress, os.fspath(path), require_done=plot_dir is not None)
-    text = tables(cells)
-    paths = plots(cells, plot_dir, progress) if plot_dir is not None else []
+    files = on_files(ds)
+    text = (file_tables if files else tables)(cells)
+    paths = ((file_plots if files else plots)(cells, plot_dir, progress)
+             if plot_dir is not None else [])
     _progress(progress, f"done in {time.perf_counter() - start:.1f} s")
     return text, paths

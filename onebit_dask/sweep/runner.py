@@ -101,7 +101,10 @@ def pending_cells(spec: SweepSpec, done, failed=None):
 
 
 def _label(params: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items())
+    """A cell's parameters, as a progress line shows them (a file dataset's paths not:
+    its name says which)."""
+    return " ".join(f"{k}={v}" for k, v in params.items()
+                    if k not in ("train", "test", "train_path", "test_path"))
 
 
 class CellProgress:

@@ -45,6 +45,24 @@ Settings that go together (the paper's Synthetic1-3) are named ``datasets``::
 
 A key a dataset sets (any of :data:`DATASET_KEYS`) is then a coordinate along the
 ``dataset`` dimension instead of a dimension of its own.
+
+A dataset may instead name a training and a test set (:mod:`.datafiles`: XC/svmlight
+text files or CSR stores, relative to the spec's folder)::
+
+    datasets:
+      emotions: {train: data/emotions_train.txt, test: data/emotions_test.txt}
+    grid:
+      dataset: [emotions]
+      rank: [5]
+      features: [auto, standardize]
+      batch_size: [5000]
+
+The grid keys of :data:`~.datafiles.FILE_GRID` apply (the planted problem's ``d1``,
+``d2``, ``n_train``, ``noise``, ``positive_rate`` do not: the files give the data);
+``features``, ``step`` and ``threshold`` default to the estimator's defaults
+(``auto``, ``auto``, ``estimated``). The files' sizes are coordinates along
+``dataset``. Planted and file datasets do not mix in one spec (their cubes hold
+different metrics).
 """
 
 from __future__ import annotations
@@ -53,6 +71,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 import os
 from dataclasses import dataclass
 
@@ -65,9 +84,10 @@ from ..data.synthetic.problem import SAMPLERS, parse_positive_rate
 from .methods import METHODS
 from .distribute import DISTRIBUTED, PLACEMENT_DEFAULTS
 from .noise import parse_noise
+from . import datafiles
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
-              "step", "threshold", "batch_size", "n_iter", "seed")
+              "features", "step", "threshold", "batch_size", "n_iter", "seed")
 GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
@@ -89,7 +109,14 @@ class SweepSpec:
     fixed: dict
     text: str  # the spec file as written
     description: str = ""
-    datasets: dict = None  # name -> {key: value} for the keys of DATASET_KEYS
+    datasets: dict = None  # name -> {key: value} for the keys of DATASET_KEYS (or FILE_KEYS)
+    folder: str = ""  # the spec file's folder: file datasets' paths are relative to it
+    sizes: dict = None  # file datasets: name -> {n_train, d1, d2} of the training set
+
+    @property
+    def files(self) -> bool:
+        """Whether the datasets are data files (:mod:`.datafiles`), not planted problems."""
+        return bool(self.sizes)
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -114,6 +141,11 @@ class SweepSpec:
         params = {k: self.grid[k][i] for k, i in zip(self.dims, index)}
         if "dataset" in params:
             params.update(self.datasets[params["dataset"]])
+        if self.files:
+            name = params["dataset"]
+            params.update(self.sizes[name], **{
+                f"{key}_path": datafiles.resolve(self.datasets[name][key], self.folder)
+                for key in datafiles.FILE_KEYS})
         return params
 
     def fingerprint(self) -> str:
@@ -166,6 +198,9 @@ def _check_grid_values(key, values, where="<spec>"):
             elif key in ("noise", "positive_rate"):
                 (parse_noise if key == "noise" else parse_positive_rate)(v)
                 v = str(v)
+            elif key == "features" and v not in datafiles.FEATURES:
+                raise ValueError(f"features={v!r} is not allowed: choose from "
+                                 f"{', '.join(datafiles.FEATURES)}")
             elif key == "step" and v not in STEPS:
                 raise ValueError(f"step={v!r} is not allowed: choose from {', '.join(STEPS)}")
             elif key == "threshold" and v not in ("none", "estimated"):
@@ -183,8 +218,12 @@ def _check_grid_values(key, values, where="<spec>"):
     return out
 
 
-def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -> SweepSpec:
+def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False,
+               folder: str | None = None) -> SweepSpec:
     """Parse and check a spec given as YAML text.
+
+    File datasets' paths are relative to ``folder`` (default: the folder of ``where``,
+    the spec file's path).
 
     Sizes beyond the hard limits of :mod:`onebit_dask.utils.limits` are refused; a grid of more
     than ``limits.MAX_CELLS`` cells, a cube of more than ``limits.MAX_CUBE_VALUES`` values
@@ -207,7 +246,16 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
         if key not in GRID_ORDER:
             raise SpecError(f"{where}: unknown key 'grid.{key}'{_did_you_mean(key, GRID_ORDER)}; "
                             f"allowed: {', '.join(GRID_ORDER)}")
-    datasets = _parse_datasets(data.get("datasets"), grid_in, where)
+    if folder is None:
+        folder = os.path.dirname(os.path.abspath(where))
+    raw = data.get("datasets")
+    if (isinstance(raw, dict) and raw and all(isinstance(d, dict) for d in raw.values())
+            and any(datafiles.is_file_dataset(d) for d in raw.values())):
+        return _parse_file_spec(data, text, grid_in, folder, where, allow_large)
+    if "features" in grid_in:
+        raise SpecError(f"{where}: grid.features applies to file datasets only (a planted "
+                        "problem's features are N(0, I): the model uses them as they are)")
+    datasets = _parse_datasets(raw, grid_in, where)
     for key in REQUIRED_GRID:
         if key not in grid_in and not (datasets and all(key in d for d in datasets.values())):
             raise SpecError(f"{where}: missing key 'grid.{key}'")
@@ -261,13 +309,83 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False) -
                         f"iterations = {n_cells * n_iterations:,} values per metric, more than "
                         f"{limits.MAX_CUBE_VALUES:,}: pass --allow-large (allow_large=True) if "
                         "you mean it")
+    return SweepSpec(_name(data, where), grid, fixed, text, str(data.get("description", "")),
+                     datasets)
+
+
+def _name(data: dict, where: str) -> str:
     name = data.get("name", os.path.splitext(os.path.basename(where))[0])
     if not isinstance(name, str):
         raise SpecError(f"{where}: name={name!r} must be a string")
     if not name.isprintable():  # escapes would drive the terminal that prints it
         raise SpecError(f"{where}: name={name!r} holds control characters: give a name of "
                         "printable characters")
-    return SweepSpec(name, grid, fixed, text, str(data.get("description", "")), datasets)
+    return name
+
+
+def _parse_file_spec(data, text, grid_in, folder, where, allow_large) -> SweepSpec:
+    """A spec whose datasets are data files (:mod:`.datafiles`), checked whole."""
+    raw = data["datasets"]
+    kinds = {name: datafiles.is_file_dataset(d) for name, d in raw.items()}
+    if not all(kinds.values()):
+        files = ", ".join(n for n, f in kinds.items() if f)
+        planted = ", ".join(n for n, f in kinds.items() if not f)
+        raise SpecError(f"{where}: datasets: file datasets ({files}) and planted datasets "
+                        f"({planted}) cannot be mixed in one spec (their cubes hold different "
+                        "metrics): write one spec for each")
+    if "dataset" not in grid_in:
+        raise SpecError(f"{where}: 'datasets' is given but grid.dataset is missing")
+    for key in grid_in:
+        if key not in datafiles.FILE_GRID:
+            raise SpecError(f"{where}: grid.{key} does not apply to file datasets (the files "
+                            f"give the data); allowed: {', '.join(datafiles.FILE_GRID)}")
+    for key in datafiles.FILE_REQUIRED_GRID:
+        if key not in grid_in:
+            raise SpecError(f"{where}: missing key 'grid.{key}'")
+    fixed_in = data.get("fixed") or {}
+    if isinstance(fixed_in, dict):
+        for key in fixed_in:
+            if key in FIXED_DEFAULTS and key not in datafiles.FILE_FIXED:
+                raise SpecError(f"{where}: fixed.{key} sets the planted problem: it does not "
+                                "apply to file datasets")
+    fixed = _parse_fixed(fixed_in, where)
+    grid = {}
+    for key in datafiles.FILE_GRID:
+        values = grid_in.get(key, datafiles.FILE_GRID_DEFAULTS.get(key))
+        if key == "dataset":
+            grid[key] = _as_list(key, values, where)
+            continue
+        grid[key] = _check_grid_values(key, _as_list(key, values, where), where)
+    unknown = [v for v in grid["dataset"] if v not in raw]
+    if unknown:
+        raise SpecError(f"{where}: grid.dataset: {unknown[0]!r} is not in datasets "
+                        f"({', '.join(map(str, raw))})")
+    for method in grid["method"]:
+        if "files" not in METHODS[method].modes:
+            raise SpecError(f"{where}: method={method!r} does not run on file datasets: "
+                            "use method onebit")
+    datasets, sizes = datafiles.check_file_datasets(raw, folder, where)
+    n_cells = math.prod(len(v) for v in grid.values())
+    if n_cells > limits.MAX_CELLS and not allow_large:
+        raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than "
+                        f"{limits.MAX_CELLS:,}: pass --allow-large (allow_large=True) if you "
+                        "mean it")
+    for name in grid["dataset"]:
+        size = sizes[name]
+        for rank in grid["rank"]:
+            try:
+                check_rank(rank, size["d1"], size["d2"])
+            except ValueError as exc:
+                raise SpecError(f"{where}: grid.rank: {exc} (datasets.{name})") from None
+    n_iterations = max(grid["n_iter"]) + 1
+    if n_cells * n_iterations > limits.MAX_CUBE_VALUES and not allow_large:
+        raise SpecError(f"{where}: the cube would hold {n_cells:,} cells x {n_iterations:,} "
+                        f"iterations = {n_cells * n_iterations:,} values per metric, more than "
+                        f"{limits.MAX_CUBE_VALUES:,}: pass --allow-large (allow_large=True) if "
+                        "you mean it")
+    return SweepSpec(_name(data, where), grid, fixed, text,
+                     str(data.get("description", "")), datasets, folder, sizes)
+
 
 
 def _parse_fixed(fixed_in, where) -> dict:

@@ -19,7 +19,12 @@ fixed: {n_test: 100}
 
 @pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.name)
 def test_shipped_pipelines_parse(path):
-    spec = load_spec(path)
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:  # a spec of data files that are not on this machine
+        if "does not exist" not in str(exc) or "datasets." not in str(exc):
+            raise
+        pytest.skip(f"its data files are missing here: {exc}")
     assert spec.dims[0] == "method" and spec.n_iterations >= 2
 
 
