@@ -299,6 +299,8 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
         hint = (f"; its onebit cells were drawn with sampler {was!r} and this spec uses "
                 f"{now!r} (the default is 'conditional'): write 'sampler: {was}' under "
                 "fixed to resume it" if was is not None and was != now else "")
+        if spec.files and not hint:
+            hint = " (or of data files that changed since it was started)"
         raise StoreError(f"--out {path!r} holds the results of another spec "
                          f"({attrs.get('spec_name')!r}){hint}: use a new path, or "
                          "--overwrite to replace them")

@@ -18,6 +18,7 @@ ranking metrics (:data:`onebit_dask.metrics.names.RANKING`) per iteration.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
@@ -71,6 +72,21 @@ def data_sizes(path: str) -> tuple:
 
     features, labels = read_features(path, labels=True)
     return features.shape[0], features.shape[1], labels.shape[1]
+
+
+def content_digest(path: str) -> str:
+    """SHA-256 of what the data at ``path`` holds: a file's bytes; a CSR store's files
+    (their names, sizes and bytes), so a resumed sweep refuses data edited since its
+    cube was started."""
+    digest = hashlib.sha256()
+    files = [path] if not os.path.isdir(path) else sorted(
+        os.path.join(root, name) for root, _, names in os.walk(path) for name in names)
+    for name in files:
+        digest.update(os.path.relpath(name, path).encode() + b"\0")
+        with open(name, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def check_file_datasets(raw: dict, folder: str, where: str) -> tuple[dict, dict]:

@@ -150,11 +150,16 @@ class SweepSpec:
 
     def fingerprint(self) -> str:
         """Hash of the grid, the datasets and the fixed settings (not of comments, nor of
-        the placement keys, which decide where a cell runs and never its values)."""
+        the placement keys, which decide where a cell runs and never its values); for file
+        datasets, also of the data files' contents
+        (:func:`~onebit_dask.sweep.datafiles.content_digest`)."""
         fixed = {k: v for k, v in self.fixed.items() if k not in PLACEMENT_DEFAULTS}
+        contents = {} if not self.files else {"contents": {
+            name: {key: datafiles.content_digest(datafiles.resolve(paths[key], self.folder))
+                   for key in datafiles.FILE_KEYS} for name, paths in self.datasets.items()}}
         canonical = json.dumps({"grid": self.grid, "fixed": fixed,
-                                **({"datasets": self.datasets} if self.datasets else {})},
-                               sort_keys=True)
+                                **({"datasets": self.datasets} if self.datasets else {}),
+                                **contents}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

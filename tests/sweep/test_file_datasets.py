@@ -122,6 +122,33 @@ def test_interrupted_sweep_resumes_to_the_same_cube(swept, tmp_path, monkeypatch
             == open_cube(swept[1]).attrs["spec_fingerprint"])
 
 
+def test_a_resume_refuses_edited_data_files(tmp_path, monkeypatch):
+    """The spec's fingerprint covers the files' contents: a cube started on one version of
+    a data file is not resumed on another (same path, same size class)."""
+    from onebit_dask.sweep.cube import StoreError
+
+    spec_path = _spec_dir(tmp_path)
+    out = str(tmp_path / "cube.zarr")
+    onebit, calls = methods.METHODS["onebit"], []
+
+    def interrupted(params, fixed, client=None):
+        calls.append(params)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return onebit.run(params, fixed)
+
+    monkeypatch.setitem(methods.METHODS, "onebit", dataclasses.replace(onebit, run=interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(load_spec(spec_path), out, progress=False, flush_cells=1)
+    monkeypatch.undo()
+    test_file = tmp_path / "data" / "emotions_test.txt"
+    lines = test_file.read_text().splitlines()
+    lines[1], lines[2] = lines[2], lines[1]  # two rows swapped: the same sizes
+    test_file.write_text("\n".join(lines) + "\n")
+    with pytest.raises(StoreError, match="data files that changed"):
+        run_sweep(load_spec(spec_path), out, progress=False)
+
+
 def test_dask_workers_give_the_same_cube(swept, tmp_path, client2):
     spec_path, _ = swept
     out = str(tmp_path / "dask.zarr")
