@@ -579,6 +579,8 @@ def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]
     start = time.perf_counter()
     try:
         ds = open_cube(path)
+    except DamagedStoreError:
+        raise  # one line naming the cube and the part (or a newer format)
     except Exception as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DamagedStoreError(f"{path}: the cube cannot be opened ({detail}): the store is "
