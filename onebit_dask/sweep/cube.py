@@ -405,10 +405,10 @@ def _ours_without_attributes(path: str) -> bool:
     return True
 
 
-def damage(path: str, spec: SweepSpec) -> str | None:
+def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
     """What is wrong with our store at ``path`` (``None``: it can be resumed): the arrays'
-    shapes for ``spec`` (anything with ``shape`` and ``n_iterations``), then
-    :func:`cube_problem`."""
+    shapes for ``spec`` (anything with ``shape`` and ``n_iterations``), then, with
+    ``whole``, :func:`cube_problem` (without: the caller has run :func:`check_cube`)."""
     import zarr
 
     with _quiet_zarr():
@@ -421,7 +421,7 @@ def damage(path: str, spec: SweepSpec) -> str | None:
                         else spec.shape)
                 if group[name].shape != want:
                     return f"the array {name!r} has shape {group[name].shape}, expected {want}"
-            problem = cube_problem(group, dict(group.attrs))
+            problem = cube_problem(group, dict(group.attrs)) if whole else None
             if problem is not None:
                 return problem
             for name in FLAGS:

@@ -566,7 +566,7 @@ def _check_whole(path: str, ds) -> None:
 
     try:
         shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"])
-        problem = damage(path, shape)
+        problem = damage(path, shape, whole=False)  # open_cube checked the rest
     except Exception as exc:
         problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if problem:
