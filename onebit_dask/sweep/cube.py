@@ -36,7 +36,8 @@ from ..utils.provenance import provenance
 from ..io.stores import atomic
 from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
                                      check_version, checked_codecs, group_attrs,
-                                     missing_chunk, newer_message, unreadable_chunk)
+                                     missing_chunk, newer_message, NewerFormatError,
+                                     unreadable_chunk)
 from .noise import parse_noise
 from .spec import SweepSpec
 
@@ -375,8 +376,8 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
         return True
     found = attrs.get("format_version")
     if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT_VERSION:
-        raise DamagedStoreError(newer_message(f"the result cube {path!r}", found,
-                                              FORMAT_VERSION))
+        raise NewerFormatError(newer_message(f"the result cube {path!r}", found,
+                                             FORMAT_VERSION))
     if attrs.get("spec_fingerprint") != spec.fingerprint():
         was, now = attrs.get("sampler"), spec.fixed.get("sampler")
         hint = (f"; its onebit cells were drawn with sampler {was!r} and this spec uses "

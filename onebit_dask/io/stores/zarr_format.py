@@ -61,15 +61,16 @@ def newer_message(where: str, found: int, version: int) -> str:
 def check_version(attrs: dict, version: int, first_checked: int, where: str,
                   key: str = "version", lacks: str = "checksums") -> bool:
     """The store's format version: refused when it is not a positive integer (damaged) or
-    newer than ``version`` (:func:`newer_message`). Returns whether the store has the
-    checks of format ``first_checked`` (``lacks`` names them); an older store is read as
-    before, with one warning that such damage to it cannot be detected."""
+    newer than ``version`` (:class:`NewerFormatError`, :func:`newer_message`). Returns
+    whether the store has the checks of format ``first_checked`` (``lacks`` names them);
+    an older store is read as before, with one warning that such damage to it cannot be
+    detected."""
     found = attrs.get(key)
     if not isinstance(found, int) or isinstance(found, bool) or found < 1:
         raise DamagedStoreError(f"{where} is damaged: the attribute {key}={found!r} is not a "
                                 "format version")
     if found > version:
-        raise DamagedStoreError(newer_message(where, found, version))
+        raise NewerFormatError(newer_message(where, found, version))
     if found < first_checked:
         import warnings
 
@@ -83,6 +84,11 @@ def check_version(attrs: dict, version: int, first_checked: int, where: str,
 class DamagedStoreError(RunError):
     """One of the package's stores whose parts are missing, unreadable or inconsistent;
     the message names the store and the part."""
+
+
+class NewerFormatError(DamagedStoreError):
+    """A store of a format newer than this package reads (:func:`newer_message`): not
+    damaged, but refused as one (exit status 1); nothing is to be deleted."""
 
 
 def format_attrs(fmt: str, version: int) -> dict:
