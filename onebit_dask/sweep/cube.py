@@ -191,8 +191,8 @@ def _build(path: str, spec: SweepSpec) -> None:
 
 def _sign(group, extra=()) -> None:
     """Write ``attrs_digested`` (the names of the attributes the package wrote: those
-    listed already, or all but xarray's at creation, and ``extra``) and ``attrs_sha256``, their
-    digest (:func:`~onebit_dask.io.stores.zarr_format.attrs_digest`)."""
+    listed already, or all but xarray's at creation, and ``extra``) and ``attrs_sha256``,
+    their digest (:func:`~onebit_dask.io.stores.zarr_format.attrs_digest`)."""
     attrs = dict(group.attrs)
     keys = attrs.get("attrs_digested")
     if not isinstance(keys, list):
