@@ -14,8 +14,9 @@ Layout of a model store (no pickle)::
                 dicts), data (what the model was fitted on: a synthetic problem's fields,
                 an observations store's path and shape, ...; None after partial_fit),
                 rng_state, feature_components (q, or None without a feature map),
-                versions (package, numpy, zarr, python) and, in a checkpoint,
-                checkpoint = {"fingerprint": ...}
+                versions (package, numpy, zarr, python), checksums (the SHA-256 of
+                every array), in a checkpoint checkpoint = {"step": ..., "fingerprint": ...},
+                and attrs_sha256: the SHA-256 of all the others (:data:`DIGESTED`)
 
 Each block is written, and read back, by the task that holds it (:func:`write_block`,
 :func:`read_block` run through ``engine.map``): on Dask every worker reads and writes its
@@ -29,7 +30,9 @@ a marked old copy that the next open puts back; nothing the package did not crea
 is renamed or removed. One writer at a time holds ``PATH.lock``
 (:class:`~onebit_dask.io.stores.lock.StoreLock`).
 
-Reading checks the store as the observations store is checked: the attributes'
+Reading checks the store as the observations store is checked: the format version (a
+newer one is refused, an older one read with one warning), the digest of the attributes
+(``attrs_sha256``: an edited, removed or damaged attribute is refused), the attributes'
 types and their agreement (bounds from 0 to ``n_labels``, ``l = 2 rank`` columns),
 each array's dtype, shape and chunks, finite values, and the SHA-256 of every array
 recorded in ``checksums`` when it was written (a checkpoint whose writer died, or an
@@ -50,12 +53,21 @@ import zarr
 from ..io import FORMAT_OF
 from ..engine.blocks import THRESHOLD_SLOTS as LABEL_SLOTS, Block
 from ..io.stores import atomic, paths
-from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, check_array,
-                                 check_stored_finite, format_attrs)
+from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, attrs_digest,
+                                     check_array, check_attrs_digest, check_stored_finite,
+                                     check_version, checked_codecs, format_attrs,
+                                     unreadable_chunk)
 
 FORMAT = FORMAT_OF["model"]
-VERSION = 3  # 2: checksums, dimension names, rng_state integers as decimal strings;
-#             3: the feature map
+VERSION = 4  # 2: checksums, dimension names, rng_state integers as decimal strings;
+#             3: the feature map; 4: attrs_sha256, the digest of the attributes, and
+#             zstd chunks with their frame checksum
+DIGEST_SINCE = 4  # the first version whose attributes carry their digest
+DIGESTED = ("format", "version", "params", "n_features_in", "n_labels", "n_steps",
+            "n_samples_seen", "fit_s", "bounds", "history", "data", "rng_state",
+            "feature_components", "best_iteration", "validation_score", "blas", "versions",
+            "checksums", "checkpoint")  # every attribute a model store or checkpoint has
+DIGESTED_TEXT = "params, history, bounds, rng_state, checksums and the rest"
 SLOTS = ("Q", "V", "B")
 CHUNK_ROWS = 65_536  # label rows per chunk of a block's arrays
 BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
@@ -132,6 +144,18 @@ def digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array, dtype="<f8").tobytes()).hexdigest()
 
 
+def read_values(array, where: str, part: str) -> np.ndarray:
+    """All of ``array`` (the array ``part`` of the store ``where``); a chunk that cannot be
+    decoded (bytes changed, truncated, empty) is a :class:`DamagedStoreError` naming it."""
+    try:
+        return array[...]
+    except Exception as exc:  # zarr and its codecs raise several types
+        gone = unreadable_chunk(array)
+        key, reason = gone if gone is not None else ("?", f"{type(exc).__name__}: {exc}")
+        raise DamagedStoreError(f"{where} is damaged: the chunk {part}/{key} cannot be read "
+                                f"({reason.splitlines()[0]})") from None
+
+
 # -- block functions (run where the block lives) -----------------------------------------
 def _block_path(path: str, s: int) -> str:
     return paths.join(path, "blocks", str(s))
@@ -146,7 +170,7 @@ def write_block(block: Block, s: int, path: str) -> Block:
     sums = {}
     for name in SLOTS + tuple(n for n in LABEL_SLOTS if n in block.slots):
         rows = block.slots[name]
-        group.create_array(name, data=rows, config=ALL_CHUNKS,
+        group.create_array(name, data=rows, config=ALL_CHUNKS, **checked_codecs(),
                            dimension_names=BLOCK_DIMS[: rows.ndim],
                            chunks=(max(1, min(CHUNK_ROWS, rows.shape[0])), *rows.shape[1:]))
         sums[name] = digest(rows)
@@ -174,7 +198,7 @@ def read_block(block: Block, part: tuple, path: str) -> Block:
         part_name = f"blocks/{s}/{name}"
         check_array(array, where, part_name, dtype=np.float64,
                     shape=(block.hi - block.lo, width)[: 2 if name in SLOTS else 1])
-        values = array[...]
+        values = read_values(array, where, part_name)
         if name == "v":  # a label without bits has an infinite variance
             check_stored_finite(np.where(values == np.inf, 0.0, values), where, part_name)
         else:
@@ -208,7 +232,7 @@ def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
     if features is not None:
         arrays += [(f"feature_{name}", getattr(features, name)) for name in FEATURE_ARRAYS]
     for name, array in arrays:
-        root.create_array(name, data=array, config=ALL_CHUNKS,
+        root.create_array(name, data=array, config=ALL_CHUNKS, **checked_codecs(),
                           dimension_names=TOP_DIMS[: array.ndim])
         sums[name] = digest(array)
     root.create_group("blocks")
@@ -218,9 +242,21 @@ def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
         raise RuntimeError(f"the label blocks written to {path!r} do not match the bounds "
                            f"{bounds}: {written}")
     sums["blocks"] = [w[2] for w in written]
-    root.update_attributes({**attrs, **format_attrs(FORMAT, VERSION),
-                            "versions": versions(),
-                            "checksums": sums})
+    root.update_attributes(signed_attrs({**attrs, **format_attrs(FORMAT, VERSION),
+                                         "versions": versions(), "checksums": sums}))
+
+
+def signed_attrs(attrs: dict) -> dict:
+    """``attrs`` as JSON reads them back, with ``attrs_sha256``: the digest of the
+    attributes :data:`DIGESTED` (:func:`~onebit_dask.io.stores.zarr_format.attrs_digest`),
+    checked by :func:`read_attrs`."""
+    import json
+
+    unknown = set(attrs) - set(DIGESTED)
+    if unknown:
+        raise ValueError(f"the model store attributes {sorted(unknown)} are not in DIGESTED")
+    attrs = json.loads(json.dumps(attrs))
+    return {**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)}
 
 
 def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> None:
@@ -251,7 +287,9 @@ def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> No
 def read_attrs(path: str, name: str = "model") -> dict:
     """The attrs of the model store at ``path``, checked (``name`` is the parameter
     named in the errors): :class:`ModelStoreError` if it is not a model store,
-    :class:`DamagedStoreError` if its attributes are damaged."""
+    :class:`DamagedStoreError` if it is of a newer format or its attributes are damaged
+    (their digest, types and agreement); a store of a format before :data:`DIGEST_SINCE`
+    is read with one warning."""
     path = os.fspath(path)
     if not paths.exists(path):
         if not paths.is_url(path) and atomic.leftovers(store_path(path), "old"):
@@ -271,11 +309,10 @@ def read_attrs(path: str, name: str = "model") -> dict:
         raise ModelStoreError(f"{name}={path!r} is not an onebit-dask model store (attrs format="
                               f"{attrs.get('format')!r}, expected {FORMAT!r}; a store whose "
                               "writer was interrupted has none)")
-    if not isinstance(attrs.get("version"), int) or attrs["version"] > VERSION:
-        raise ModelStoreError(f"{name}={path!r} has model format version "
-                              f"{attrs.get('version')!r}; this onebit-dask reads versions <= "
-                              f"{VERSION}: upgrade onebit-dask")
-    check_attrs(attrs, f"model store {path!r}")
+    where = f"model store {path!r}"
+    if check_version(attrs, VERSION, DIGEST_SINCE, where, lacks="a digest of its attributes"):
+        check_attrs_digest(attrs, DIGESTED, where, DIGESTED_TEXT)
+    check_attrs(attrs, where)
     return attrs
 
 
@@ -371,7 +408,7 @@ def read_top(path: str, attrs: dict):
     out = []
     for name, array in zip(("Q_top", "V_top"), arrays):
         check_array(array, where, name, dtype=np.float64, shape=shape)
-        values = check_stored_finite(array[...], where, name)
+        values = check_stored_finite(read_values(array, where, name), where, name)
         if sums is not None and digest(values) != sums.get(name):
             raise DamagedStoreError(f"{where} is damaged: {name} differs from what was written "
                                     "(its SHA-256 does not match the checksums)")
@@ -402,7 +439,7 @@ def read_feature_map(path: str, attrs: dict):
     for name, array in arrays.items():
         part = f"feature_{name}"
         check_array(array, where, part, dtype=np.float64, shape=shapes[name])
-        values[name] = check_stored_finite(array[...], where, part)
+        values[name] = check_stored_finite(read_values(array, where, part), where, part)
         if digest(values[name]) != sums.get(part):
             raise DamagedStoreError(f"{where} is damaged: {part} differs from what was written "
                                     "(its SHA-256 does not match the checksums)")

@@ -20,7 +20,7 @@ from ..utils.checks import check_int
 from ..utils.errors import RunError
 from ..io.stores import atomic, paths
 from ..io.stores.lock import StoreLock
-from ..io.stores.zarr_format import DamagedStoreError
+from ..io.stores.zarr_format import DamagedStoreError, NewerFormatError
 
 FINGERPRINT_SKIP = ("engine", "progress", "eval_every")  # do not change the numbers
 
@@ -203,6 +203,8 @@ class Checkpoint:
             attrs = model_io.read_attrs(where, "checkpoint")
         except model_io.ModelStoreError as exc:
             raise ValueError(f"{exc}; {self._advice()}") from None
+        except NewerFormatError:
+            raise  # one line, the same for every store: upgrade, do not delete
         except DamagedStoreError as exc:
             raise DamagedStoreError(f"checkpoint {self.path!r}: {exc}; {self._advice()}"
                                     ) from None

@@ -10,6 +10,14 @@ Every grid parameter is a dimension, plus ``iteration``. A chunk holds many cell
 next to the store). A store is created whole or not at all: it is built in a
 marked temporary directory next to ``--out`` and moved into place
 (:mod:`onebit_dask.io.stores.atomic`).
+
+Damage is detected before anything is read (:func:`check_cube`, in :func:`open_cube`
+and before a sweep resumes): every chunk of the arrays the package wrote is zstd with
+its frame checksum and present; the attributes the package wrote (the spec, its
+fingerprint, the fixed settings, the provenance; their names in ``attrs_digested``) have
+their SHA-256 in ``attrs_sha256``, signed again whenever the runner changes them
+(:func:`set_attrs`, under the store's lock). Arrays and attributes a user adds are not
+checked.
 """
 
 from __future__ import annotations
@@ -26,14 +34,19 @@ from ..io import FORMAT_OF
 from ..utils.warnings import ignored
 from ..utils.provenance import provenance
 from ..io.stores import atomic
-from ..io.stores.zarr_format import ALL_CHUNKS, DamagedStoreError, group_attrs, missing_chunk
+from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
+                                     check_version, checked_codecs, group_attrs,
+                                     missing_chunk, newer_message, NewerFormatError,
+                                     unreadable_chunk)
 from ..metrics.names import RANKING_KS
 from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = FORMAT_OF["cube"]
-FORMAT_VERSION = 4  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
-#                     4: every chunk is written at creation, so a missing one is damage
+FORMAT_VERSION = 5  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
+#                     4: every chunk is written at creation, so a missing one is damage;
+#                     5: zstd chunks with their frame checksum, the attributes' digest
+CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
@@ -99,6 +112,10 @@ LONG_NAMES = {
 }
 FIXED_ATTRS = ("n_test", "n_shards", "max_eval_labels")  # fixed settings, as attributes
 FILE_FIXED_ATTRS = ("n_shards",)  # the same, for file datasets
+DIGEST_REQUIRED = ("format", "format_version", "spec_name", "spec_text", "spec_fingerprint",
+                   "data")  # what attrs_digested lists at least, for either kind of cube
+LATER_ATTRS = ("placement", "blas")  # set by the runner at the end of a run (set_attrs)
+XARRAY_ATTRS = ("coordinates",)  # xarray's own, rewritten when a user appends with xarray
 CONVENTIONS = "CF-1.10"
 STRINGS = ("worker", "host", "engine")
 STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
@@ -197,9 +214,12 @@ def _build(path: str, spec: SweepSpec) -> None:
     chunk written (filled), so that a chunk missing later is a damaged store."""
     import zarr
 
-    _coords(spec).to_zarr(path, mode="a", zarr_format=3, consolidated=False,  # a new store
-                          write_empty_chunks=True)
+    ds = _coords(spec)
+    encoding = {name: {"compressors": checked_codecs()["compressors"]} for name in ds.variables}
+    ds.to_zarr(path, mode="a", zarr_format=3, consolidated=False,  # a new store
+               write_empty_chunks=True, encoding=encoding)
     group = zarr.open_group(path, mode="r+")
+    _sign(group, LATER_ATTRS)
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
     for name in variables(spec):
@@ -211,18 +231,131 @@ def _build(path: str, spec: SweepSpec) -> None:
             name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
-            attributes=variable_attrs(name), config=ALL_CHUNKS)
+            attributes=variable_attrs(name), config=ALL_CHUNKS, **checked_codecs())
         array[...] = fill
 
 
-def missing_part(group) -> str | None:
-    """``"NAME/KEY"`` of the first chunk of the cube's ``group`` that is missing (every
-    chunk of a cube of format 4 is written when it is created), or ``None``."""
+def _sign(group, extra=()) -> None:
+    """Write ``attrs_digested`` (the names of the attributes the package wrote: those
+    listed already, or all but xarray's at creation, and ``extra``) and ``attrs_sha256``,
+    their digest (:func:`~onebit_dask.io.stores.zarr_format.attrs_digest`)."""
+    attrs = dict(group.attrs)
+    keys = attrs.get("attrs_digested")
+    if not isinstance(keys, list):
+        keys = [k for k in attrs if k not in ("attrs_digested", "attrs_sha256", *XARRAY_ATTRS)]
+    keys = sorted(set(keys) | set(extra))
+    signed = {**attrs, "attrs_digested": keys}
+    group.attrs.update({"attrs_digested": keys,
+                        "attrs_sha256": attrs_digest(signed, ("attrs_digested", *keys))})
+
+
+def stored_variables(group) -> dict:
+    """The variables of the cube ``group`` by its kind (attribute ``data``):
+    :data:`FILE_VARIABLES` or :data:`VARIABLES`."""
+    return FILE_VARIABLES if group.attrs.get("data") == "files" else VARIABLES
+
+
+def package_arrays(group) -> list[str]:
+    """The names of the arrays of the cube's ``group`` that the package wrote: its
+    variables (:func:`stored_variables`) and the coordinates along its dimensions (a
+    variable a user added is not one of them)."""
+    kind = stored_variables(group)
+    names = [name for name in kind if name in group]
+    dims = {"iteration"}
+    if "done" in group:
+        dims |= set(group["done"].metadata.dimension_names or ())
     for name, array in group.arrays():
-        gone = missing_chunk(array)
+        along = array.metadata.dimension_names or (None,)
+        if name not in kind and array.ndim == 1 and along[0] in dims:
+            names.append(name)
+    return names
+
+
+def missing_part(group) -> str | None:
+    """``"NAME/KEY"`` of the first chunk of the cube's variables (:func:`stored_variables`) in
+    ``group`` that is missing (every chunk of a cube of format 4 or later is written when
+    it is created), or ``None``. The coordinates are not asked: xarray writes them again
+    when a user appends a variable, without the chunks equal to the fill value."""
+    for name in (name for name in stored_variables(group) if name in group):
+        gone = missing_chunk(group[name])
         if gone is not None:
             return f"{name}/{gone[2]}"
     return None
+
+
+def _attrs_problem(attrs: dict) -> str | None:
+    """What is wrong with a checked cube's attributes (format 5 or later), or ``None``."""
+    keys = attrs.get("attrs_digested")
+    if (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)
+            or not set(DIGEST_REQUIRED) <= set(keys)):
+        return (f"the attribute attrs_digested={keys!r} does not list the attributes "
+                f"{', '.join(DIGEST_REQUIRED)}")
+    if attrs.get("attrs_sha256") != attrs_digest(attrs, ("attrs_digested", *keys)):
+        return ("its attributes (the spec, its fingerprint, the fixed settings, the "
+                "provenance) differ from what was written (their SHA-256 does not match "
+                "attrs_sha256)")
+    return None
+
+
+def _dtype_of(name: str) -> np.dtype:
+    if name in FLAGS:
+        return np.dtype(bool)
+    return np.dtype(f"<U{STRING_LENGTH}") if name in STRINGS else np.dtype("f8")
+
+
+def cube_problem(group, attrs: dict) -> str | None:
+    """What is wrong with the cube ``group`` whose attributes are ``attrs`` (``None``: it
+    is whole): for format 4 on, a variable missing or of another dtype, a chunk missing;
+    for format 5 on, the attributes' digest and a chunk that cannot be decoded. Only the
+    package's arrays and attributes are checked."""
+    version = attrs.get("format_version")
+    checked = isinstance(version, int) and version >= CHECKED_SINCE
+    if checked:
+        problem = _attrs_problem(attrs)
+        if problem is not None:
+            return problem
+    if not isinstance(version, int) or version < 4:
+        return None
+    for name in stored_variables(group):
+        if name not in group:
+            return f"the array {name!r} is missing"
+        if group[name].dtype != _dtype_of(name):
+            return (f"the array {name!r} has dtype {group[name].dtype}, expected "
+                    f"{_dtype_of(name)}")
+    gone = missing_part(group)
+    if gone is not None:
+        return f"the chunk {gone} is missing"
+    if checked:
+        for name in package_arrays(group):
+            bad = unreadable_chunk(group[name])
+            if bad is not None:
+                return f"the chunk {name}/{bad[0]} cannot be read ({bad[1]})"
+    return None
+
+
+def check_cube(path) -> dict:
+    """The attributes of the cube at ``path``, after its checks: a newer format is
+    refused (one line), an older one without checksums read with one warning, a damaged
+    one (:func:`cube_problem`) refused naming the part; each a
+    :class:`~onebit_dask.io.stores.zarr_format.DamagedStoreError`."""
+    import zarr
+
+    path = os.fspath(path)
+    where = f"the result cube {path!r}"
+    with _quiet_zarr():
+        group = zarr.open_group(path, mode="r", use_consolidated=False)
+        attrs = dict(group.attrs)
+        if attrs.get("format") != FORMAT:
+            return attrs
+        check_version(attrs, FORMAT_VERSION, CHECKED_SINCE, where, key="format_version")
+        try:
+            problem = cube_problem(group, attrs)
+        except Exception as exc:  # unreadable metadata
+            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if problem is not None:
+        raise DamagedStoreError(f"{where} is damaged: {problem}; run its sweep again with "
+                                "--overwrite to recompute it")
+    return attrs
 
 
 def dims(spec: SweepSpec) -> tuple:
@@ -294,6 +427,10 @@ def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
         raise StoreError(f"--out {path!r} is not writable")
     if overwrite:
         return True
+    found = attrs.get("format_version")
+    if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT_VERSION:
+        raise NewerFormatError(newer_message(f"the result cube {path!r}", found,
+                                             FORMAT_VERSION))
     if attrs.get("spec_fingerprint") != spec.fingerprint():
         was, now = attrs.get("sampler"), spec.fixed.get("sampler")
         hint = (f"; its onebit cells were drawn with sampler {was!r} and this spec uses "
@@ -324,8 +461,10 @@ def _ours_without_attributes(path: str) -> bool:
     return True
 
 
-def damage(path: str, spec: SweepSpec) -> str | None:
-    """What is wrong with our store at ``path`` (``None``: it can be resumed)."""
+def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
+    """What is wrong with our store at ``path`` (``None``: it can be resumed): the arrays'
+    shapes for ``spec`` (anything with ``shape`` and ``n_iterations``), then, with
+    ``whole``, :func:`cube_problem` (without: the caller has run :func:`check_cube`)."""
     import zarr
 
     with _quiet_zarr():
@@ -338,9 +477,9 @@ def damage(path: str, spec: SweepSpec) -> str | None:
                         else spec.shape)
                 if group[name].shape != want:
                     return f"the array {name!r} has shape {group[name].shape}, expected {want}"
-            gone = missing_part(group)
-            if gone is not None:
-                return f"the chunk {gone} is missing"
+            problem = cube_problem(group, dict(group.attrs)) if whole else None
+            if problem is not None:
+                return problem
             for name in FLAGS:
                 group[name][...]
         except Exception as exc:  # unreadable metadata or chunks
@@ -447,10 +586,13 @@ class CubeWriter:
 
 
 def set_attrs(path: str, **attrs) -> None:
-    """Update the cube's attributes (between runs' writes, before :func:`consolidate`)."""
+    """Update the cube's attributes and sign them again (``attrs_sha256``; the caller
+    holds the store's lock; between runs' writes, before :func:`consolidate`)."""
     import zarr
 
-    zarr.open_group(os.fspath(path), mode="r+", use_consolidated=False).attrs.update(attrs)
+    group = zarr.open_group(os.fspath(path), mode="r+", use_consolidated=False)
+    group.attrs.update(attrs)
+    _sign(group, attrs)
 
 
 def consolidate(path: str) -> None:
@@ -471,20 +613,19 @@ def _consolidated(path: str) -> bool:
 
 
 def open_cube(path) -> xr.Dataset:
-    """The result cube as an xarray Dataset (lazy); a cube of format 2 or older has its
-    ``method`` dimension renamed ``estimator`` as it is opened. A cube of format 4 with a
-    chunk missing is refused (:class:`DamagedStoreError`)."""
-    import zarr
+    """The result cube as an xarray Dataset (lazy), once :func:`check_cube` has found it
+    whole (every chunk of the package's arrays is decoded once); a cube of format 2 or
+    older has its ``method`` dimension renamed ``estimator`` as it is opened.
 
+    Raises
+    ------
+    DamagedStoreError
+        The cube is of a newer format, or damaged (the message names the part).
+    """
     path = os.fspath(path)
+    check_cube(path)
     with _quiet_zarr():
         ds = xr.open_zarr(path, consolidated=_consolidated(path))
-        if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) >= 4:
-            gone = missing_part(zarr.open_group(path, mode="r", use_consolidated=False))
-            if gone is not None:
-                raise DamagedStoreError(
-                    f"the result cube {path!r} is damaged: the chunk {gone} is missing; "
-                    "run its sweep again with --overwrite to recompute it")
     if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
         ds = ds.rename({old: new for old, new in RENAMED.items() if old in ds.dims})
     return ds

@@ -697,7 +697,7 @@ def _check_whole(path: str, ds) -> None:
     try:
         shape = SimpleNamespace(shape=ds["done"].shape, n_iterations=ds.sizes["iteration"],
                                 files=on_files(ds))
-        problem = damage(path, shape)
+        problem = damage(path, shape, whole=False)  # open_cube checked the rest
     except Exception as exc:
         problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if problem:
@@ -710,6 +710,8 @@ def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]
     start = time.perf_counter()
     try:
         ds = open_cube(path)
+    except DamagedStoreError:
+        raise  # one line naming the cube and the part (or a newer format)
     except Exception as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DamagedStoreError(f"{path}: the cube cannot be opened ({detail}): the store is "

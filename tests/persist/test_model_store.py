@@ -4,6 +4,7 @@ edited stores naming the part, the generator's exact state; on real zarr stores 
 real 2-worker LocalCluster."""
 
 import json
+import re
 import os
 import shutil
 
@@ -53,7 +54,7 @@ def test_save_load_round_trip(reference, tmp_path):
     assert (model.n_features_in_, model.n_labels_) == (20, 30)
     # the store: tops, one group per label block (sizes differ by one), versions, no pickle
     root = zarr.open_group(path, mode="r")
-    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 3
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 4
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
@@ -177,3 +178,114 @@ def test_rng_state_is_exact_for_every_json_reader(saved):
     model = OneBitMultiLabel.load(saved)
     reference = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
     assert model._state.rng.bit_generator.state == reference._state.rng.bit_generator.state
+
+
+# -- format 4: the attributes' digest, chunk checksums, versions (issue 36 item 2) -------------
+def _flip_byte(file, at=0.6):
+    raw = bytearray(open(file, "rb").read())
+    raw[int(len(raw) * at)] ^= 0xFF
+    open(file, "wb").write(bytes(raw))
+
+
+def _raw_attrs(path, edit):
+    """Edit the root ``zarr.json``'s attributes by hand (``edit(attrs)``), as a user would,
+    without signing them again."""
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    edit(meta["attributes"])
+    json.dump(meta, open(meta_file, "w"))
+
+
+def _set_history_auc(attrs):
+    attrs["history"][0]["auc"] = 0.123
+
+
+FORMAT_DAMAGES = {  # (damage, what the one line says)
+    "flipped byte": (lambda p: _flip_byte(os.path.join(p, "blocks", "1", "B", "c", "0", "0")),
+                     r"the chunk blocks/1/B/c/0/0 cannot be read \(RuntimeError: .*checksum"),
+    "edited attribute": (lambda p: _raw_attrs(p, _set_history_auc),
+                         r"its attributes \(params, history, .*\) differ from what was written"),
+    "removed attribute": (lambda p: _raw_attrs(p, lambda a: a.pop("data")),
+                          r"its attributes \(params, history, .*\) differ from what was written"),
+    "version 99": (lambda p: _raw_attrs(p, lambda a: a.update(version=99)),
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v4\): "
+                   r"upgrade onebit-dask$"),
+}
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """A saved model and a checkpoint, each of :data:`PROBLEM`, through the command line's
+    fit (in this process)."""
+    from tests.support.models import FIT
+    from tests.support.helpers import run_main
+
+    where = tmp_path_factory.mktemp("format4")
+    model, checkpoint = str(where / "model.zarr"), str(where / "ckpt.zarr")
+    done = run_main(*FIT, "--save", model, "--checkpoint", checkpoint)
+    assert done.returncode == 0, done.stderr
+    return {"model": model, "checkpoint": checkpoint}
+
+
+def _copy_of(stores, kind, tmp_path):
+    path = str(tmp_path / f"{kind}.zarr")
+    shutil.copytree(stores[kind], path)
+    return path
+
+
+def _resume(path):
+    """Resume the checkpoint at ``path`` through the command line (the fit that wrote it)."""
+    from tests.support.models import FIT
+    from tests.support.helpers import run_main
+
+    return run_main(*FIT, "--checkpoint", path)
+
+
+@pytest.mark.parametrize("case", sorted(FORMAT_DAMAGES))
+@pytest.mark.parametrize("kind", ["model", "checkpoint"])
+def test_a_damaged_store_of_format_4_is_refused_in_one_line(stores, tmp_path, kind, case):
+    """Each damage is refused through the library (load; the fit that resumes a
+    checkpoint) and the command line (evaluate; fit --checkpoint): exit 1, one line
+    naming the store. Without the check that each case is for, the store is read (the
+    digest for the edited and removed attributes, the version check for v99, the chunk's
+    check for the flipped byte)."""
+    from onebit_dask import persist
+    from onebit_dask.engine.local import LocalEngine
+    from tests.support.helpers import run_main
+
+    damage, message = FORMAT_DAMAGES[case]
+    path = _copy_of(stores, kind, tmp_path)
+    damage(path)
+    with pytest.raises(DamagedStoreError, match=message) as info:
+        if kind == "model":
+            OneBitMultiLabel.load(path)
+        else:
+            attrs = persist.read_attrs(path)
+            persist.read_state(path, attrs, LocalEngine())
+    assert f"model store {path!r}" in str(info.value) and "\n" not in str(info.value)
+    done = run_main("evaluate", path, "--json") if kind == "model" else _resume(path)
+    assert done.returncode == 1, done
+    assert done.stderr.count("\n") == 1 and path in done.stderr, done.stderr
+    assert re.search(message, done.stderr.strip()), done.stderr
+
+
+@pytest.mark.parametrize("kind", ["model", "checkpoint"])
+def test_a_store_of_format_3_is_read_with_one_warning(stores, tmp_path, kind):
+    """A store of the previous format (no ``attrs_sha256``) is read as before, with one
+    warning; an attribute edited in it is then not detected (what format 4 adds)."""
+    path = _copy_of(stores, kind, tmp_path)
+    _raw_attrs(path, lambda a: (a.update(version=3), a.pop("attrs_sha256")))
+    with pytest.warns(UserWarning, match="without a digest of its attributes") as seen:
+        est = OneBitMultiLabel.load(path)
+    assert len([w for w in seen if "older onebit-dask" in str(w.message)]) == 1
+    assert est.history_ == json.load(open(os.path.join(path, "zarr.json")))["attributes"][
+        "history"]
+    _raw_attrs(path, _set_history_auc)  # not detected in format 3
+    with pytest.warns(UserWarning, match="without a digest"):
+        assert OneBitMultiLabel.load(path).history_[0]["auc"] == 0.123
+    if kind == "checkpoint":  # resumed by the fit that wrote it
+        _raw_attrs(path, lambda a: a["history"][0].update(auc=est.history_[0]["auc"]))
+        with pytest.warns(UserWarning, match="without a digest"):
+            done = _resume(path)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["history"] == est.history_

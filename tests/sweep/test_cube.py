@@ -1,6 +1,7 @@
 """The result cube: layout, attributes, per-cell region writes from parallel tasks."""
 
 import os
+import re
 import time
 
 import numpy as np
@@ -254,7 +255,8 @@ def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
     for name in ds.variables:
         ds[name].encoding.clear()
     ds.to_zarr(old, zarr_format=3, consolidated=False)
-    opened = store.open_cube(old)
+    with pytest.warns(UserWarning, match="older onebit-dask without checksums"):
+        opened = store.open_cube(old)
     assert "estimator" in opened.dims and "method" not in opened.dims
     assert list(opened["estimator"].values) == list(SPEC.grid["method"])
     with pytest.raises(store.StoreError, match="older onebit-dask .*format 2.*--overwrite"):
@@ -272,3 +274,145 @@ def test_an_existing_file_as_out_is_refused_before_any_cell(tmp_path):
     proc = run_main("sweep", spec, "--out", png, "--workers", 0, "--quiet")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
     assert "is a file" in proc.stderr and png.read_bytes() == b"\x89PNG mine"
+
+
+# -- format 5: chunk checksums and the attributes' digest (issue 36 item 2) ---------------------
+RUN_SPEC = parse_spec("""
+grid:
+  d1: [30]
+  d2: [15]
+  rank: [2]
+  noise: [none]
+  step: [paper, averaged]
+  batch_size: [3000]
+  n_iter: [2]
+  seed: [0]
+fixed: {n_test: 200, n_shards: 2}
+""")
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """A cube a sweep wrote (its cells, then the runner's attributes), and ran again."""
+    from onebit_dask.sweep import run_sweep
+
+    path = str(tmp_path_factory.mktemp("swept") / "cube.zarr")
+    run_sweep(RUN_SPEC, path, progress=False, flush_cells=1)
+    again = run_sweep(RUN_SPEC, path, progress=False)  # resumed: every cell done
+    assert again.skipped == again.total
+    return path
+
+
+def _copy_cube(swept, tmp_path):
+    import shutil
+
+    path = str(tmp_path / "cube.zarr")
+    shutil.copytree(swept, path)
+    return path
+
+
+def _cube_attrs(path, edit):
+    """Edit the cube's root attributes by hand in its ``zarr.json`` (``edit(attrs)``)."""
+    import json
+
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    edit(meta["attributes"])
+    json.dump(meta, open(meta_file, "w"))
+
+
+def _flip_auc(path):
+    chunk = sorted(os.path.join(root, f) for root, _, files in os.walk(os.path.join(path, "auc"))
+                   for f in files if f != "zarr.json")[0]
+    raw = bytearray(open(chunk, "rb").read())
+    raw[int(len(raw) * 0.6)] ^= 0xFF
+    open(chunk, "wb").write(bytes(raw))
+
+
+CUBE_DAMAGES = {  # (damage, what the one line says)
+    "flipped byte": (_flip_auc, r"is damaged.{1,2}the chunk auc/c/[0-9/]+ cannot be read \("
+                                r"RuntimeError: .*checksum"),
+    "edited attribute": (lambda p: _cube_attrs(p, lambda a: a.update(n_test=20)),
+                         r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what "
+                         r"was written"),
+    "removed attribute": (lambda p: _cube_attrs(p, lambda a: a.pop("spec_text")),
+                          r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what "
+                          r"was written"),
+    "version 99": (lambda p: _cube_attrs(p, lambda a: a.update(format_version=99)),
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v5\): "
+                   r"upgrade onebit-dask$"),
+}
+
+
+def test_a_swept_cube_is_signed_through_its_writes(swept, tmp_path):
+    """The digest holds after the cells' writes, the runner's attributes and a resumed
+    run; and after each batch of a writer's cells and each :func:`set_attrs`."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        attrs = store.check_cube(swept)
+    assert attrs["format_version"] == 5 and {"placement", "blas"} <= set(
+        attrs["attrs_digested"])
+    path = str(tmp_path / "cube.zarr")
+    store.create(path, SPEC)
+    writer = store.CubeWriter(path, SPEC)
+    for seed in (0, 1):
+        index = (*(0,) * (len(SPEC.dims) - 1), seed)
+        writer.add(index, False, SPEC.cells_at(index), _result(1.0, 3), WHERE)
+        writer.flush()
+        store.check_cube(path)
+        store.set_attrs(path, placement=f"run {seed}")
+        assert store.check_cube(path)["placement"] == f"run {seed}"
+
+
+@pytest.mark.parametrize("case", sorted(CUBE_DAMAGES))
+def test_a_damaged_cube_is_refused_in_one_line(swept, tmp_path, case):
+    """Refused by open_cube, before a sweep resumes (check_output) and by ``report``
+    (exit 1, one line naming the cube). Without the check each case is for (the chunks'
+    decoding, the digest, the version) the cube is read."""
+    from tests.support.helpers import run_main
+
+    damage, message = CUBE_DAMAGES[case]
+    path = _copy_cube(swept, tmp_path)
+    damage(path)
+    for read in (store.open_cube, lambda p: store.check_output(p, RUN_SPEC, False)):
+        with pytest.raises(store.DamagedStoreError, match=message) as info:
+            read(path)
+        assert repr(path) in str(info.value) and "\n" not in str(info.value)
+    done = run_main("report", path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done
+    assert path in done.stderr and re.search(message, done.stderr.strip()), done.stderr
+
+
+def test_a_cube_of_format_4_is_read_with_one_warning(swept, tmp_path):
+    """The previous format (no checksums, no digest) is read, with one warning; resuming
+    it is refused as before (its arrays are of the older format)."""
+    from onebit_dask.sweep.report import report
+
+    path = _copy_cube(swept, tmp_path)
+    _cube_attrs(path, lambda a: (a.update(format_version=4), a.pop("attrs_sha256"),
+                                 a.pop("attrs_digested")))
+    with pytest.warns(UserWarning, match="older onebit-dask without checksums") as seen:
+        text, _ = report(path)
+    assert len([w for w in seen if "older onebit-dask" in str(w.message)]) == 1
+    assert "2 of 2 cells done" in text
+    with pytest.raises(store.StoreError, match="older onebit-dask .*format 4.*--overwrite"):
+        store.check_output(path, RUN_SPEC, False)
+
+
+def test_what_a_user_adds_with_xarray_is_left_alone(swept, tmp_path):
+    """A variable appended with xarray (zarr drops its chunks equal to the fill value)
+    and an attribute of the user's: the cube is still whole and reported."""
+    from tests.support.helpers import run_main
+
+    path = _copy_cube(swept, tmp_path)
+    ds = store.open_cube(path)
+    from onebit_dask.utils.warnings import ignored
+
+    with ignored(dict(category=UserWarning)):
+        ds[["auc"]].assign(auc_pct=ds.auc * 100)[["auc_pct"]].to_zarr(path, mode="a")
+    _cube_attrs(path, lambda a: a.update(note="mine"))
+    assert "auc_pct" in store.open_cube(path)
+    done = run_main("report", path)
+    assert done.returncode == 0, done.stderr

@@ -1,9 +1,9 @@
 """What the package's zarr formats share: format attributes, typed attribute reads,
 chunk checks through zarr's store API and the one error for a damaged store.
 
-The formats are the observations store (:mod:`onebit_dask.io`), the model store
-(:mod:`onebit_dask.model_io`), the sweep cube (:mod:`onebit_dask.sweep.store`) and the
-CSR store (:mod:`onebit_dask.data.csr_store`).
+The formats are the observations store (:mod:`onebit_dask.io.observations`), the model
+store and checkpoints (:mod:`onebit_dask.persist.model_store`), the sweep cube
+(:mod:`onebit_dask.sweep.cube`) and the CSR store (:mod:`onebit_dask.io.csr_store`).
 Each array is written with every chunk (``write_empty_chunks``), so a chunk missing
 later means damage, which zarr would otherwise read as the fill value.
 """
@@ -41,35 +41,42 @@ def attrs_digest(attrs: dict, keys) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def check_attrs_digest(attrs: dict, keys, where: str) -> None:
+def check_attrs_digest(attrs: dict, keys, where: str, what: str | None = None) -> None:
     """:class:`DamagedStoreError` naming ``where`` when ``attrs["attrs_sha256"]`` is not
-    the digest of ``attrs``' ``keys`` (an attribute was edited or damaged)."""
+    the digest of ``attrs``' ``keys`` (an attribute was edited, removed or damaged);
+    ``what`` names the attributes in the message (default: the keys)."""
     if attrs.get("attrs_sha256") != attrs_digest(attrs, keys):
-        raise DamagedStoreError(f"{where} is damaged: its attributes ({', '.join(keys)}) "
+        raise DamagedStoreError(f"{where} is damaged: its attributes ({what or ', '.join(keys)}) "
                                 "differ from what was written (their SHA-256 does not match "
                                 "attrs_sha256)")
 
 
+def newer_message(where: str, found: int, version: int) -> str:
+    """The one line for a store of format ``found``, newer than the ``version`` this
+    package reads (the same for every store kind)."""
+    return (f"{where} was written by a newer onebit-dask (format v{found}, this reads up to "
+            f"v{version}): upgrade onebit-dask")
+
+
 def check_version(attrs: dict, version: int, first_checked: int, where: str,
-                  key: str = "version") -> bool:
+                  key: str = "version", lacks: str = "checksums") -> bool:
     """The store's format version: refused when it is not a positive integer (damaged) or
-    newer than ``version`` (made by a newer onebit-dask). Returns whether the store has
-    checksums (version at least ``first_checked``); an older store is read as before,
-    with one warning that its damage cannot be detected."""
+    newer than ``version`` (:class:`NewerFormatError`, :func:`newer_message`). Returns
+    whether the store has the checks of format ``first_checked`` (``lacks`` names them);
+    an older store is read as before, with one warning that such damage to it cannot be
+    detected."""
     found = attrs.get(key)
     if not isinstance(found, int) or isinstance(found, bool) or found < 1:
         raise DamagedStoreError(f"{where} is damaged: the attribute {key}={found!r} is not a "
                                 "format version")
     if found > version:
-        raise DamagedStoreError(f"{where} was made by a newer onebit-dask (format version "
-                                f"{found}; this one reads versions <= {version}): upgrade "
-                                "onebit-dask to read it")
+        raise NewerFormatError(newer_message(where, found, version))
     if found < first_checked:
         import warnings
 
-        warnings.warn(f"{where} was written by an older onebit-dask without checksums "
-                      f"(format version {found}): damage to it cannot be detected; write it "
-                      "again to add them", UserWarning, stacklevel=3)
+        warnings.warn(f"{where} was written by an older onebit-dask without {lacks} "
+                      f"(format version {found}): such damage to it cannot be detected; "
+                      "write it again to add them", UserWarning, stacklevel=3)
         return False
     return True
 
@@ -77,6 +84,11 @@ def check_version(attrs: dict, version: int, first_checked: int, where: str,
 class DamagedStoreError(RunError):
     """One of the package's stores whose parts are missing, unreadable or inconsistent;
     the message names the store and the part."""
+
+
+class NewerFormatError(DamagedStoreError):
+    """A store of a format newer than this package reads (:func:`newer_message`): not
+    damaged, but refused as one (exit status 1); nothing is to be deleted."""
 
 
 def format_attrs(fmt: str, version: int) -> dict:
@@ -136,6 +148,37 @@ def missing_chunk(array, lo: int = 0, hi: int | None = None):
         if not sync(store.exists(f"{prefix}/{key}" if prefix else key)):
             return first, last, key
     return None
+
+
+def unreadable_chunk(array) -> tuple[str, str] | None:
+    """``(key, reason)`` of the first chunk of ``array`` that cannot be decoded (its
+    checksum does not match, it is truncated or empty), or ``None``. The array is read
+    a slab of chunk rows at a time; only a slab that fails is read chunk by chunk."""
+    if array.ndim == 0:
+        try:
+            array[...]
+        except Exception as exc:  # zarr and its codecs raise several types
+            return array.metadata.encode_chunk_key(()), _reason(exc)
+        return None
+    chunks = array.chunks
+    grid = [range(-(-n // c)) for n, c in zip(array.shape, chunks)]
+    for i in grid[0]:
+        try:
+            array[i * chunks[0]:(i + 1) * chunks[0]]
+            continue
+        except Exception:  # find the chunk of the slab that fails
+            pass
+        for rest in itertools.product(*grid[1:]):
+            try:
+                array.get_block_selection((i, *rest))
+            except Exception as exc:
+                return array.metadata.encode_chunk_key((i, *rest)), _reason(exc)
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def attr(attrs: dict, key: str, kind, where: str, *, low=None, optional: bool = False):

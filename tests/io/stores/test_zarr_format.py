@@ -78,7 +78,8 @@ def _edit_attrs(path, **changes):
     ("empty chunk", "cannot be read"),
     ("missing chunk", "missing"),
     ("edited attribute", "attributes .* differ from what was written"),
-    ("newer version", "made by a newer onebit-dask"),
+    ("newer version", r"written by a newer onebit-dask \(format v99, this reads up to v2\): "
+                      "upgrade onebit-dask$"),
 ])
 def test_damage_is_refused_naming_store_and_part(request, tmp_path, kind, damage, match):
     path = _copy(request, kind, tmp_path)
