@@ -89,10 +89,12 @@ def content_digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def check_file_datasets(raw: dict, folder: str, where: str) -> tuple[dict, dict]:
+def check_file_datasets(raw: dict, folder: str, where: str,
+                        planted_keys=()) -> tuple[dict, dict]:
     """Check the file datasets ``raw`` (name -> ``{train: PATH, test: PATH}``) before any
     work: both keys, paths that exist, data that can be read, a test set with the training
-    set's features and labels.
+    set's features and labels. ``planted_keys``: a planted dataset's keys, named as such
+    when a file dataset sets one.
 
     Returns
     -------
@@ -105,10 +107,8 @@ def check_file_datasets(raw: dict, folder: str, where: str) -> tuple[dict, dict]
     for name, settings in raw.items():
         for key in settings:
             if key not in FILE_KEYS:
-                from .spec import DATASET_KEYS
-
                 hint = (" (a planted problem's size: a file dataset takes its sizes from "
-                        "its files)" if key in DATASET_KEYS else "")
+                        "its files)" if key in planted_keys else "")
                 raise SpecError(f"{where}: unknown key 'datasets.{name}.{key}'{hint}; a file "
                                 f"dataset takes {', '.join(FILE_KEYS)}")
         declared = {}

@@ -369,7 +369,7 @@ def _parse_file_spec(data, text, grid_in, folder, where, allow_large) -> SweepSp
         if "files" not in METHODS[method].modes:
             raise SpecError(f"{where}: method={method!r} does not run on file datasets: "
                             "use method onebit")
-    datasets, sizes = datafiles.check_file_datasets(raw, folder, where)
+    datasets, sizes = datafiles.check_file_datasets(raw, folder, where, DATASET_KEYS)
     n_cells = math.prod(len(v) for v in grid.values())
     if n_cells > limits.MAX_CELLS and not allow_large:
         raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than "
