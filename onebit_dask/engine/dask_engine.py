@@ -24,6 +24,8 @@ it are forgotten. The data a fit reads at every step go to the cluster once per 
 from __future__ import annotations
 
 import operator
+import threading
+import time
 import uuid
 
 import numpy as np
@@ -211,6 +213,7 @@ class DaskEngine:
                    for s, h in enumerate(self.handles)]
         outs = [submit(B.out_of, f, key=task_key("result"), priority=1) for f in new]
         self.handles = new
+        wait_ended(outs)
         results = self.client.gather(outs)
         self.bytes_sent += _inline_bytes(args) * len(new) + (0 if per_block is None else sum(
             sizeof(p) for p in per_block if not _holds_futures(p)))
@@ -219,10 +222,32 @@ class DaskEngine:
 
     def blocks(self) -> list:
         """The blocks, gathered into this process."""
+        wait_ended(self.handles)
         return self.client.gather(self.handles)
 
     def local(self) -> LocalEngine:
         return LocalEngine(self.blocks())
+
+
+def wait_ended(futures, timeout: float | None = None) -> bool:
+    """Return once each of ``futures`` has ended (finished, failed or cancelled):
+    ``True``, or ``False`` after ``timeout`` seconds.
+
+    Called before ``Client.gather``, so that the gather finds every future ended: a
+    gather interrupted while it waits (a ``KeyboardInterrupt``) leaves one waiting task
+    per future in the client's event loop, which prints "Task exception was never
+    retrieved" with a traceback when the client closes. Interrupting this wait leaves
+    only done callbacks, which end quietly.
+    """
+    ended = threading.Semaphore(0)
+    for fut in futures:
+        fut.add_done_callback(lambda _: ended.release())
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for _ in futures:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not ended.acquire(timeout=left):
+            return False
+    return True
 
 
 def _inline_bytes(value) -> int:
