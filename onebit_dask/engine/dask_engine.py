@@ -36,6 +36,7 @@ from ..utils.warnings import ignored
 from ..data.shards import Pieces, ScoredPieces
 from ..ops.features import FeatureMap
 from ..utils.provenance import processes_blas
+from ..utils.signals import sigint_deferred
 from . import blocks as B
 from .local import LocalEngine
 
@@ -81,6 +82,7 @@ class DaskEngine:
         self._recent = [{}, {}]  # id -> (array, future): the last two rounds' large arguments
         self._shared = {}  # id -> (value, future): what share() sent
         self._blas = None  # blas(), once the workers were asked
+        self._submitted = []  # the last round's tasks, as they were submitted (settle())
 
     @property
     def n_workers(self) -> int:
@@ -207,10 +209,12 @@ class DaskEngine:
     def map(self, fn, *args, per_block=None) -> list:
         submit = self.client.submit
         args = self._by_reference(args)
-        with _large_arguments_expected():  # keys named after fn, for the dashboard
-            new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
-                          key=task_key(fn.__name__), priority=1)
-                   for s, h in enumerate(self.handles)]
+        new = self._submitted = []  # the round's tasks, all submitted or none (settle())
+        with _large_arguments_expected(), sigint_deferred():  # keys named after fn
+            for s, h in enumerate(self.handles):
+                new.append(submit(B.call, fn, h, *(() if per_block is None else
+                                                   (per_block[s],)), *args,
+                                  key=task_key(fn.__name__), priority=1))
         outs = [submit(B.out_of, f, key=task_key("result"), priority=1) for f in new]
         self.handles = new
         wait_ended(outs)
@@ -224,6 +228,19 @@ class DaskEngine:
         """The blocks, gathered into this process."""
         wait_ended(self.handles)
         return self.client.gather(self.handles)
+
+    def settle(self, timeout: float = 600.0) -> None:
+        """Wait until the tasks of the last round have ended.
+
+        A round the client stopped waiting for (a ``KeyboardInterrupt``, an error in
+        another block) goes on on the workers; a Ctrl-C while a round is submitted waits
+        until the whole round is (:func:`~onebit_dask.utils.signals.sigint_deferred`).
+        A caller that removes what those tasks write into (the temporary of
+        :func:`onebit_dask.persist.model_store.write_store_atomic`) waits for them
+        first, or a write landing later would create it again. ``timeout`` only guards
+        against a hang.
+        """
+        wait_ended(self._submitted, timeout)
 
     def local(self) -> LocalEngine:
         return LocalEngine(self.blocks())
