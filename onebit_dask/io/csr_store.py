@@ -264,8 +264,9 @@ def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 
         raise FileNotFoundError(f"store_path={os.fspath(store_path)!r}: its folder does not "
                                 "exist")
     sizes = xc_sizes(src, n_features=n_features, n_labels=n_labels, chunk_rows=chunk_rows)
-    tmp = atomic.new_temporary(target)
+    tmp = atomic.temporary_name(target)
     try:
+        atomic.make_temporary(tmp)
         _write(tmp, src, sizes, chunk_rows, chunk_nnz)
         if os.path.lexists(target):
             raise ValueError(f"store_path={os.fspath(store_path)!r} appeared while converting: "

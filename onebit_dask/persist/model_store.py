@@ -240,8 +240,9 @@ def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> No
         write_store(path, top, engine, attrs, features)
         return
     atomic.recover(path, temporaries=True)
-    tmp = atomic.new_temporary(path)
+    tmp = atomic.temporary_name(path)
     try:
+        atomic.make_temporary(tmp)
         write_store(tmp, top, engine, attrs, features)
         atomic.replace(tmp, path)
     except BaseException:
