@@ -345,7 +345,8 @@ class Session:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                found = next((l for l in self.lines["err"] if re.search(pattern, l)), None)
+                found = next((line for line in self.lines["err"] if re.search(pattern, line)),
+                             None)
                 if found is not None:
                     return found
                 ended = not self._readers[1].is_alive()

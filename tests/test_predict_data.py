@@ -25,7 +25,7 @@ def model(tmp_path_factory):
 
 
 def xc_file(path, lines, header=None):
-    path.write_text("".join(([header + "\n"] if header else []) + [f"{l}\n" for l in lines]))
+    path.write_text("".join(([header + "\n"] if header else []) + [f"{line}\n" for line in lines]))
     return path
 
 
