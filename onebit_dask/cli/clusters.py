@@ -38,6 +38,7 @@ from ..utils.warnings import ignored
 from ..utils.yaml import YamlError, load_yaml
 from ..utils.errors import ClusterConfigError, ClusterStartError
 from ..utils.limits import check_workers
+from ..utils.signals import sigint_deferred
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
                   "require_encryption": bool}
@@ -528,14 +529,26 @@ def _start_failure(config: ClusterConfig, exc: BaseException) -> str:
 def local_cluster(options: dict, silence_logs=None, **extra):
     """A ``LocalCluster`` of ``options`` with the package's defaults: on 127.0.0.1, one
     thread a worker, the dashboard on a free port of its host. ``silence_logs`` as in
-    :func:`make_cluster`; ``extra`` (TLS) goes to LocalCluster as it is."""
+    :func:`make_cluster`; ``extra`` (TLS) goes to LocalCluster as it is.
+
+    The cluster starts with SIGINT held back
+    (:func:`~onebit_dask.utils.signals.sigint_deferred`): its event loop's thread
+    inherits the mask, and so do the worker processes it spawns, now and when it
+    restarts one. A Ctrl-C at the terminal then stops this process, which stops the
+    workers, instead of each worker printing a ``KeyboardInterrupt`` traceback.
+    :mod:`multiprocessing`'s resource tracker is started before, as starting it unblocks
+    SIGINT in the thread that starts it."""
+    from multiprocessing import resource_tracker
+
     from distributed import LocalCluster
 
     opts = {"host": "127.0.0.1", "threads_per_worker": 1, **options}
     opts.setdefault("dashboard_address", f"{opts['host']}:0")  # a free port
     if silence_logs is not None:
         opts["silence_logs"] = silence_logs
-    return LocalCluster(**opts, **extra)
+    resource_tracker.ensure_running()
+    with sigint_deferred():
+        return LocalCluster(**opts, **extra)
 
 
 def _start(config: ClusterConfig, silence_logs=None):

@@ -5,7 +5,8 @@ starts; with no command at all, the usage line and a hint); 1 for a failure at r
 (a cluster that does not start, a lost scheduler, a full disk, a damaged store): one line
 naming what failed and what to do. ``--debug`` shows the traceback instead. Output into a
 pipe whose reader left (``onebit-dask list | head -1``) ends the command quietly with
-141, as ``SIGPIPE`` ends other programs.
+141, as ``SIGPIPE`` ends other programs; a Ctrl-C ends it with 130 and the one line
+"onebit-dask: interrupted", once what it was writing is removed or complete.
 
 Each command is a function ``add_NAME(sub)`` in the module of its verb (:mod:`.fit`,
 :mod:`.models`, :mod:`.sweeps`) that declares its options and sets ``run`` to the function
@@ -112,6 +113,31 @@ def run() -> None:
 
 
 EXIT_BROKEN_PIPE = 128 + 13  # as a program that SIGPIPE ended
+EXIT_INTERRUPTED = 128 + 2  # as a program that SIGINT (Ctrl-C) ended
+
+
+def _free_quietly(exc: KeyboardInterrupt) -> None:
+    """Free what the interrupted command left half done, without a word.
+
+    The frames of ``exc``'s traceback hold what the interrupt cut short: a coroutine
+    created but never awaited (a store read or write), an event loop half built. Freed
+    later, each would print a warning or an "Exception ignored" traceback; they are
+    freed here (the frames' variables cleared, then a garbage collection) with
+    warnings and unraisable exceptions silenced.
+    """
+    import gc
+    import traceback
+    import warnings
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traceback.clear_frames(exc.__traceback__)
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
 
 
 def _quiet_stdout() -> None:
@@ -142,9 +168,10 @@ def _main(argv=None) -> int:
     except UsageError as exc:
         print(f"onebit-dask: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        _free_quietly(exc)
         print("onebit-dask: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE

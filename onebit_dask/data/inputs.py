@@ -108,18 +108,36 @@ def _none_of(call: str, why: str, **given) -> None:
         raise TypeError(f"{call} takes no {', '.join(named)}: {why}")
 
 
+def _wrong_width(path: str, has: str, n_features: int) -> ValueError:
+    return ValueError(f"--data {path!r} has {has}, but the model was fitted with "
+                      f"n_features_in_={n_features}: give data of {n_features} features "
+                      f"(0-based indices 0..{n_features - 1})")
+
+
 def read_features(path, *, n_features: int | None = None, rows: int | None = None,
                   labels: bool = False):
     """The features of the first ``rows`` rows (all without it) of the data at ``path``
     (:func:`onebit_dask.io.detect`): an XC/svmlight file or an observations store; with
     ``labels``, an XC file's ``(X, Y)``, ``Y`` checked as :func:`check_label_matrix`.
-    ``n_features``: the features the caller's model expects (a file may hold fewer
-    columns; a store must hold as many)."""
+    ``n_features``: the features the caller's model expects (its ``n_features_in_``): a
+    store, or a file's header, must declare as many; a file without a header may use
+    fewer (the columns it does not reach are zeros), never a feature index beyond. A
+    width that differs raises ``ValueError`` naming both widths."""
     path = os.fspath(path)
     if detect(path) == "xc":
-        from ..io.xc import read_xc
+        from ..io.xc import read_header, read_xc
 
-        X, Y = read_xc(path, n_features=n_features)
+        header = None if n_features is None else read_header(path)
+        if header is not None and header[1] != n_features:
+            raise _wrong_width(path, f"{header[1]} features (its header declares them)",
+                               n_features)
+        X, Y = read_xc(path)
+        if n_features is not None and X.shape[1] > n_features:
+            raise _wrong_width(path, f"{X.shape[1]} features (feature indices up to "
+                                     f"{X.shape[1] - 1})", n_features)
+        if n_features is not None and X.shape[1] < n_features:
+            X = scipy.sparse.csr_matrix((X.data, X.indices, X.indptr),
+                                        shape=(X.shape[0], n_features))
         if labels:
             return X, check_label_matrix(Y, X.shape[0])
         return X if rows is None else X[:min(rows, X.shape[0])]
@@ -128,7 +146,6 @@ def read_features(path, *, n_features: int | None = None, rows: int | None = Non
 
     source = ZarrSource(path)
     if n_features is not None and source.d1 != n_features:
-        raise ValueError(f"--data={path!r} has {source.d1} features, but the "
-                         f"model was fitted with {n_features}")
+        raise _wrong_width(path, f"{source.d1} features", n_features)
     return read_observed_features(source.path, 0, source.n if rows is None else
                                   min(rows, source.n))

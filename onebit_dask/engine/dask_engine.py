@@ -24,6 +24,8 @@ it are forgotten. The data a fit reads at every step go to the cluster once per 
 from __future__ import annotations
 
 import operator
+import threading
+import time
 import uuid
 
 import numpy as np
@@ -34,6 +36,7 @@ from ..utils.warnings import ignored
 from ..data.shards import Pieces, ScoredPieces
 from ..ops.features import FeatureMap
 from ..utils.provenance import processes_blas
+from ..utils.signals import sigint_deferred
 from . import blocks as B
 from .local import LocalEngine
 
@@ -79,6 +82,7 @@ class DaskEngine:
         self._recent = [{}, {}]  # id -> (array, future): the last two rounds' large arguments
         self._shared = {}  # id -> (value, future): what share() sent
         self._blas = None  # blas(), once the workers were asked
+        self._submitted = []  # the last round's tasks, as they were submitted (settle())
 
     @property
     def n_workers(self) -> int:
@@ -205,12 +209,15 @@ class DaskEngine:
     def map(self, fn, *args, per_block=None) -> list:
         submit = self.client.submit
         args = self._by_reference(args)
-        with _large_arguments_expected():  # keys named after fn, for the dashboard
-            new = [submit(B.call, fn, h, *(() if per_block is None else (per_block[s],)), *args,
-                          key=task_key(fn.__name__), priority=1)
-                   for s, h in enumerate(self.handles)]
+        new = self._submitted = []  # the round's tasks, all submitted or none (settle())
+        with _large_arguments_expected(), sigint_deferred():  # keys named after fn
+            for s, h in enumerate(self.handles):
+                new.append(submit(B.call, fn, h, *(() if per_block is None else
+                                                   (per_block[s],)), *args,
+                                  key=task_key(fn.__name__), priority=1))
         outs = [submit(B.out_of, f, key=task_key("result"), priority=1) for f in new]
         self.handles = new
+        wait_ended(outs)
         results = self.client.gather(outs)
         self.bytes_sent += _inline_bytes(args) * len(new) + (0 if per_block is None else sum(
             sizeof(p) for p in per_block if not _holds_futures(p)))
@@ -219,10 +226,45 @@ class DaskEngine:
 
     def blocks(self) -> list:
         """The blocks, gathered into this process."""
+        wait_ended(self.handles)
         return self.client.gather(self.handles)
+
+    def settle(self, timeout: float = 600.0) -> None:
+        """Wait until the tasks of the last round have ended.
+
+        A round the client stopped waiting for (a ``KeyboardInterrupt``, an error in
+        another block) goes on on the workers; a Ctrl-C while a round is submitted waits
+        until the whole round is (:func:`~onebit_dask.utils.signals.sigint_deferred`).
+        A caller that removes what those tasks write into (the temporary of
+        :func:`onebit_dask.persist.model_store.write_store_atomic`) waits for them
+        first, or a write landing later would create it again. ``timeout`` only guards
+        against a hang.
+        """
+        wait_ended(self._submitted, timeout)
 
     def local(self) -> LocalEngine:
         return LocalEngine(self.blocks())
+
+
+def wait_ended(futures, timeout: float | None = None) -> bool:
+    """Return once each of ``futures`` has ended (finished, failed or cancelled):
+    ``True``, or ``False`` after ``timeout`` seconds.
+
+    Called before ``Client.gather``, so that the gather finds every future ended: a
+    gather interrupted while it waits (a ``KeyboardInterrupt``) leaves one waiting task
+    per future in the client's event loop, which prints "Task exception was never
+    retrieved" with a traceback when the client closes. Interrupting this wait leaves
+    only done callbacks, which end quietly.
+    """
+    ended = threading.Semaphore(0)
+    for fut in futures:
+        fut.add_done_callback(lambda _: ended.release())
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for _ in futures:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not ended.acquire(timeout=left):
+            return False
+    return True
 
 
 def _inline_bytes(value) -> int:

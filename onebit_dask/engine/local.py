@@ -39,6 +39,9 @@ class LocalEngine:
         """``value`` as the blocks' tasks see it (here: itself)."""
         return value
 
+    def settle(self, timeout: float = 600.0) -> None:
+        """Wait until the tasks of the last round have ended (here: they ended with it)."""
+
     def prepare(self, shards, bounds):
         """Per-block data of a batch: label-block shards as they are; row-range shards
         loaded, as :class:`~.blocks.RowShards`."""

@@ -21,7 +21,9 @@ reading rows ``[lo, hi)`` (:meth:`CsrStore.rows`, what a worker calls) reads the
 ``chunk_rows`` lines at a time: its memory does not grow with the file. It writes a
 marked temporary sibling directory (:func:`onebit_dask.io.stores.atomic.new_temporary`)
 and moves it to ``store_path`` once the whole file was read and checked; on any error it
-removes that directory (and nothing else), so a bad file leaves nothing behind.
+removes that directory (and nothing else), so a bad file leaves nothing behind. It holds
+the store's lock (``STORE.lock``, :class:`~onebit_dask.io.stores.lock.StoreLock`) while it
+works: a second convert to the same path is refused at its start, naming the first.
 
 Every chunk is written, even one equal to the fill value, so a chunk that is missing
 later means a damaged store: reading checks that the chunks it needs exist (zarr
@@ -44,6 +46,7 @@ import zarr
 from . import FORMAT_OF
 from ..utils.checks import check_int
 from .stores import atomic, paths
+from .stores.lock import StoreLock
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
                                   check_attrs_digest, check_version, checked_codecs,
                                   format_attrs, group_attrs, missing_chunk)
@@ -252,6 +255,8 @@ def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 
     ------
     XCFormatError
         A malformed file; nothing is left at ``store_path`` or beside it.
+    StoreLockedError
+        Another convert writes ``store_path`` (its lock, ``STORE_PATH.lock``, names it).
     """
     src = os.fspath(src_path)
     target = os.path.abspath(os.fspath(store_path))
@@ -263,17 +268,23 @@ def convert(src_path, store_path, *, chunk_rows: int = 20_000, chunk_nnz: int = 
     if not os.path.isdir(os.path.dirname(target)):
         raise FileNotFoundError(f"store_path={os.fspath(store_path)!r}: its folder does not "
                                 "exist")
-    sizes = xc_sizes(src, n_features=n_features, n_labels=n_labels, chunk_rows=chunk_rows)
-    tmp = atomic.new_temporary(target)
-    try:
-        _write(tmp, src, sizes, chunk_rows, chunk_nnz)
-        if os.path.lexists(target):
-            raise ValueError(f"store_path={os.fspath(store_path)!r} appeared while converting: "
-                             "give a new path, or delete it first")
-        atomic.publish(tmp, target)
-    except BaseException:
-        atomic.discard(tmp)
-        raise
+    with StoreLock(target, writer="convert"):  # another convert to it: refused at once
+        if os.path.lexists(target):  # published meanwhile
+            raise ValueError(f"store_path={os.fspath(store_path)!r} exists: give a new path, "
+                             "or delete it first")
+        sizes = xc_sizes(src, n_features=n_features, n_labels=n_labels,
+                         chunk_rows=chunk_rows)
+        tmp = atomic.temporary_name(target)
+        try:
+            atomic.make_temporary(tmp)
+            _write(tmp, src, sizes, chunk_rows, chunk_nnz)
+            if os.path.lexists(target):
+                raise ValueError(f"store_path={os.fspath(store_path)!r} appeared while "
+                                 "converting: give a new path, or delete it first")
+            atomic.publish(tmp, target)
+        except BaseException:
+            atomic.discard(tmp)
+            raise
     return os.fspath(store_path)
 
 

@@ -135,8 +135,9 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
         return path
     atomic.check_parent(where, "path")
     atomic.recover(where)
-    tmp = atomic.new_temporary(where)
+    tmp = atomic.temporary_name(where)
     try:
+        atomic.make_temporary(tmp)
         _write(tmp, X, labels, y, n_labels, rows_per_chunk)
         atomic.replace(tmp, where)
     except BaseException:

@@ -261,8 +261,9 @@ def signed_attrs(attrs: dict) -> dict:
 
 def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> None:
     """:func:`write_store` into a marked temporary next to ``path``, then moved into place
-    (:func:`onebit_dask.io.stores.atomic.replace`); on any failure the temporary is removed
-    and what was at ``path`` is unchanged. The caller holds ``path``'s lock.
+    (:func:`onebit_dask.io.stores.atomic.replace`); on any failure (a Ctrl-C too) the
+    temporary is removed once the block writes on ``engine`` have ended, and what was at
+    ``path`` is unchanged. The caller holds ``path``'s lock.
 
     At a URL (an object store has no rename) the store is written in place: the old
     store's root metadata goes first (it is then no model), its objects next, and the
@@ -275,12 +276,16 @@ def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> No
         write_store(path, top, engine, attrs, features)
         return
     atomic.recover(path, temporaries=True)
-    tmp = atomic.new_temporary(path)
+    tmp = atomic.temporary_name(path)
     try:
+        atomic.make_temporary(tmp)
         write_store(tmp, top, engine, attrs, features)
         atomic.replace(tmp, path)
     except BaseException:
-        atomic.discard(tmp)
+        try:  # the block writes still running on the workers (after a Ctrl-C) end first
+            engine.settle()
+        finally:
+            atomic.discard(tmp)
         raise
 
 

@@ -385,9 +385,10 @@ def create(path: str, spec: SweepSpec) -> None:
     """
     path = os.fspath(path).rstrip("/")
     atomic.recover(path, temporaries=True)
-    tmp = atomic.new_temporary(path)
+    tmp = atomic.temporary_name(path)
     with _quiet_zarr():
         try:
+            atomic.make_temporary(tmp)
             _build(tmp, spec)
             atomic.replace(tmp, path)
         except BaseException:

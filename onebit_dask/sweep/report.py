@@ -705,8 +705,30 @@ def _check_whole(path: str, ds) -> None:
                                 "with --overwrite to rebuild it")
 
 
+REPORT_LOCK = ".onebit-dask-report.lock"
+"""The lock file of a report writing figures, inside their directory (its parent, which
+may be above the working directory, is not the report's to write)."""
+
+
 def report(path, plot_dir=None, progress: bool = False) -> tuple[str, list[str]]:
-    """Tables (text) and, with ``plot_dir``, the figures' paths of the cube at ``path``."""
+    """Tables (text) and, with ``plot_dir``, the figures' paths of the cube at ``path``.
+
+    With ``plot_dir``, the directory is checked (:func:`check_plot_dir`) and its lock
+    (:data:`REPORT_LOCK`, :class:`~onebit_dask.io.stores.lock.StoreLock`) held from the
+    start: a second report writing figures there is refused at once
+    (:class:`~onebit_dask.io.stores.lock.StoreLockedError`, naming the holder).
+    """
+    if plot_dir is None:
+        return _report(path, None, progress)
+    from ..io.stores.lock import StoreLock
+
+    check_plot_dir(plot_dir, cube=path)
+    with StoreLock(os.fspath(plot_dir), writer="report", kind="figures' directory",
+                   path=os.path.join(os.fspath(plot_dir), REPORT_LOCK)):
+        return _report(path, plot_dir, progress)
+
+
+def _report(path, plot_dir, progress: bool) -> tuple[str, list[str]]:
     start = time.perf_counter()
     try:
         ds = open_cube(path)

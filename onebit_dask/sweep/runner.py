@@ -259,63 +259,64 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         todo = [c for c, state in cells if state == "todo" or (state == "failed" and retry_failed)]
         summary.skipped = sum(state == "done" for _, state in cells)
         summary.skipped_failed = len(cells) - summary.skipped - len(todo)
-        creator = concurrent.futures.ThreadPoolExecutor(1, "onebit-sweep-create")
-        creating = creator.submit(store.create, out, spec) if fresh else None
+        # the store is built while the first cells run; the lock is never released while
+        # it is (the with block waits for the build, a Ctrl-C before the loop too)
+        with concurrent.futures.ThreadPoolExecutor(1, "onebit-sweep-create") as creator:
+            creating = creator.submit(store.create, out, spec) if fresh else None
 
-        writer = store.CubeWriter(out, spec, before_write=lock.check)
-        blas = processes_blas(client)
-        bar = CellProgress(len(todo), enabled=progress)
-        failures = []
-        results = (_in_process(todo, spec.fixed, retries) if client is None else
-                   _on_cluster(client, todo, spec.fixed, retries, tick=min(1.0, flush_s)))
-        last_flush = time.monotonic()
-
-        def flush():
-            nonlocal last_flush
-            try:
-                if creating is not None:
-                    creating.result()  # the store exists before the first write (or its error)
-                if failures:  # the error texts first: a cell is marked failed after them
-                    with open(store.failures_path(out), "a") as fh:
-                        fh.writelines(failures)
-                    failures.clear()
-                writer.flush()
-            except OSError as exc:
-                raise _full_disk(out, exc, writer.written, len(todo) - writer.written) from None
+            writer = store.CubeWriter(out, spec, before_write=lock.check)
+            blas = processes_blas(client)
+            bar = CellProgress(len(todo), enabled=progress)
+            failures = []
+            results = (_in_process(todo, spec.fixed, retries) if client is None else
+                       _on_cluster(client, todo, spec.fixed, retries, tick=min(1.0, flush_s)))
             last_flush = time.monotonic()
 
-        try:
-            for item in results:
-                if item is not None:
-                    cell, outcome, error = item
-                    result, where, seconds = outcome if outcome else (None, {}, 0.0)
-                    writer.add(cell.index, cell.all_steps, cell.params, result, where)
-                    bar.update(cell.params, error, seconds, where.get("engine", "local"))
-                    summary.cell_s += seconds
-                    if error is None:
-                        summary.ran += 1
-                    else:
-                        summary.failed += 1
-                        failures.append(json.dumps({
-                            "cell": cell.params, "error": error,
-                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
-                if (len(writer) >= flush_cells or time.monotonic() - last_flush >= flush_s
-                        or (creating is not None and creating.done()
-                            and creating.exception() is not None)):
-                    flush()
-            flush()
-        except (SweepRuntimeError, StoreLockedError):
-            raise
-        except BaseException:
-            try:  # keep what is finished (a KeyboardInterrupt, a lost scheduler)
+            def flush():
+                nonlocal last_flush
+                try:
+                    if creating is not None:
+                        creating.result()  # the store exists before the first write (or its error)
+                    if failures:  # the error texts first: a cell is marked failed after them
+                        with open(store.failures_path(out), "a") as fh:
+                            fh.writelines(failures)
+                        failures.clear()
+                    writer.flush()
+                except OSError as exc:
+                    raise _full_disk(out, exc, writer.written, len(todo) - writer.written) from None
+                last_flush = time.monotonic()
+
+            try:
+                for item in results:
+                    if item is not None:
+                        cell, outcome, error = item
+                        result, where, seconds = outcome if outcome else (None, {}, 0.0)
+                        writer.add(cell.index, cell.all_steps, cell.params, result, where)
+                        bar.update(cell.params, error, seconds, where.get("engine", "local"))
+                        summary.cell_s += seconds
+                        if error is None:
+                            summary.ran += 1
+                        else:
+                            summary.failed += 1
+                            failures.append(json.dumps({
+                                "cell": cell.params, "error": error,
+                                "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+                    if (len(writer) >= flush_cells or time.monotonic() - last_flush >= flush_s
+                            or (creating is not None and creating.done()
+                                and creating.exception() is not None)):
+                        flush()
                 flush()
-            except (SweepRuntimeError, OSError):
-                pass
-            raise
-        finally:
-            results.close()  # cancels the tasks still queued (after an error)
-            creator.shutdown(wait=True)  # never release the lock while the store is built
-            bar.close()
+            except (SweepRuntimeError, StoreLockedError):
+                raise
+            except BaseException:
+                try:  # keep what is finished (a KeyboardInterrupt, a lost scheduler)
+                    flush()
+                except (SweepRuntimeError, OSError):
+                    pass
+                raise
+            finally:
+                results.close()  # cancels the tasks still queued (after an error)
+                bar.close()
         try:
             store.set_attrs(out, placement=placement_text(spec.fixed, client),
                             blas=blas)

@@ -297,3 +297,89 @@ def small_quickstart(directory) -> pathlib.Path:
     path = pathlib.Path(directory) / "quickstart.yaml"
     path.write_text(text)
     return path
+
+
+class Session:
+    """A command started in a session of its own (a new process group, as a terminal's
+    foreground job), its stdout and stderr read line by line as they come.
+
+    :meth:`ctrl_c` sends SIGINT to the whole group, as Ctrl-C at a terminal does: the
+    command and the processes it started (a local cluster's workers). On leaving a
+    ``with`` block, a group still running is killed (SIGKILL to its id).
+
+    Parameters
+    ----------
+    argv : list
+        The program and its arguments (:meth:`cli` for ``python -m onebit_dask ARGS``).
+    cwd : path, optional
+        Its working directory.
+    """
+
+    def __init__(self, argv, cwd=None):
+        self.proc = subprocess.Popen([*map(str, argv)], cwd=cwd, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        self.lines = {"out": [], "err": []}
+        self._changed = threading.Condition()
+        self._readers = [threading.Thread(target=self._read, args=(stream, self.lines[name]),
+                                          daemon=True)
+                         for name, stream in (("out", self.proc.stdout),
+                                              ("err", self.proc.stderr))]
+        for reader in self._readers:
+            reader.start()
+
+    @classmethod
+    def cli(cls, *args, cwd=None) -> Session:
+        """``python -m onebit_dask ARGS`` in a session of its own."""
+        return cls([sys.executable, "-m", "onebit_dask", *args], cwd=cwd)
+
+    def _read(self, stream, lines):
+        for line in stream:
+            with self._changed:
+                lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_line(self, pattern: str, timeout: float = 300.0) -> str:
+        """The first line on stderr that ``re.search`` finds ``pattern`` in, once it has
+        come (a failure if the process ends first, or after ``timeout`` s: a hang)."""
+        import re
+
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = next((line for line in self.lines["err"] if re.search(pattern, line)),
+                             None)
+                if found is not None:
+                    return found
+                ended = not self._readers[1].is_alive()
+                assert not ended, (f"the process ended before a line matching {pattern!r}:\n"
+                                   + "".join(self.lines["err"]))
+                left = deadline - time.monotonic()
+                assert left > 0, f"no line matching {pattern!r} within {timeout:g} s"
+                self._changed.wait(min(left, 1.0))
+
+    def ctrl_c(self) -> None:
+        """SIGINT to the process group, as Ctrl-C at its terminal."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGINT)
+
+    def finish(self, timeout: float = 600.0) -> Finished:
+        """Its exit status and all it wrote, once it has ended."""
+        self.proc.wait(timeout)
+        for reader in self._readers:
+            reader.join(timeout)
+        return Finished(self.proc.returncode, "".join(self.lines["out"]),
+                        "".join(self.lines["err"]))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()

@@ -11,7 +11,10 @@ holds a marker file :data:`MARKER` with ``{"format": "onebit-dask/temporary",
 3. the old store is removed.
 
 A process killed at any point leaves ``PATH`` whole, or no ``PATH`` and a marked
-``.NAME.onebit-old-TOKEN`` that :func:`recover` renames back. Only directories whose
+``.NAME.onebit-old-TOKEN`` that :func:`recover` renames back. A Ctrl-C is held back
+while a temporary is created and marked and while stores are swapped
+(:func:`~onebit_dask.utils.signals.sigint_deferred`): the writer's ``except`` then
+removes its temporary, and ``PATH`` is the old store or the new one. Only directories whose
 name and marker carry the same token are recognised as the package's own
 (:func:`leftovers`): a user's ``PATH.tmp`` or ``PATH.old`` is never renamed or removed.
 """
@@ -25,6 +28,8 @@ import os
 import shutil
 import tempfile
 import uuid
+
+from ...utils.signals import sigint_deferred
 
 MARKER = ".onebit-dask-temporary.json"
 TEMPORARY = "onebit-dask/temporary"
@@ -57,16 +62,47 @@ def _token_of(directory: str) -> str | None:
     return token if isinstance(token, str) and directory.endswith(f"-{token}") else None
 
 
-def new_temporary(path: str) -> str:
-    """A new, marked, empty temporary directory next to ``path`` (a local path)."""
-    token = uuid.uuid4().hex[:16]
-    tmp = _sibling(path, "tmp", token)
-    os.mkdir(tmp)
+def temporary_name(path: str) -> str:
+    """The name of a new temporary next to ``path`` (a local path); nothing is created
+    (:func:`make_temporary`).
+
+    A writer takes the name before its ``try`` and creates the temporary inside it, so
+    that its ``except`` (:func:`discard`) knows the name whenever the temporary exists::
+
+        tmp = temporary_name(path)
+        try:
+            make_temporary(tmp)
+            ...  # write into tmp
+            replace(tmp, path)
+        except BaseException:
+            discard(tmp)
+            raise
+    """
+    return _sibling(path, "tmp", uuid.uuid4().hex[:16])
+
+
+def make_temporary(tmp: str) -> None:
+    """Create the marked, empty temporary directory ``tmp`` (a :func:`temporary_name`),
+    whole or not at all: a Ctrl-C meanwhile is raised once it is marked, a failure (a
+    full disk) removes it (an unmarked directory would never be removed)."""
+    token = tmp.rsplit("-", 1)[-1]
+    made = False
     try:
-        _mark(tmp, token)
-    except BaseException:  # (a full disk) an unmarked directory would never be removed
-        shutil.rmtree(tmp, ignore_errors=True)
+        with sigint_deferred():
+            os.mkdir(tmp)
+            made = True
+            _mark(tmp, token)
+    except BaseException:
+        if made and _token_of(tmp) is None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def new_temporary(path: str) -> str:
+    """A new, marked, empty temporary directory next to ``path`` (a local path); a
+    writer that a Ctrl-C may stop takes :func:`temporary_name` first instead."""
+    tmp = temporary_name(path)
+    make_temporary(tmp)
     return tmp
 
 
@@ -110,24 +146,26 @@ def replace(tmp: str, path: str) -> None:
     """Move the marked temporary ``tmp`` to ``path``, replacing the store there (the
     caller has checked it is one of the package's), so that a kill at any point leaves
     one whole store at ``path`` or a marked old one (:func:`recover`)."""
-    old = None
-    if os.path.lexists(path):
-        token = uuid.uuid4().hex[:16]
-        _mark(path, token)
-        old = _sibling(path, "old", token)
-        os.rename(path, old)
-    os.rename(tmp, path)
-    os.remove(os.path.join(path, MARKER))
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    with sigint_deferred():  # a Ctrl-C meanwhile is raised with the new store in place
+        old = None
+        if os.path.lexists(path):
+            token = uuid.uuid4().hex[:16]
+            _mark(path, token)
+            old = _sibling(path, "old", token)
+            os.rename(path, old)
+        os.rename(tmp, path)
+        os.remove(os.path.join(path, MARKER))
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def publish(tmp: str, path: str) -> None:
     """Move the marked temporary ``tmp`` to ``path``, where nothing is (unlike
     :func:`replace`): a directory with files that appeared there meanwhile makes the
     rename fail and is left as it is."""
-    os.rename(tmp, path)
-    os.remove(os.path.join(path, MARKER))
+    with sigint_deferred():
+        os.rename(tmp, path)
+        os.remove(os.path.join(path, MARKER))
 
 
 def recover(path: str, temporaries: bool = False) -> None:
@@ -136,11 +174,12 @@ def recover(path: str, temporaries: bool = False) -> None:
     ``temporaries`` (the caller holds the store's lock, so no writer is alive) the
     package's temporaries of ``path`` are removed too."""
     for old in leftovers(path, "old"):
-        if os.path.lexists(path):
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(old, path)
-            os.remove(os.path.join(path, MARKER))
+        with sigint_deferred():
+            if os.path.lexists(path):
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(old, path)
+                os.remove(os.path.join(path, MARKER))
     if temporaries:
         for tmp in leftovers(path, "tmp"):
             shutil.rmtree(tmp, ignore_errors=True)

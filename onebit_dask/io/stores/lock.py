@@ -99,13 +99,19 @@ class StoreLock:
         What the holder is, in the messages ("in use by another sweep runner").
     heartbeat, stale_after : float
         Seconds between heartbeats; seconds without one after which a lock is stale.
+    kind : str, default "store"
+        What ``store`` is, in the messages ("the store ... is in use").
+    path : str, optional
+        The lock file, where ``STORE.lock`` does not suit (a directory of figures that
+        may be the working directory, whose parent is not ours to write: a file in it).
     """
 
     def __init__(self, store: str, *, writer: str = "sweep runner",
-                 heartbeat: float = HEARTBEAT_S, stale_after: float = STALE_AFTER_S):
+                 heartbeat: float = HEARTBEAT_S, stale_after: float = STALE_AFTER_S,
+                 kind: str = "store", path: str | None = None):
         self.store = os.fspath(store)
-        self.writer = writer
-        self.path = lock_path(self.store)
+        self.writer, self.kind = writer, kind
+        self.path = lock_path(self.store) if path is None else os.fspath(path)
         self.heartbeat, self.stale_after = heartbeat, stale_after
         self.info = None
         self.lost = None
@@ -127,7 +133,7 @@ class StoreLock:
         who = (f"host {holder.get('host')}, pid {holder.get('pid')}, since "
                f"{holder.get('started')}" if holder else f"a {writer} still writing the lock")
         raise StoreLockedError(
-            f"the store {self.store!r} is in use by another {writer} ({who}; last "
+            f"the {self.kind} {self.store!r} is in use by another {writer} ({who}; last "
             f"heartbeat {age:.0f} s ago): wait for it to finish, or stop it; a lock whose "
             f"{writer} died is taken over after {self.stale_after:.0f} s without "
             f"heartbeat ({self.path})")
@@ -159,7 +165,7 @@ class StoreLock:
                                             daemon=True)
             self._thread.start()
             return
-        raise StoreLockedError(f"the store {self.store!r}: could not take its lock "
+        raise StoreLockedError(f"the {self.kind} {self.store!r}: could not take its lock "
                                f"{self.path} (other runners keep taking it)")
 
     def _take_over_if_stale(self) -> None:

@@ -1,0 +1,265 @@
+"""Ctrl-C at a terminal, for real: SIGINT to the process group of a command started in a
+session of its own (:class:`helpers.Session`), at a point where it is known to be at
+work (a temporary of its output exists, a progress line came, its workers are being
+started).
+
+Whatever the command was doing when the signal came, it exits with 130 and the one line
+"onebit-dask: interrupted" (no traceback, its own or Dask's or a worker's), leaves no
+temporary and no lock next to its output, and the output is absent or whole: a
+checkpoint resumes, a model loads, a cube is read and its sweep resumes. The signal may
+come before or after the critical part (a temporary is renamed into place in a moment):
+every assertion holds for both.
+"""
+
+import glob
+import os
+import sys
+
+import pytest
+
+from helpers import Session, fit_args, run_main, wait_until
+
+pytestmark = pytest.mark.integration
+
+INTERRUPTED = "onebit-dask: interrupted"
+CKPT_FIT = fit_args("--quiet", d1=60, d2=40, batch_size=4000, n_iter=6)
+"""A fit with a checkpoint a step: the first is written long before it ends."""
+
+
+def temporaries_of(path) -> list:
+    head, tail = os.path.split(str(path))
+    return glob.glob(os.path.join(head, f".{tail}.onebit-tmp-*"))
+
+
+def wait_for_temporary(session, path) -> None:
+    """Return once a temporary of ``path`` exists (the command is writing it)."""
+    def seen():
+        assert session.proc.poll() is None, session.finish()
+        return bool(temporaries_of(path))
+
+    wait_until(seen, f"a temporary of {path}", every=0.001)
+
+
+def assert_interrupted(done, progress=()) -> None:
+    """Exit 130 and one line on stderr (besides the progress lines, whose prefixes are
+    ``progress``), no traceback."""
+    assert done.returncode == 130, done
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr
+    rest = [line for line in done.stderr.splitlines() if not line.startswith(progress)]
+    assert rest == [INTERRUPTED], done.stderr
+
+
+def assert_nothing_beside(directory, *keep) -> None:
+    """Only ``keep`` in ``directory``: no temporary, replaced copy or lock."""
+    assert sorted(os.listdir(directory)) == sorted(keep), os.listdir(directory)
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_ctrl_c_while_a_checkpoint_is_written(tmp_path, workers):
+    """Ctrl-C once a checkpoint's temporary exists (its blocks written by the workers,
+    or in-process): no checkpoint or a whole one, which the same command resumes to the
+    numbers of an uninterrupted fit."""
+    import json
+
+    ckpt = tmp_path / "ck.zarr"
+    args = (*CKPT_FIT, "--workers", workers, "--checkpoint", ckpt)
+    with Session.cli(*args, cwd=tmp_path) as session:
+        wait_for_temporary(session, ckpt)
+        session.ctrl_c()
+        done = session.finish()
+    assert_interrupted(done)
+    assert_nothing_beside(tmp_path, *(["ck.zarr"] if ckpt.exists() else []))
+    if ckpt.exists():
+        from onebit_dask import OneBitMultiLabel
+
+        assert OneBitMultiLabel.load(ckpt).n_steps_ >= 1
+    resumed = run_main(*CKPT_FIT, "--workers", 0, "--checkpoint", ckpt, "--json")
+    fresh = run_main(*CKPT_FIT, "--workers", 0, "--json")
+    assert resumed.returncode == 0 and fresh.returncode == 0, resumed.stderr + fresh.stderr
+    metrics = ("auc", "hamming_loss", "spectral_error", "frobenius_error", "n_samples")
+    assert ({k: json.loads(resumed.stdout)[k] for k in metrics}
+            == {k: json.loads(fresh.stdout)[k] for k in metrics})
+    assert_nothing_beside(tmp_path, "ck.zarr")
+
+
+def test_ctrl_c_while_the_model_is_saved(tmp_path):
+    """Ctrl-C once the model's temporary exists, on a cluster: no model, or the whole
+    model; never a temporary or the lock."""
+    from onebit_dask import OneBitMultiLabel
+
+    model = tmp_path / "m.zarr"
+    args = (*fit_args("--quiet", d1=60, d2=40, batch_size=4000, n_iter=3), "--workers", 2,
+            "--save", model)
+    with Session.cli(*args, cwd=tmp_path) as session:
+        wait_for_temporary(session, model)
+        session.ctrl_c()
+        done = session.finish()
+    assert_interrupted(done)
+    assert_nothing_beside(tmp_path, *(["m.zarr"] if model.exists() else []))
+    if model.exists():
+        assert OneBitMultiLabel.load(model).n_features_in_ == 60
+
+
+def test_ctrl_c_while_the_workers_start(tmp_path):
+    """Ctrl-C once the first worker process of the embedded cluster exists: the cluster
+    is stopped in order, and no worker prints a traceback."""
+    import psutil
+
+    ckpt = tmp_path / "ck.zarr"
+    with Session.cli(*CKPT_FIT, "--workers", 2, "--checkpoint", ckpt, cwd=tmp_path) as session:
+        command = psutil.Process(session.proc.pid)
+        wait_until(lambda: any("spawn_main" in " ".join(child.cmdline())
+                               for child in command.children()),
+                   "a worker process", every=0.001)
+        session.ctrl_c()
+        done = session.finish()
+    assert_interrupted(done)
+    assert_nothing_beside(tmp_path, *(["ck.zarr"] if ckpt.exists() else []))
+
+
+SPEC = """
+name: interrupted
+grid:
+  d1: [30]
+  d2: [20]
+  rank: [2]
+  noise: [none, flip=0.05, gaussian=0.3]
+  step: [paper, averaged]
+  batch_size: [2000]
+  n_iter: [3]
+  seed: [0, 1, 2, 3]
+fixed: {n_test: 300, n_shards: 2}
+"""
+
+
+def test_ctrl_c_during_a_sweep_then_the_rerun_finishes_it(tmp_path):
+    """Ctrl-C after the first cell's progress line: the cube holds the cells finished
+    (``report`` reads it) and the same command finishes it."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    cube = tmp_path / "cube.zarr"
+    args = ("sweep", spec, "--out", cube, "--workers", 2)
+    with Session.cli(*args, cwd=tmp_path) as session:
+        session.wait_for_line(r"^\[1/24\]")
+        session.ctrl_c()
+        done = session.finish()
+    assert_interrupted(done, progress=("[", "dask dashboard: "))
+    assert_nothing_beside(tmp_path, "spec.yaml", "cube.zarr")
+    assert run_main("report", cube, "--quiet").returncode == 0
+    again = run_main(*args[:-2], "--workers", 0, "--quiet")
+    assert again.returncode == 0 and "0 failed" in again.stdout, again.stderr
+
+
+def test_ctrl_c_while_report_writes_its_figures(tmp_path):
+    """Ctrl-C once ``report`` has read the cube and draws: the figures written are whole
+    PNGs, no temporary file is left."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    cube = tmp_path / "cube.zarr"
+    assert run_main("sweep", spec, "--out", cube, "--workers", 0, "--quiet").returncode == 0
+    plots = tmp_path / "plots"
+    with Session.cli("report", cube, "--plots", plots, cwd=tmp_path) as session:
+        session.wait_for_line(r"^report: read ")
+        session.ctrl_c()
+        done = session.finish()
+    assert done.returncode in (0, 130), done  # 0: every figure was written before it came
+    if done.returncode == 130:
+        assert_interrupted(done, progress=("report: ",))
+    from PIL import Image
+
+    for name in os.listdir(plots) if plots.exists() else []:
+        assert name.endswith(".png") and not name.startswith("."), name
+        with Image.open(plots / name) as image:
+            image.load()
+
+
+def test_ctrl_c_while_predict_waits_for_a_worker(tmp_path):
+    """Ctrl-C while ``predict`` waits for a worker to join its scheduler (known from the
+    scheduler: its client is there): one line, no traceback."""
+    from distributed import Client
+
+    from conftest import DaskProcesses
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+    model = tmp_path / "m.zarr"
+    problem = SyntheticProblem(20, 10, 2, seed=0)
+    OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(problem).save(model)
+    data = tmp_path / "x.txt"
+    data.write_text("1 0:1.0 5:0.5\n3 1:1.0 11:2\n")
+    scheduler = DaskProcesses(tmp_path, n_workers=0)
+    try:
+        with Client(scheduler.address) as watcher, Session.cli(
+                "predict", model, "--data", data, "--scheduler", scheduler.address,
+                cwd=tmp_path) as session:
+            wait_until(lambda: len(watcher.run_on_scheduler(
+                lambda dask_scheduler: list(dask_scheduler.clients))) >= 3,
+                "predict's client at the scheduler")  # the scheduler's own, this one's
+            session.ctrl_c()
+            done = session.finish()
+    finally:
+        scheduler.close()
+    assert_interrupted(done)
+    assert done.stdout == ""
+
+
+CONVERT = """
+import sys
+from onebit_dask.io.csr_store import convert
+try:
+    convert(sys.argv[1], sys.argv[2], chunk_rows=200)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_while_a_data_file_is_converted(tmp_path):
+    """``onebit_dask.io.csr_store.convert`` (a function, not a command) stopped once its
+    temporary exists: no store or the whole store, no temporary."""
+    import numpy as np
+
+    from onebit_dask.io.csr_store import open_csr_store
+
+    rng = np.random.default_rng(0)
+    lines = [f"{rng.integers(50)} " + " ".join(f"{j}:{rng.random():.3f}" for j in
+                                                 sorted(rng.choice(200, 8, replace=False)))
+             for _ in range(20_000)]
+    src = tmp_path / "train.txt"
+    src.write_text("20000 200 50\n" + "\n".join(lines) + "\n")
+    store = tmp_path / "train.zarr"
+    with Session([sys.executable, "-c", CONVERT, src, store], cwd=tmp_path) as session:
+        wait_for_temporary(session, store)
+        session.ctrl_c()
+        done = session.finish()
+    assert done.returncode in (0, 130), done  # (zarr may say what the interrupt cut short)
+    assert_nothing_beside(tmp_path, "train.txt", *(["train.zarr"] if store.exists() else []))
+    if store.exists():
+        assert open_csr_store(store).n == 20_000
+
+
+def test_what_an_interrupt_cut_short_is_freed_without_a_word(monkeypatch):
+    """A Ctrl-C may come while a store read is being set up: a coroutine created but not
+    awaited, an event loop half built (whose ``__del__`` raises). Freed later, each said
+    so (a RuntimeWarning, an "Exception ignored" traceback) after the command's line."""
+    import warnings
+
+    from onebit_dask.cli import sweeps
+
+    class HalfBuilt:
+        def __del__(self):
+            raise AttributeError("'HalfBuilt' object has no attribute '_signal_handlers'")
+
+    async def read():
+        pass
+
+    def cut_short(args):
+        pending, half = read(), HalfBuilt()  # noqa: F841 (what the frame holds)
+        raise KeyboardInterrupt
+
+    unraisable = []
+    monkeypatch.setattr(sweeps, "_run_list", cut_short)
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = run_main("list")
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", INTERRUPTED + "\n")
+    assert caught == [] and unraisable == []
