@@ -58,6 +58,10 @@ class Engine(Protocol):
         """Run ``fn(block, [per_block[s],] *args)`` on every block; the small results
         (``block.out``) in block order."""
 
+    def settle(self, timeout: float = 600.0) -> None:
+        """Wait until the tasks of the last round have ended (before removing what they
+        write into)."""
+
     def blocks(self) -> list:
         """The blocks (or their futures), in order."""
 

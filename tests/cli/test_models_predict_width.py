@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import one_line, run_cli, run_main
+from tests.support.helpers import one_line, run_cli, run_main
 
 D1, D2 = 20, 10
 UNREACHABLE = ("--scheduler", "tcp://127.0.0.1:9")  # reached only after the input is checked

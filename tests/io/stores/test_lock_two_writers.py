@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from helpers import Session, fit_args, run_cli, wait_until
+from tests.support.helpers import Session, fit_args, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from helpers import Session, fit_args, run_main, wait_until
+from tests.support.helpers import Session, fit_args, run_main, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +178,7 @@ def test_ctrl_c_while_predict_waits_for_a_worker(tmp_path):
     scheduler: its client is there): one line, no traceback."""
     from distributed import Client
 
-    from conftest import DaskProcesses
+    from tests.support.clusters import DaskProcesses
     from onebit_dask import OneBitMultiLabel, SyntheticProblem
 
     model = tmp_path / "m.zarr"
