@@ -292,3 +292,38 @@ def test_a_ctrl_c_while_a_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch, ho
     monkeypatch.setattr(lock_module.os, "fsync", fsync)
     with StoreLock(str(store)):  # nothing in the way
         assert os.listdir(tmp_path) == ["s.zarr.lock"]
+
+
+def test_a_ctrl_c_inside_a_garbage_collectors_callback_still_stops_the_command(monkeypatch):
+    """Dask's scheduler (in a command's process, with the embedded cluster) runs Python
+    at every garbage collection: a KeyboardInterrupt raised there is dropped ("Exception
+    ignored in ... _gc_callback") and the command went on to its end. The interrupt comes
+    again once the callback has returned."""
+    import gc
+    import signal
+    import time
+
+    from onebit_dask.cli import sweeps
+
+    sent = []
+
+    def callback(phase, info):
+        if phase == "start" and not sent:
+            sent.append(os.getpid())
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(i for i in range(1000))  # Python code of the callback: the signal is seen here
+
+    def busy(args):
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        deadline = time.monotonic() + 30  # the interrupt comes long before (a hang: 0)
+        while time.monotonic() < deadline:
+            pass
+        return 0
+
+    monkeypatch.setattr(sweeps, "_run_list", busy)
+    done = run_main("list")
+    assert sent and (done.returncode, done.stderr) == (130, INTERRUPTED + "\n"), done
