@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import signal
 import sys
 
 from ..utils.errors import EXIT_RUNTIME, EXIT_USAGE, RunError
@@ -80,8 +81,65 @@ def _package_log():
         logger.propagate = propagate
 
 
+def _in_finalizer(frame) -> bool:
+    """Whether ``frame`` runs inside a garbage collector's callback, a ``__del__`` method
+    or a ``weakref.finalize`` callback, where Python drops an exception ("Exception
+    ignored in ...")."""
+    import gc
+    import weakref
+
+    codes = {weakref.finalize.__call__.__code__}
+    for callback in gc.callbacks:
+        code = getattr(getattr(callback, "__func__", callback), "__code__", None)
+        if code is not None:
+            codes.add(code)
+    while frame is not None:
+        if frame.f_code in codes or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_sigint(signum, frame) -> None:
+    """Python's SIGINT handler (``KeyboardInterrupt``), but never inside a finalizer
+    (:func:`_in_finalizer`: Dask's scheduler runs a garbage collector's callback, often),
+    where the interrupt would be dropped with a traceback and the command go on: there
+    the interrupt comes again a moment later (``_thread.interrupt_main``, from a timer's
+    thread), once the finalizer has returned."""
+    import _thread
+    import threading
+
+    if _in_finalizer(frame):
+        again = threading.Timer(RETRY_S, _thread.interrupt_main, args=(signal.SIGINT,))
+        again.daemon = True
+        again.start()
+        return
+    raise KeyboardInterrupt
+
+
+RETRY_S = 0.05
+"""Seconds after which an interrupt that came inside a finalizer comes again."""
+
+
+@contextlib.contextmanager
+def _sigint_handled():
+    """:func:`_on_sigint` for SIGINT while a command runs, where Python's own handler is
+    installed (in the main thread); the handler as it was after."""
+    import threading
+
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv=None) -> int:
-    with _package_log():
+    with _package_log(), _sigint_handled():
         return _main(argv)
 
 

@@ -263,3 +263,67 @@ def test_what_an_interrupt_cut_short_is_freed_without_a_word(monkeypatch):
         done = run_main("list")
     assert (done.returncode, done.stdout, done.stderr) == (130, "", INTERRUPTED + "\n")
     assert caught == [] and unraisable == []
+
+
+@pytest.mark.parametrize("how", ["raised", "signalled"])
+def test_a_ctrl_c_while_a_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch, how):
+    """A Ctrl-C between the lock file's creation and its content: an empty lock file
+    would be nobody's (refused as not a lock, for good), a whole one a stale lock next
+    to the store. Raised there (as Python raises it at a call's return), or signalled
+    there (held back until the lock is taken, then given back): no lock file."""
+    import signal
+
+    from onebit_dask.io.stores import lock as lock_module
+    from onebit_dask.io.stores.lock import StoreLock
+
+    fsync = os.fsync
+
+    def interrupted(fd):
+        fsync(fd)
+        if how == "raised":
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(lock_module.os, "fsync", interrupted)
+    store = tmp_path / "s.zarr"
+    with pytest.raises(KeyboardInterrupt):
+        StoreLock(str(store)).acquire()
+    assert os.listdir(tmp_path) == []
+    monkeypatch.setattr(lock_module.os, "fsync", fsync)
+    with StoreLock(str(store)):  # nothing in the way
+        assert os.listdir(tmp_path) == ["s.zarr.lock"]
+
+
+def test_a_ctrl_c_inside_a_garbage_collectors_callback_still_stops_the_command(monkeypatch):
+    """Dask's scheduler (in a command's process, with the embedded cluster) runs Python
+    at every garbage collection: a KeyboardInterrupt raised there is dropped ("Exception
+    ignored in ... _gc_callback") and the command went on to its end. The interrupt comes
+    again once the callback has returned."""
+    import gc
+    import signal
+    import time
+
+    from onebit_dask.cli import sweeps
+
+    sent = []
+
+    def callback(phase, info):
+        if phase == "start" and not sent:
+            sent.append(os.getpid())
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(i for i in range(1000))  # Python code of the callback: the signal is seen here
+
+    def busy(args):
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        deadline = time.monotonic() + 30  # the interrupt comes long before (a hang: 0)
+        while time.monotonic() < deadline:
+            pass
+        return 0
+
+    monkeypatch.setattr(sweeps, "_run_list", busy)
+    done = run_main("list")
+    assert sent and (done.returncode, done.stderr) == (130, INTERRUPTED + "\n"), done

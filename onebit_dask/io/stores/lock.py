@@ -33,6 +33,7 @@ import time
 import uuid
 
 from ...utils.errors import RunError
+from ...utils.signals import sigint_deferred
 from .atomic import ForeignPathError
 
 HEARTBEAT_S = 10.0
@@ -151,22 +152,35 @@ class StoreLock:
                 "token": uuid.uuid4().hex}
         for _ in range(5):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                with sigint_deferred():  # taken whole (written, beating) or not at all
+                    self._create(info)
             except FileExistsError:
                 self._take_over_if_stale()
                 continue
-            try:
-                os.write(fd, json.dumps(info).encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self.info = info
-            self._thread = threading.Thread(target=self._beat, name="onebit-store-lock",
-                                            daemon=True)
-            self._thread.start()
+            except KeyboardInterrupt:  # a Ctrl-C while it was taken: given back
+                self.release()
+                raise
             return
         raise StoreLockedError(f"the {self.kind} {self.store!r}: could not take its lock "
                                f"{self.path} (other runners keep taking it)")
+
+    def _create(self, info: dict) -> None:
+        """Create the lock file holding ``info`` (``FileExistsError`` if there is one),
+        then start the heartbeat; a lock file that could not be written is removed (an
+        empty one would be nobody's lock, refused for good)."""
+        fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, json.dumps(info).encode())
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.remove(self.path)
+            raise
+        os.close(fd)
+        self.info = info
+        self._thread = threading.Thread(target=self._beat, name="onebit-store-lock",
+                                        daemon=True)
+        self._thread.start()
 
     def _take_over_if_stale(self) -> None:
         holder = _read(self.path)
@@ -182,19 +196,22 @@ class StoreLock:
         if self._stale(holder, age) is None:
             self._refuse(holder, age)
         grave = f"{self.path}.stale-{uuid.uuid4().hex[:12]}"
-        try:
-            os.rename(self.path, grave)
-        except FileNotFoundError:
-            return  # another runner took it over first
-        moved = _read(grave)
-        if holder is not None and moved is not None and moved.get("token") != holder.get("token"):
-            # a fresh lock replaced the stale one between our read and the rename: put it back
+        with sigint_deferred():  # the stale lock moved aside and removed, or left as it is
             try:
-                os.link(grave, self.path)
-            finally:
-                os.remove(grave)
-            self._refuse(moved, 0.0)
-        os.remove(grave)
+                os.rename(self.path, grave)
+            except FileNotFoundError:
+                return  # another runner took it over first
+            moved = _read(grave)
+            if (holder is not None and moved is not None
+                    and moved.get("token") != holder.get("token")):
+                # a fresh lock replaced the stale one between our read and the rename: put
+                # it back
+                try:
+                    os.link(grave, self.path)
+                finally:
+                    os.remove(grave)
+                self._refuse(moved, 0.0)
+            os.remove(grave)
 
     def probe(self) -> None:
         """Raise :class:`StoreLockedError` now if a live runner holds the lock (a check
