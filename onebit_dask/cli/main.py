@@ -100,6 +100,10 @@ def _in_finalizer(frame) -> bool:
     return False
 
 
+RETRY_S = 0.05
+"""Seconds after which an interrupt that came inside a finalizer comes again."""
+
+
 def _on_sigint(signum, frame) -> None:
     """Python's SIGINT handler (``KeyboardInterrupt``), but never inside a finalizer
     (:func:`_in_finalizer`: Dask's scheduler runs a garbage collector's callback, often),
@@ -115,10 +119,6 @@ def _on_sigint(signum, frame) -> None:
         again.start()
         return
     raise KeyboardInterrupt
-
-
-RETRY_S = 0.05
-"""Seconds after which an interrupt that came inside a finalizer comes again."""
 
 
 @contextlib.contextmanager
