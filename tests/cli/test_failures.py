@@ -19,23 +19,10 @@ import yaml
 
 from tests.support.clusters import DaskProcesses, make_certificates
 from tests.support.filesystems import read_only_dir, small_disk
-from tests.support.helpers import FIT, CliProcess, one_line, run_cli, run_main
+from tests.support.helpers import FIT, TINY_SPEC as SPEC, CliProcess, one_line, run_cli, run_main
 
 pytestmark = pytest.mark.integration
 
-SPEC = """
-name: tiny
-grid:
-  d1: [20]
-  d2: [10]
-  rank: [2]
-  noise: [none, flip=0.05]
-  step: [paper]
-  batch_size: [2000]
-  n_iter: [2]
-  seed: [0, 1]
-fixed: {n_test: 200, n_shards: 2}
-"""
 
 
 def write_yaml(path, data):

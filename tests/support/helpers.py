@@ -31,6 +31,22 @@ SMALL = dict(d1=20, d2=10, rank=2, batch_size=2000, n_iter=2, n_test=200)
 """A synthetic problem and fit small enough for the command line tests."""
 
 
+TINY_SPEC = """
+name: tiny
+grid:
+  d1: [20]
+  d2: [10]
+  rank: [2]
+  noise: [none, flip=0.05]
+  step: [paper]
+  batch_size: [2000]
+  n_iter: [2]
+  seed: [0, 1]
+fixed: {n_test: 200, n_shards: 2}
+"""
+"""A sweep spec of 8 small planted cells (two noises, two seeds; CLI and lock tests)."""
+
+
 def fit_args(*flags, **options) -> list[str]:
     """``["fit", "--d1", "20", ...]``: the :data:`SMALL` fit with ``options`` changed
     (``batch_size=3000`` gives ``--batch-size 3000``), then ``flags`` as they are."""

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from tests.support.helpers import Session, fit_args, run_cli, wait_until
+from tests.support.helpers import TINY_SPEC, Session, fit_args, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -85,25 +85,12 @@ def test_a_second_fit_on_the_same_checkpoint_is_refused(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["ck.zarr"]
 
 
-SPEC = """
-name: two-writers
-grid:
-  d1: [20]
-  d2: [10]
-  rank: [2]
-  noise: [none, flip=0.05]
-  step: [paper]
-  batch_size: [2000]
-  n_iter: [2]
-  seed: [0, 1]
-fixed: {n_test: 200, n_shards: 2}
-"""
 
 
 @pytest.fixture
 def spec(tmp_path):
     path = tmp_path / "spec.yaml"
-    path.write_text(SPEC)
+    path.write_text(TINY_SPEC)
     return path
 
 
