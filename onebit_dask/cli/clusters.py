@@ -29,6 +29,7 @@ import difflib
 import os
 import re
 import shutil
+import signal
 import ssl
 import subprocess
 import tempfile
@@ -453,12 +454,28 @@ def make_security(security: dict | None):
                     require_encryption=security.get("require_encryption", True))
 
 
+def _dask_jobqueue():
+    """``dask_jobqueue``, imported with this process's SIGINT handler kept.
+
+    Importing it runs ``dask_jobqueue.runner``, which replaces the handler with one that
+    calls ``sys.exit()``: a Ctrl-C would then end a command with exit status 0, past the
+    command's own handling (locks, temporaries, exit status 130). The handler is put back
+    after the import (in the main thread: Python sets handlers there only).
+    """
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    import dask_jobqueue
+
+    if main and handler is not None:
+        signal.signal(signal.SIGINT, handler)
+    return dask_jobqueue
+
+
 def _jobqueue_class(kind):
-    if kind == "slurm":
-        from dask_jobqueue import SLURMCluster as cls
-    else:
-        from dask_jobqueue import PBSCluster as cls
-    return cls
+    jobqueue = _dask_jobqueue()
+    return jobqueue.SLURMCluster if kind == "slurm" else jobqueue.PBSCluster
 
 
 def cluster_spec(config: ClusterConfig):
@@ -618,9 +635,9 @@ def adapt(cluster, minimum: int, maximum: int):
     dask-jobqueue cluster (``minimum_jobs``/``maximum_jobs``: a job may hold several
     worker processes), workers otherwise. Returns the ``Adaptive`` object."""
     try:
-        from dask_jobqueue import JobQueueCluster
+        job_queue_cluster = _dask_jobqueue().JobQueueCluster
     except ImportError:  # pragma: no cover - dask-jobqueue is a dependency
-        JobQueueCluster = ()
-    if isinstance(cluster, JobQueueCluster):
+        job_queue_cluster = ()
+    if isinstance(cluster, job_queue_cluster):
         return cluster.adapt(minimum_jobs=minimum, maximum_jobs=maximum)
     return cluster.adapt(minimum=minimum, maximum=maximum)

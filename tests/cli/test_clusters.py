@@ -53,6 +53,34 @@ def test_config_builds_its_spec(path, tmp_path, monkeypatch):
         assert "known_hosts" not in config.options.get("connect_options", {})
 
 
+SIGINT_AFTER = """
+import signal, sys
+from onebit_dask.cli.clusters import cluster_spec, load_cluster_config
+{action}
+handler = signal.getsignal(signal.SIGINT)
+print("default" if handler is signal.default_int_handler else repr(handler))
+"""
+
+
+@pytest.mark.parametrize("action, expected", [
+    ("import dask_jobqueue", "replaced"),
+    ("cluster_spec(load_cluster_config(sys.argv[1]))", "default"),
+])
+def test_dask_jobqueue_leaves_the_ctrl_c_handler_alone(tmp_path, action, expected):
+    """``import dask_jobqueue`` replaces Python's SIGINT handler with ``sys.exit()``
+    (exit status 0 on Ctrl-C, past the command's handling). The package imports it with
+    the handler kept. A fresh interpreter each: the import happens once per process."""
+    import subprocess
+    import sys
+
+    code = SIGINT_AFTER.format(action=action)
+    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "cluster" / "slurm.yaml")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.strip()
+    assert (shown if shown == "default" else "replaced") == expected, shown
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("name", ["local.yaml", "local-tls.yaml"])
 def test_local_configs_start_and_fit(name):

@@ -26,6 +26,22 @@ CKPT_FIT = fit_args("--quiet", d1=60, d2=40, batch_size=4000, n_iter=6)
 """A fit with a checkpoint a step: the first is written long before it ends."""
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """The tests that signal their own process start from Python's SIGINT handler, as a
+    program does, whatever an earlier test of this process imported (``dask_jobqueue``
+    replaces it when imported; tests/cli/test_clusters.py shows the package keeps it)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        yield
+        signal.signal(signal.SIGINT, previous)
+    else:
+        yield
+
+
 def temporaries_of(path) -> list:
     head, tail = os.path.split(str(path))
     return glob.glob(os.path.join(head, f".{tail}.onebit-tmp-*"))
