@@ -94,10 +94,11 @@ def cholqr2(engine, top, src: str, dst: str, grams, n_rows: int):
     return top
 
 
-def product(engine, data_scale, P_top, src, dst, A=None, with_gram=False):
-    """``Z = (W + c H)_dil P`` into ``dst`` (``A`` None: ``W = 0``); returns ``(Z_top, grams)``."""
+def product(engine, data_scale, P_top, src, dst, A=None, with_gram=False, moment=False):
+    """``Z = (W + c H)_dil P`` into ``dst`` (``A`` None: ``W = 0``; ``moment``: ``W = A
+    V^T``); returns ``(Z_top, grams)``."""
     AtP = None if A is None else A.T @ P_top
-    outs = engine.map(B.product, src, dst, P_top, AtP, data_scale, with_gram)
+    outs = engine.map(B.product, src, dst, P_top, AtP, data_scale, with_gram, moment)
     return _combine(outs, A, data_scale), [o[2] for o in outs]
 
 
@@ -115,6 +116,13 @@ def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
     return Q0, np.vstack([H0 @ Q0[d1:], H0.T @ Q0[:d1]])
 
 
+def thresholds_prior(outs, model) -> thresholds.Prior:
+    """The thresholds' prior from the blocks' share moments (flat for observed data:
+    :func:`~onebit_dask.ops.thresholds.flat`)."""
+    prior = thresholds.prior(outs)
+    return thresholds.flat(prior) if model.observed else prior
+
+
 def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
     """Attach the initial batch to the blocks; with thresholds, set them from the whole
     batch's bits and weight the rows of each label's positive and negative bits
@@ -122,7 +130,8 @@ def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
     expected = n_obs / d2
     outs = engine.map(B.activate, model, expected, per_block=engine.by_block(data, model))
     if model.thresholds:
-        engine.map(B.finalize_init, thresholds.prior([o[1:] for o in outs]), expected)
+        engine.map(B.finalize_init, thresholds_prior([o[1:] for o in outs], model), expected,
+                   model.observed)
 
 
 def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):
@@ -171,7 +180,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
 
 
 def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, evaluation,
-         moment: bool = False):
+         moment: bool = False, extra_products: int = 0):
     r"""One step ``Q' = cholqr2(M_dil Q)``, ``V' = M_dil Q'`` on one batch, in three rounds
     over the blocks. Returns the new tops, the observations' active count and the blocks'
     evaluation pieces.
@@ -179,7 +188,9 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     The residual step (``docs/ALGORITHM.md`` section 2) has ``M = W + eta H`` with the
     residuals' ``H``; a ``moment`` step (section 9c) ``M = (1 - eta) W + eta H_0``, the
     batch's initial estimate ``H_0`` (``model.A`` is ``None``: every row counts), whose
-    low-rank part enters the products through ``(1 - eta) A``.
+    low-rank part enters the products through ``(1 - eta) A``. ``extra_products``: that
+    many more power iterations ``Q' = cholqr2(M_dil Q')`` with the same ``M`` (its batch
+    stays on the blocks) before ``V'``, two rounds each.
     """
     if moment and model.A is not None:
         raise ValueError("a moment step activates every row: pass a StepModel with A=None")
@@ -188,7 +199,7 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     n_rows = A.shape[0] + d2
     outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2, eta,
                       moment, per_block=engine.by_block(data, model))
-    prior = thresholds.prior([o[4:] for o in outs]) if model.thresholds else None
+    prior = thresholds_prior([o[4:] for o in outs], model) if model.thresholds else None
     n_active = sum(o[0] for o in outs)
     Y_top = _combine([o[1:] for o in outs], A, scale)
     Rinv, shifted = chol_inverse(Y_top.T @ Y_top + _sum(o[3] for o in outs), n_rows)
@@ -200,6 +211,12 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
         grams = engine.map(B.transform, "Y", "Y", Rinv, True)
     Rinv, _ = chol_inverse(top.T @ top + _sum(grams), n_rows)
     Q_top = top @ Rinv
+    if extra_products:
+        engine.map(B.transform, "Y", "Y", Rinv)
+        for _ in range(extra_products):
+            Z_top, grams = product(engine, scale, Q_top, "Y", "Y", A, True, moment)
+            Q_top = cholqr2(engine, Z_top, "Y", "Y", grams, n_rows)
+        Rinv = np.eye(Q_top.shape[1])
     outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
                       prior, moment,
                       per_block=_each(evaluation, len(engine.blocks())))
