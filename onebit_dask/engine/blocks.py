@@ -296,13 +296,12 @@ def _product(block: Block, P_rows, P_top, AtP, scale, moment: bool = False):
 
 
 def product(block: Block, src: str, dst: str, P_top, AtP, scale: float,
-            with_gram: bool = False, moment: bool = False) -> Block:
+            with_gram: bool = False) -> Block:
     """``dst = Z_s``; ``out = (X_s^T (w P_s[j]), B_s^T P_s or None, Z_s^T Z_s or None)``.
 
-    ``AtP = A^T P_top`` adds the low-rank part ``W = A B^T`` (``None``: ``W = 0``; a
-    ``moment`` step's ``A V^T``, as :func:`_product`).
+    ``AtP = A^T P_top`` adds the low-rank part ``W = A B^T`` (``None``: ``W = 0``).
     """
-    Z, top, low = _product(block, block.slots[src], P_top, AtP, scale, moment)
+    Z, top, low = _product(block, block.slots[src], P_top, AtP, scale)
     return block.evolve(out=(top, low, Z.T @ Z if with_gram else None), **{dst: Z})
 
 

@@ -94,11 +94,10 @@ def cholqr2(engine, top, src: str, dst: str, grams, n_rows: int):
     return top
 
 
-def product(engine, data_scale, P_top, src, dst, A=None, with_gram=False, moment=False):
-    """``Z = (W + c H)_dil P`` into ``dst`` (``A`` None: ``W = 0``; ``moment``: ``W = A
-    V^T``); returns ``(Z_top, grams)``."""
+def product(engine, data_scale, P_top, src, dst, A=None, with_gram=False):
+    """``Z = (W + c H)_dil P`` into ``dst`` (``A`` None: ``W = 0``); returns ``(Z_top, grams)``."""
     AtP = None if A is None else A.T @ P_top
-    outs = engine.map(B.product, src, dst, P_top, AtP, data_scale, with_gram, moment)
+    outs = engine.map(B.product, src, dst, P_top, AtP, data_scale, with_gram)
     return _combine(outs, A, data_scale), [o[2] for o in outs]
 
 
@@ -180,7 +179,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
 
 
 def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, evaluation,
-         moment: bool = False, extra_products: int = 0):
+         moment: bool = False):
     r"""One step ``Q' = cholqr2(M_dil Q)``, ``V' = M_dil Q'`` on one batch, in three rounds
     over the blocks. Returns the new tops, the observations' active count and the blocks'
     evaluation pieces.
@@ -188,9 +187,7 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     The residual step (``docs/ALGORITHM.md`` section 2) has ``M = W + eta H`` with the
     residuals' ``H``; a ``moment`` step (section 9c) ``M = (1 - eta) W + eta H_0``, the
     batch's initial estimate ``H_0`` (``model.A`` is ``None``: every row counts), whose
-    low-rank part enters the products through ``(1 - eta) A``. ``extra_products``: that
-    many more power iterations ``Q' = cholqr2(M_dil Q')`` with the same ``M`` (its batch
-    stays on the blocks) before ``V'``, two rounds each.
+    low-rank part enters the products through ``(1 - eta) A``.
     """
     if moment and model.A is not None:
         raise ValueError("a moment step activates every row: pass a StepModel with A=None")
@@ -211,12 +208,6 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
         grams = engine.map(B.transform, "Y", "Y", Rinv, True)
     Rinv, _ = chol_inverse(top.T @ top + _sum(grams), n_rows)
     Q_top = top @ Rinv
-    if extra_products:
-        engine.map(B.transform, "Y", "Y", Rinv)
-        for _ in range(extra_products):
-            Z_top, grams = product(engine, scale, Q_top, "Y", "Y", A, True, moment)
-            Q_top = cholqr2(engine, Z_top, "Y", "Y", grams, n_rows)
-        Rinv = np.eye(Q_top.shape[1])
     outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
                       prior, moment,
                       per_block=_each(evaluation, len(engine.blocks())))

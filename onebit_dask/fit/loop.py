@@ -268,6 +268,5 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
     model = StepModel(A, projection(A), thresholded, features,
                       gaussian_scale=rule.gaussian_scale, observed=observed)
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
-                                     rule.size(state.n_steps), evaluation, moment,
-                                     steps.MOMENT_PRODUCTS - 1 if moment else 0)
+                                     rule.size(state.n_steps), evaluation, moment)
     return n_active, outs

@@ -15,11 +15,6 @@ from typing import Callable
 T0 = 3
 """The steps ``"averaged"`` takes with size 1 before it averages."""
 
-MOMENT_PRODUCTS = 3
-"""The power iterations a moment step takes with its ``M`` (its batch stays on the
-blocks): one lags behind the running average it estimates (docs/ALGORITHM.md section
-9c)."""
-
 
 def _one(t: int) -> float:
     return 1.0
