@@ -18,6 +18,7 @@ from .utils.checks import check_int, check_rank
 from .utils.validation import RANDOM_STATE, check_observations, validate_params
 from .data.arrays import ArraySource
 from .fit.heldout import HeldOut
+from .ops.thresholds import THRESHOLDS
 from .data.inputs import as_source
 from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
@@ -44,7 +45,7 @@ PARAMETER_CONSTRAINTS = {
     "engine": [StrOptions({"auto", "local", "dask"})],
     "eval_every": [Interval(Integral, 0, None, closed="left")],
     "progress": ["boolean"],
-    "threshold": [StrOptions({"none", "estimated"})],
+    "threshold": [StrOptions(set(THRESHOLDS))],
     "features": [StrOptions(set(FEATURE_KINDS))],
     "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
     "validation_fraction": [None, Interval(Real, 0, 1, closed="right")],
@@ -174,7 +175,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         the workers already draw the next batch).
     progress : bool, default False
         Show a progress bar of the steps on stderr.
-    threshold : {"none", "estimated"}, default "estimated"
+    threshold : {"auto", "none", "estimated", "shares"}, default "auto"
         ``"none"``: the paper's model ``y = sign(x^T w_j)`` (Algorithm 1 as published).
         ``"estimated"``: per-label thresholds, scores ``x^T w_j + b_j``, with
         ``b_j = Phi^{-1}(p_j)`` for the label's share ``p_j`` of positive bits (a control
@@ -182,8 +183,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         the thresholds' common mean by an empirical-Bayes rule), the per-label step scale
         ``c_j = 1 / (2 n_j phi(b_j))`` from the label's own bits ``n_j`` in the batch, the
         power iteration on ``M diag(phi(b_j) / phi(0))``, and the initial batch's bits
-        centred on each label's mean (``docs/ALGORITHM.md`` section 9). On balanced labels
-        it gives the paper's errors; on rare labels the paper's model collapses.
+        centred on each label's mean ``Phi(b_j)`` (``docs/ALGORITHM.md`` section 9). On
+        balanced labels it gives the paper's errors; on rare labels the paper's model
+        collapses. ``"shares"``: the same model for observed data, whose features have a
+        mean and whose labels are not exchangeable: the bits of the initial batch and of
+        the moment steps centred on each label's own share of the batch (the estimate
+        does not change when a constant is added to every ``x``), and the thresholds not
+        shrunk (their spread is the labels' popularity). ``"auto"``: ``"estimated"`` on a
+        planted problem, ``"shares"`` on data.
     features : {"auto", "none", "standardize", "ridge", "whiten"}, default "auto"
         The feature map ``phi(x) = T^T D^{-1} (x - mu)`` the model is learned through,
         estimated once before the fit from the training features (every row of a label
@@ -271,7 +278,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="auto", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
-                 eval_every=1, progress=False, threshold="estimated", features="auto",
+                 eval_every=1, progress=False, threshold="auto", features="auto",
                  whiten_components=None, validation_fraction=None):
         self.rank = rank
         self.batch_size = batch_size

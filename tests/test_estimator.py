@@ -83,7 +83,8 @@ def test_fit_on_arrays_equals_fit_on_problem(step):
     # the explicit sampler draws the features that draw_batches returns
     problem = SyntheticProblem(20, 10, 2, seed=3, n_test=100, sampler="explicit")
     m, T = 3000, 3
-    kw = dict(batch_size=m, n_iter=T, n_shards=3, random_state=0, step=step, features="none")
+    kw = dict(batch_size=m, n_iter=T, n_shards=3, random_state=0, step=step, features="none",
+              threshold="estimated")
     est_p = OneBitMultiLabel(2, **kw).fit(problem)
     X, labels, y = problem.draw_batches(range(T + 1), m, 3)
     est_a = OneBitMultiLabel(2, **kw)

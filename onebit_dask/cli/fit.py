@@ -10,6 +10,7 @@ import time
 
 from ..metrics.names import METRICS, RANKING
 from ..ops.features import KINDS as FEATURE_KINDS
+from ..ops.thresholds import THRESHOLDS
 from ..utils.errors import RunError
 from .args import (Given, HelpFormatter, UsageError, add_common, add_target, connect, integer,
                    number, positive_rate, target_of)
@@ -65,10 +66,12 @@ def add_fit(sub):
                    help="the step: auto is paper on a planted problem and select on data "
                         "(moment steps, then the moment or the residual branch, kept by "
                         "progressive validation; docs/ALGORITHM.md section 9e)")
-    e.add_argument("--threshold", default="estimated", choices=("none", "estimated"),
-                   metavar="{none,estimated}",
-                   help="per-label thresholds: none (the paper's model) or estimated from the "
-                        "bits (for labels that are rarely positive)")
+    e.add_argument("--threshold", default="auto", choices=THRESHOLDS,
+                   metavar="{" + ",".join(THRESHOLDS) + "}",
+                   help="per-label thresholds: none (the paper's model), estimated from the "
+                        "bits and shrunk (a planted problem's), or shares (each label's own "
+                        "share, for data); auto (the default) picks estimated on a planted "
+                        "problem and shares on data (docs/ALGORITHM.md section 9)")
     e.add_argument("--features", default="auto", choices=FEATURE_KINDS,
                    metavar="{" + ",".join(FEATURE_KINDS) + "}",
                    help="feature map estimated from the training features and applied "

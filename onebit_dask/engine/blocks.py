@@ -54,15 +54,19 @@ class StepModel(NamedTuple):
     every row weighted by its bit), a projected sampler's :class:`Projection`, whether
     the model has per-label thresholds (:mod:`onebit_dask.thresholds`), the feature
     map the model is learned through (:class:`~onebit_dask.features.FeatureMap`, ``None``:
-    the features as they are), and whether a thresholded residual step scales each label
+    the features as they are), whether a thresholded residual step scales each label
     by the Gaussian ``e^{b_j^2 / 2}`` (``False``: the balanced scale of ``step="refine"``;
-    :func:`~onebit_dask.thresholds.step_factors`)."""
+    :func:`~onebit_dask.thresholds.step_factors`), and whether the bits are observed
+    data rather than a planted problem's (``observed``: the initial and moment steps
+    centre each label's bits on its own share of the batch, :func:`centred_sums`;
+    ``docs/ALGORITHM.md`` section 9, "The initial batch")."""
 
     A: np.ndarray | None
     projection: Any = None
     thresholds: bool = False
     features: Any = None
     gaussian_scale: bool = True
+    observed: bool = False
 
 
 class Evaluation(NamedTuple):
@@ -215,7 +219,7 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     active = active._replace(counts=counts)
     if moment:
         p, v = thresholds.moment_share(block.slots["p"], block.slots["v"], counts, eta)
-        active = centred_sums(active, b_rows, block.lo, expected)
+        active = centred_sums(active, b_rows, block.lo, expected, model.observed)
     elif model.A is None:
         p, v = thresholds.initial_share(counts)
     else:
@@ -228,28 +232,35 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     return block.evolve(out=(n_active, *thresholds.moments(p, v)), active=active, p=p, v=v)
 
 
-def centred_sums(active: ActiveRows, b_all, lo: int, expected: float) -> ActiveRows:
+def centred_sums(active: ActiveRows, b_all, lo: int, expected: float,
+                 observed: bool = False) -> ActiveRows:
     """The per-label sums of a batch's positive (``active.X``) and negative
     (``active.X_neg``) rows as one weighted sum: the bits centred on each label's mean
-    (:func:`~onebit_dask.thresholds.init_weights` of the thresholds ``b_all`` of the
-    block's labels ``[lo, ...)``), scaled by :func:`~onebit_dask.thresholds.step_factors`
-    and :func:`~onebit_dask.thresholds.column_weights`."""
+    (:func:`~onebit_dask.thresholds.init_weights`: the share ``Phi(b_j)`` of the
+    thresholds ``b_all`` of the block's labels ``[lo, ...)`` on a planted problem, the
+    label's own share of the batch's bits for ``observed`` data), scaled by
+    :func:`~onebit_dask.thresholds.step_factors` and
+    :func:`~onebit_dask.thresholds.column_weights`."""
     at = active.labels - lo
     b = b_all[at]
-    w_pos, w_neg = thresholds.init_weights(b)
+    share = thresholds.centring_shares(b, active.counts.n_pos[at], active.counts.n_bits[at],
+                                       observed)
+    w_pos, w_neg = thresholds.init_weights(share)
     f = thresholds.step_factors(b, active.counts.n_bits[at], expected)
     f = f * thresholds.column_weights(b)
     return active._replace(X=row_scaled(f * w_pos, active.X) + row_scaled(f * w_neg, active.X_neg),
                            X_neg=None)
 
 
-def finalize_init(block: Block, prior: thresholds.Prior, expected: float) -> Block:
+def finalize_init(block: Block, prior: thresholds.Prior, expected: float,
+                  observed: bool = False) -> Block:
     """The thresholded model's initial batch, once the shares of positive bits of all
     labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
     common ``prior``), then each label's sums of positive and negative rows weighted as
     :func:`centred_sums` does."""
     b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
-    return block.evolve(active=centred_sums(block.active, b_all, block.lo, expected), b=b_all)
+    return block.evolve(active=centred_sums(block.active, b_all, block.lo, expected, observed),
+                        b=b_all)
 
 
 def label_sums(block: Block) -> Block:

@@ -115,6 +115,13 @@ def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
     return Q0, np.vstack([H0 @ Q0[d1:], H0.T @ Q0[:d1]])
 
 
+def thresholds_prior(outs, model) -> thresholds.Prior:
+    """The thresholds' prior from the blocks' share moments (flat for observed data:
+    :func:`~onebit_dask.ops.thresholds.flat`)."""
+    prior = thresholds.prior(outs)
+    return thresholds.flat(prior) if model.observed else prior
+
+
 def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
     """Attach the initial batch to the blocks; with thresholds, set them from the whole
     batch's bits and weight the rows of each label's positive and negative bits
@@ -122,7 +129,8 @@ def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
     expected = n_obs / d2
     outs = engine.map(B.activate, model, expected, per_block=engine.by_block(data, model))
     if model.thresholds:
-        engine.map(B.finalize_init, thresholds.prior([o[1:] for o in outs]), expected)
+        engine.map(B.finalize_init, thresholds_prior([o[1:] for o in outs], model), expected,
+                   model.observed)
 
 
 def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):
@@ -188,7 +196,7 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     n_rows = A.shape[0] + d2
     outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2, eta,
                       moment, per_block=engine.by_block(data, model))
-    prior = thresholds.prior([o[4:] for o in outs]) if model.thresholds else None
+    prior = thresholds_prior([o[4:] for o in outs], model) if model.thresholds else None
     n_active = sum(o[0] for o in outs)
     Y_top = _combine([o[1:] for o in outs], A, scale)
     Rinv, shifted = chol_inverse(Y_top.T @ Y_top + _sum(o[3] for o in outs), n_rows)

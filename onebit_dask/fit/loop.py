@@ -250,9 +250,10 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
     """The initialisation or one step; returns ``(n_active, the blocks' evaluation
     pieces)``."""
     d1, d2 = state.d1, state.d2
-    thresholded = settings.threshold == "estimated"
+    thresholded = settings.threshold != "none"
+    observed = settings.threshold == "shares"
     if state.n_steps < 0:
-        model = StepModel(None, projection(None), thresholded, features)
+        model = StepModel(None, projection(None), thresholded, features, observed=observed)
         if settings.dense_init(d1, d2):
             state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
                                          state.bounds, evaluation)
@@ -265,7 +266,7 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
     moment = rule.moment(state.n_steps, settings.n_iter)
     A = None if moment else state.top.Q  # a moment step: every row counts
     model = StepModel(A, projection(A), thresholded, features,
-                      gaussian_scale=rule.gaussian_scale)
+                      gaussian_scale=rule.gaussian_scale, observed=observed)
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
                                      rule.size(state.n_steps), evaluation, moment)
     return n_active, outs

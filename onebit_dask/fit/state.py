@@ -38,7 +38,8 @@ class FitSettings:
         """The settings in ``params`` (``get_params()``; other keys are not the loop's) for
         a planted problem or for data (``planted``), in ``fit`` or ``partial_fit``
         (``partial``): ``features="auto"`` is ``"none"`` on a planted problem (its features
-        are ``N(0, I)``), and ``step="auto"`` is ``"paper"`` there; on data
+        are ``N(0, I)``), ``threshold="auto"`` is ``"estimated"`` there and ``"shares"`` on
+        data, and ``step="auto"`` is ``"paper"`` there; on data
         ``"select"``, or ``"moment"`` in ``partial_fit`` and with ``validation_fraction``
         (whose bits then choose the iterate). ``step="select"`` is refused there: its
         branches need the fit's whole schedule, and the validation bits would choose
@@ -59,6 +60,8 @@ class FitSettings:
         settings["step"] = rule
         if planted and settings["features"] == "auto":  # a planted problem's N(0, I)
             settings["features"] = "none"
+        if settings["threshold"] == "auto":
+            settings["threshold"] = "estimated" if planted else "shares"
         return cls(**settings)
 
     def dense_init(self, d1: int, d2: int) -> bool:

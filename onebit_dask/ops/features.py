@@ -183,8 +183,8 @@ def fit_feature_map(X, features: str, n_components=None, random_state=None, bits
     features : {"auto", "none", "standardize", "ridge", "whiten"}
         ``"none"``: no map (``None``). ``"standardize"``: ``T = I``, ``phi(x) =
         D^{-1} (x - mu)`` with the mean and the (population) deviation of each feature.
-        ``"ridge"``: ``phi(x) = D^{-1} x`` with ``D = diag(sqrt(var_f + lambda))``, not
-        centred, ``lambda`` the empirical-Bayes ridge of the initial batch's ``bits``
+        ``"ridge"``: ``phi(x) = D^{-1} (x - mu)`` with ``D = diag(sqrt(var_f + lambda))``,
+        ``lambda`` the empirical-Bayes ridge of the initial batch's ``bits``
         (:func:`ridge_from_bits`). ``"whiten"``: also the ``q`` leading principal
         directions ``u_i`` of the standardised features scaled by ``s_i =
         lambda_i^{-1/2}`` (their variances become 1; the other directions keep theirs).
@@ -228,7 +228,7 @@ def _fit(rows: RowChunks, features: str, n_components, random_state, bits,
             raise TypeError("features='ridge' needs the initial batch's bits and n_labels")
         ridge = ridge_from_bits(bits(), mean, var, n_labels)
         scale = np.ones(rows.d1) if not np.isfinite(ridge) else np.sqrt(var + ridge)
-        return FeatureMap(np.zeros(rows.d1), scale, np.zeros((rows.d1, 0)), np.zeros(0))
+        return FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
     scale = np.sqrt(var)
     scale[scale == 0] = 1.0
     empty = FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))

@@ -16,6 +16,13 @@ from typing import NamedTuple
 import numpy as np
 import scipy.special
 
+THRESHOLDS = ("auto", "none", "estimated", "shares")
+"""``OneBitMultiLabel``'s ``threshold`` values: ``"none"`` the paper's model; the
+thresholded model with the planted problem's centring and shrinkage (``"estimated"``) or
+with observed data's (``"shares"``: :func:`centring_shares`, :func:`flat`); ``"auto"``
+the one that fits the source."""
+
+
 class LabelCounts(NamedTuple):
     """The bits of one batch by label: ``labels`` sorted and unique, and for each, as
     float64, ``n_bits``, ``n_pos`` (positive bits), ``r_sum`` (the sum of the step's
@@ -167,14 +174,26 @@ def prior(parts) -> Prior:
     return Prior(mean, max(0.0, squares / count - mean * mean - noise / count))
 
 
+def flat(pri: Prior) -> Prior:
+    r"""``pri`` with an infinite spread: no shrinkage. Observed data's labels are not
+    exchangeable draws around one threshold: their frequencies are the popularity a
+    ranking needs, and the normal prior's noise model ``s_j^2`` (the delta method) does
+    not hold at the few positive bits a rare label has (``docs/ALGORITHM.md`` section
+    9, "The thresholds")."""
+    return Prior(pri.mean, np.inf)
+
+
 def shrink(p, v, pri: Prior) -> np.ndarray:
     r"""The thresholds ``b_j = m + tau^2 / (tau^2 + s_j^2) (z_j - m)``: each label's
     estimate ``z_j = Phi^{-1}(p_j)`` shrunk towards the prior mean ``m`` by its noise
     ``s_j^2`` against the prior's spread ``tau^2`` (James-Stein). Balanced labels
-    (``tau^2 = 0``) share one threshold; a label without bits has ``b_j = m``."""
+    (``tau^2 = 0``) share one threshold; a label without bits has ``b_j = m``. A flat
+    prior (:func:`flat`, ``tau^2 = inf``) leaves each ``z_j`` as it is."""
     seen = np.isfinite(v)
     b = np.full(p.shape, pri.mean)
-    if pri.var > 0:
+    if pri.var == np.inf:  # a flat prior: the labels' own thresholds
+        b[seen] = scipy.special.ndtri(p[seen])
+    elif pri.var > 0:
         z = scipy.special.ndtri(p[seen])
         s2 = v[seen] / _phi(z) ** 2
         b[seen] = pri.mean + pri.var / (pri.var + s2) * (z - pri.mean)
@@ -200,18 +219,32 @@ def step_factors(b: np.ndarray, n_bits: np.ndarray, expected: float,
     return f * np.exp(0.5 * b * b) if gaussian else f
 
 
-def init_weights(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""The weights of a positive and of a negative bit in the initial batch: the bits
-    centred on the label's estimated mean ``2 p_j - 1`` (``p_j = Phi(b_j)``),
-    ``(2 (1 - p_j), -2 p_j)``.
+def init_weights(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The weights of a positive and of a negative bit in the initial batch and in a
+    moment step: the bits centred on the label's mean ``2 p_j - 1``,
+    ``(2 (1 - p_j), -2 p_j)``, with ``p_j`` from :func:`centring_shares`.
 
     For centred ``x``, ``E[(y - 2 p_j + 1) x] = E[y x]`` (the paper's ``H0``), and of all
     weights ``(u, -v)`` with that mean this has the least variance (``u / v =
     (1 - p) / p``): a rare label's sum is mostly its positive bits' rows, where the
     paper's weights ``(1, -1)`` let its many negative bits add noise of the same size.
     """
-    p = scipy.special.ndtr(b)
     return 2.0 * (1.0 - p), -2.0 * p
+
+
+def centring_shares(b: np.ndarray, n_pos: np.ndarray, n_bits: np.ndarray,
+                    observed: bool) -> np.ndarray:
+    r"""The share ``p_j`` the bits of label ``j`` are centred on (:func:`init_weights`).
+
+    A planted problem (``observed=False``): the model's ``Phi(b_j)``; its ``x`` is centred
+    in law, so the centring only sets the variance. Observed data: the label's own share
+    of the batch, ``n_pos / n_bits``; the weights then sum to zero over the label's bits,
+    and its sum ``sum_pos x_i - p_j sum_i x_i`` does not change when a constant is added
+    to every ``x`` (with ``Phi(b_j)`` it would gain ``(n_pos - n_j Phi(b_j)) c``: a label
+    without a positive bit would be ``-n_j Phi(b_j)`` times the mean of ``x``;
+    ``docs/ALGORITHM.md`` section 9).
+    """
+    return n_pos / n_bits if observed else scipy.special.ndtr(b)
 
 
 def column_weights(b: np.ndarray) -> np.ndarray:

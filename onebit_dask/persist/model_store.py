@@ -459,6 +459,6 @@ def read_blocks(path: str, engine, attrs: dict) -> None:
     sums = (attrs.get("checksums") or {}).get("blocks") or [None] * (len(bounds) - 1)
     width = _width(attrs)
     engine.start(bounds)
-    thresholded = attrs["params"].get("threshold", "none") == "estimated"
+    thresholded = attrs["params"].get("threshold", "none") != "none"
     engine.map(read_block, path, per_block=[(s, width, sums[s], thresholded)
                                             for s in range(len(bounds) - 1)])

@@ -30,7 +30,7 @@ FILE_KEYS = ("train", "test")  # the keys of a file dataset
 FILE_GRID = ("method", "dataset", "rank", "features", "step", "threshold", "batch_size",
              "n_iter", "seed")  # the grid keys that apply to file datasets
 FILE_GRID_DEFAULTS = {"method": ["onebit"], "features": ["auto"], "step": ["auto"],
-                      "threshold": ["estimated"], "n_iter": [10], "seed": [0]}
+                      "threshold": ["auto"], "n_iter": [10], "seed": [0]}
 FILE_REQUIRED_GRID = ("rank", "batch_size")
 FILE_FIXED = ("n_shards",)  # the fixed settings that apply to file datasets (and placement)
 FILE_SERIES = (*RANKING, "n_samples", "fit_s", "n_active")  # a cell's per-iteration values

@@ -60,7 +60,7 @@ text files or CSR stores, relative to the spec's folder)::
 The grid keys of :data:`~.datafiles.FILE_GRID` apply (the planted problem's ``d1``,
 ``d2``, ``n_train``, ``noise``, ``positive_rate`` do not: the files give the data);
 ``features``, ``step`` and ``threshold`` default to the estimator's defaults
-(``auto``, ``auto``, ``estimated``). The files' sizes are coordinates along
+(``auto``, ``auto``, ``auto``). The files' sizes are coordinates along
 ``dataset``. Planted and file datasets do not mix in one spec (their cubes hold
 different metrics).
 """
@@ -80,6 +80,7 @@ from ..utils.checks import check_int, check_rank, check_seed
 from ..utils.yaml import YamlError, parse_yaml, read_text
 from ..utils.errors import SpecError
 from ..fit.steps import STEPS
+from ..ops.thresholds import THRESHOLDS
 from ..data.synthetic.problem import SAMPLERS, parse_positive_rate
 from .methods import METHODS
 from .distribute import DISTRIBUTED, PLACEMENT_DEFAULTS
@@ -208,9 +209,9 @@ def _check_grid_values(key, values, where="<spec>"):
                                  f"{', '.join(datafiles.FEATURES)}")
             elif key == "step" and v not in STEPS:
                 raise ValueError(f"step={v!r} is not allowed: choose from {', '.join(STEPS)}")
-            elif key == "threshold" and v not in ("none", "estimated"):
-                raise ValueError(f"threshold={v!r} is not allowed: choose 'none' (the paper's "
-                                 "model) or 'estimated'")
+            elif key == "threshold" and v not in THRESHOLDS:
+                raise ValueError(f"threshold={v!r} is not allowed: choose from "
+                                 f"{', '.join(THRESHOLDS)}")
             elif key == "method" and v not in METHODS:
                 raise ValueError(f"method={v!r} is not allowed{_did_you_mean(v, METHODS)}: "
                                  f"choose from {', '.join(METHODS)}")

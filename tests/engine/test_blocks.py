@@ -213,12 +213,13 @@ def test_block_functions_see_aligned_arrays_everywhere():
     assert len(seen) == 6 and all(a.flags.aligned for a in seen)
 
 
-@pytest.mark.parametrize("thresholded", [False, True])
+@pytest.mark.parametrize("thresholded, observed", [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("eta", [0.5, 0.2])
-def test_moment_step_matches_dense_qr(batch_data, thresholded, eta):
+def test_moment_step_matches_dense_qr(batch_data, thresholded, observed, eta):
     """The moment step (docs/ALGORITHM.md section 9c) is one power iteration on
     ``M = (1 - eta) A V_bot^T + eta H_0`` with every bit in ``H_0``: the paper's ``y``,
-    or with thresholds the bits centred on ``Phi(b_j)`` and scaled by ``m / (d2 n_j)``."""
+    or with thresholds the bits centred on ``Phi(b_j)`` (a planted problem) or on the
+    label's own share of the batch (observed data), scaled by ``m / (d2 n_j)``."""
     import scipy.special
 
     X, labels, y, _, _, _ = batch_data
@@ -230,12 +231,14 @@ def test_moment_step_matches_dense_qr(batch_data, thresholded, eta):
     if thresholded:
         p = scipy.special.ndtr(b[labels])
         n_j = np.bincount(labels, minlength=D2)[labels]
+        if observed:
+            p = np.bincount(labels, y > 0, minlength=D2)[labels] / n_j
         w = np.where(y > 0, 2 * (1 - p), -2 * p) * (X.shape[0] / D2) / n_j
     Mdil = dense_dilation((1 - eta) * A @ V_bot.T + eta * dense_H(X, labels, w, D2))
     slots = dict(Q=Q[D1:], V=V_bot)
     if thresholded:
         slots.update(b=b, p=np.full(D2, 0.3), v=np.full(D2, 0.01))
-    model = B.StepModel(None, thresholds=thresholded)
+    model = B.StepModel(None, thresholds=thresholded, observed=observed)
     eng, data, _ = engine_with(X, labels, y, None, rng.standard_normal((D2, L)), **slots)
     top, n_active, _ = algorithm.step(eng, data, model, algorithm.TopState(A, None), X.shape[0],
                                       D2, eta, None, moment=True)

@@ -113,8 +113,8 @@ def test_step_factors_and_weights_closed_forms():
     f = thresholds.step_factors(b, np.array([10.0, 5.0, 20.0]), 10.0)
     np.testing.assert_allclose(f, [1.0, 2 * np.exp(0.5), 0.5 * np.exp(2.0)], rtol=1e-15)
     assert thresholds.step_factors(np.zeros(1), np.array([7.0]), 7.0)[0] == 1.0  # exactly
-    w_pos, w_neg = thresholds.init_weights(b)
     p = scipy.special.ndtr(b)
+    w_pos, w_neg = thresholds.init_weights(p)
     # E[(y - (2p - 1))] = 0 and the weights' ratio (1 - p) / p
     np.testing.assert_allclose(p * w_pos + (1 - p) * w_neg, 0.0, atol=1e-15)
     np.testing.assert_allclose(w_pos / -w_neg, (1 - p) / p, rtol=1e-12)
@@ -354,3 +354,35 @@ def test_refine_takes_moment_steps_then_residual_steps_that_keep_falling(pooled_
     assert all(b < a for a, b in zip(refine[4:], refine[5:])), refine
     active = [h["n_active"] for h in history]
     assert active[:5] == [100_000] * 5 and max(active[5:]) < 50_000, active
+
+
+def _shifted_fits(shift):
+    """The initial estimate of a label matrix's fit (moment step, no steps after it), on
+    ``X`` and on ``X + shift`` (the same bits: the same seed and labels)."""
+    rng = np.random.default_rng(7)
+    n, d1, d2 = 2000, 6, 30
+    X = rng.standard_normal((n, d1))
+    W = rng.standard_normal((d1, d2))
+    Y = (X @ W + rng.standard_normal((n, d2)) > 2.0).astype(np.int8)
+    fit = lambda Xf: OneBitMultiLabel(  # noqa: E731
+        2, batch_size=6000, n_iter=0, step="moment", features="none", engine="local",
+        random_state=0).fit(Xf, Y)
+    return fit(X), fit(X + shift)
+
+
+def test_an_observed_batch_is_centred_on_each_labels_own_share(monkeypatch):
+    """Observed data: each label's bits are centred on the label's own share of the batch,
+    so the initial estimate ``sum_pos x_i - p_j sum_i x_i`` is the same when a constant is
+    added to every row (``features="none"``, no map to centre ``x``): ``A_`` and ``V_``
+    agree to rounding (``rtol 1e-7``; the shift is 100 standard deviations). Centred on the
+    model's share ``Phi(b_j)`` (a planted problem's centring, ``x`` centred in law), each
+    label gains ``(n_pos - n_j Phi(b_j))`` times the shift: refused."""
+    shift = 100.0 * np.linspace(1.0, 2.0, 6)
+    a, b = _shifted_fits(shift)
+    np.testing.assert_allclose(b.V_, a.V_, rtol=1e-7, atol=1e-7 * np.abs(a.V_).max())
+    np.testing.assert_allclose(b.A_, a.A_, rtol=1e-7, atol=1e-7)
+    planted_share = thresholds.centring_shares
+    monkeypatch.setattr(thresholds, "centring_shares",
+                        lambda b, n_pos, n_bits, observed: planted_share(b, n_pos, n_bits, False))
+    a, b = _shifted_fits(shift)
+    assert not np.allclose(b.A_, a.A_, rtol=1e-2, atol=1e-2)
