@@ -386,3 +386,17 @@ def test_an_observed_batch_is_centred_on_each_labels_own_share(monkeypatch):
                         lambda b, n_pos, n_bits, observed: planted_share(b, n_pos, n_bits, False))
     a, b = _shifted_fits(shift)
     assert not np.allclose(b.A_, a.A_, rtol=1e-2, atol=1e-2)
+
+
+def test_a_flat_prior_leaves_each_labels_threshold_as_its_share_says():
+    """``threshold="shares"``: no shrinkage; each seen label's ``b_j = Phi^{-1}(p_j)``, so
+    the thresholds keep the labels' order by share (their popularity), which the shrunk
+    ones lose when ``tau^2`` comes out 0; a label without bits takes the prior's mean."""
+    p = np.array([0.002, 0.004, 0.03, 0.2, 0.5])
+    v = np.array([0.05, 0.05, 0.05, 0.05, np.inf])
+    pri = thresholds.prior([thresholds.moments(p, v)])
+    assert pri.var == 0.0  # the noise swamps the spread: shrunk, every label alike
+    np.testing.assert_array_equal(thresholds.shrink(p, v, pri), pri.mean)
+    flat = thresholds.shrink(p, v, thresholds.flat(pri))
+    np.testing.assert_allclose(flat[:4], scipy.special.ndtri(p[:4]), rtol=1e-15)
+    assert flat[4] == pri.mean and np.all(np.diff(flat[:4]) > 0)
