@@ -330,13 +330,15 @@ def test_a_margin_of_zero_is_caught_through_the_engine(small_leaves, monkeypatch
 def fitted_big():
     """A thresholded model of 3000 labels, 2000 of them never positive; batches of 600
     pairs leave about half the labels unsampled (zero rows of B, one shared threshold:
-    ties at every row's threshold, as a fitted model at a million labels)."""
+    ties at every row's threshold, as a fitted model at a million labels; the shrunk
+    thresholds of ``"estimated"``, whose unsampled labels take the prior's mean)."""
     rng = np.random.default_rng(8)
     X = rng.standard_normal((500, 12))
     Y = np.zeros((500, 3000), dtype=int)
     Y[:, :1000] = X @ rng.standard_normal((12, 1000)) + rng.standard_normal(1000) > 1.5
     est = OneBitMultiLabel(3, batch_size=600, n_iter=2, n_shards=2, random_state=0,
-                           engine="local", features="none").fit(X, sp.csr_matrix(Y))
+                           engine="local", features="none",
+                           threshold="estimated").fit(X, sp.csr_matrix(Y))
     return est, rng.standard_normal((45, 12))
 
 

@@ -70,7 +70,7 @@ def test_cube_holds_the_ranking_metrics_per_iteration(swept):
     assert list(ds["train"].values) == ["data/emotions_train.txt", "data/bibtex_train.txt"]
     np.testing.assert_array_equal(ds["n_samples"].isel(iteration=-1), 3 * 1500)
     assert set(np.unique(ds["features"])) == {"auto"}
-    assert set(np.unique(ds["threshold"])) == {"estimated"}
+    assert set(np.unique(ds["threshold"])) == {"auto"}
 
 
 def test_cube_equals_the_fits_it_names(swept):
@@ -82,7 +82,7 @@ def test_cube_equals_the_fits_it_names(swept):
         for step in ("auto", "paper"):
             for seed in (0, 1):
                 est = OneBitMultiLabel(2, batch_size=1500, n_iter=2, step=step,
-                                       threshold="estimated", features="auto", n_shards=2,
+                                       threshold="auto", features="auto", n_shards=2,
                                        random_state=seed, engine="local")
                 test = read_test_data(data / f"{name}_test.txt", *_sizes(train),
                                       name="test", training="train")
