@@ -59,7 +59,7 @@ class StepModel(NamedTuple):
     :func:`~onebit_dask.thresholds.step_factors`), and whether the bits are observed
     data rather than a planted problem's (``observed``: the initial and moment steps
     centre each label's bits on its own share of the batch, :func:`centred_sums`;
-    ``docs/ALGORITHM.md`` section 9, "The initial batch")."""
+    ``docs/ALGORITHM.md`` section 9, "Observed data")."""
 
     A: np.ndarray | None
     projection: Any = None
