@@ -187,10 +187,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         balanced labels it gives the paper's errors; on rare labels the paper's model
         collapses. ``"shares"``: the same model for observed data, whose features have a
         mean and whose labels are not exchangeable: the bits of the initial batch and of
-        the moment steps centred on each label's own share of the batch (the estimate
-        does not change when a constant is added to every ``x``), and the thresholds not
-        shrunk (their spread is the labels' popularity). ``"auto"``: ``"estimated"`` on a
-        planted problem, ``"shares"`` on data.
+        the moment steps centred on each label's own share of the batch (the initial and
+        moment estimates do not change when a constant is added to every ``x``), and the
+        thresholds not shrunk (their spread is the labels' popularity). ``"auto"``:
+        ``"estimated"`` on a planted problem, ``"shares"`` on data. With ``"estimated"`` on
+        sparse data give ``features="none"`` or ``"standardize"``: its steps depend on
+        the centring of the (centred) ridge map, measured to collapse there
+        (EXPERIMENTS.md, "Extreme label counts").
     features : {"auto", "none", "standardize", "ridge", "whiten"}, default "auto"
         The feature map ``phi(x) = T^T D^{-1} (x - mu)`` the model is learned through,
         estimated once before the fit from the training features (every row of a label
@@ -198,8 +201,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         the first call's rows for ``partial_fit``) and applied through the factors: a
         sparse ``X`` stays sparse (``docs/ALGORITHM.md`` section 10). ``"none"``: the
         features as they are (the paper's setting). ``"standardize"``: each feature
-        centred and divided by its deviation. ``"ridge"``: each feature divided by
-        ``sqrt(var_f + lambda)``, not centred, with the empirical-Bayes ridge
+        centred and divided by its deviation. ``"ridge"``: each feature centred and
+        divided by ``sqrt(var_f + lambda)``, with the empirical-Bayes ridge
         ``lambda`` of the initial batch's bits (section 10b): a feature seen in few rows
         is not blown up by its small variance. ``"whiten"``: also the
         ``whiten_components`` leading principal directions of the standardised features

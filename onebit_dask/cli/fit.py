@@ -77,8 +77,9 @@ def add_fit(sub):
                    help="feature map estimated from the training features and applied "
                         "through the factors (sparse data stay sparse): auto (the default: "
                         "standardize for dense features, ridge for sparse ones, none for the "
-                        "synthetic problem), none, standardize, ridge (each feature divided "
-                        "by sqrt(variance + lambda), lambda from the initial batch's bits), "
+                        "synthetic problem), none, standardize, ridge (each feature centred and "
+                        "divided by sqrt(variance + lambda), lambda from the initial batch's "
+                        "bits), "
                         "or whiten (also the leading principal directions to unit variance)")
     e.add_argument("--whiten-components", type=integer(1), default=None, metavar="Q",
                    help="with --features whiten: the directions whitened (default "

@@ -206,8 +206,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     (the Gaussian scale unless ``model.gaussian_scale`` is ``False``), and the shares take
     their step of size ``eta``. A ``moment`` step (``model.A`` is
     ``None``: every row counts) weights each label's positive and negative rows as the
-    initial batch does, with the block's current thresholds
-    (:func:`centred_sums`), and its shares take
+    initial batch does (:func:`centred_sums`: on the block's current thresholds, or on
+    the labels' own shares of the batch for ``model.observed``), and its shares take
     :func:`~onebit_dask.thresholds.moment_share`.
     """
     B_rows = block.slots.get("B")
@@ -256,8 +256,8 @@ def finalize_init(block: Block, prior: thresholds.Prior, expected: float,
                   observed: bool = False) -> Block:
     """The thresholded model's initial batch, once the shares of positive bits of all
     labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
-    common ``prior``), then each label's sums of positive and negative rows weighted as
-    :func:`centred_sums` does."""
+    common ``prior``, not at all for a flat one), then each label's sums of positive and
+    negative rows weighted as :func:`centred_sums` does."""
     b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
     return block.evolve(active=centred_sums(block.active, b_all, block.lo, expected, observed),
                         b=b_all)

@@ -17,7 +17,7 @@ A spec::
       n_iter: [8]
       seed: [0, 1, 2]
       positive_rate: [none, 0.05, "0.005:0.3"]   # optional: label priors (none = balanced)
-      threshold: [none, estimated]   # optional: the one-bit model (none = the paper's)
+      threshold: [none, estimated]   # optional (default none here): also auto, shares
     fixed:                     # the same for every cell
       n_test: 2000
       n_shards: 4
