@@ -20,26 +20,9 @@ from onebit_dask.io import write_observations
 from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
 from tests.support.models import (DAMAGES, EXPLICIT, PARAMS, PROBLEM, X_NEW, assert_same_model,
-                                  fit_reference, no_leftovers)
+                                  no_leftovers)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """The uninterrupted fit, in this process, without checkpoints."""
-    return fit_reference()
-
-
-@pytest.fixture(scope="module")
-def explicit_reference():
-    return fit_reference(EXPLICIT)
-
-
-@pytest.fixture
-def cluster(client2):
-    """The session's 2-worker cluster (tests/conftest.py)."""
-    return client2
 
 
 # -- save / load ---------------------------------------------------------------------------

@@ -27,27 +27,10 @@ from onebit_dask.io.stores.zarr_format import DamagedStoreError
 
 from tests.support.filesystems import read_only_dir, small_disk
 from tests.support.helpers import run_cli, run_main
-from tests.support.models import (EXPLICIT, FIT, PARAMS, PROBLEM, assert_same_model, fit_reference,
-                                  mark_as_ours, no_leftovers, set_value, temporaries)
+from tests.support.models import (EXPLICIT, FIT, PARAMS, PROBLEM, assert_same_model, mark_as_ours,
+                                  no_leftovers, set_value, temporaries)
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """The uninterrupted fit, in this process, without checkpoints."""
-    return fit_reference()
-
-
-@pytest.fixture(scope="module")
-def explicit_reference():
-    return fit_reference(EXPLICIT)
-
-
-@pytest.fixture
-def cluster(client2):
-    """The session's 2-worker cluster (tests/conftest.py)."""
-    return client2
 
 
 # -- checkpoints -----------------------------------------------------------------------------
