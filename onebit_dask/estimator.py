@@ -20,6 +20,7 @@ from .data.arrays import ArraySource
 from .fit.heldout import HeldOut
 from .ops.thresholds import THRESHOLDS
 from .data.inputs import as_source
+from .data.label_matrix import check_label_count, check_label_matrix, uniform_batch
 from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
@@ -413,11 +414,31 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                            prepared.heldout)
         return self
 
-    def partial_fit(self, X, labels, y, *, n_labels=None):
-        """One step on the batch ``(X, labels, y)`` (the first call initialises); ``X``
-        dense or ``scipy.sparse``.
+    def partial_fit(self, X, Y, bits=None, *, n_labels=None, classes=None):
+        """One step on one batch (the first call initialises); ``X`` dense or
+        ``scipy.sparse``.
 
-        ``n_labels`` (``d2``) is required on the first call; later calls may repeat it.
+        The batch is either single-label observations ``(X, Y, bits)``, used as given,
+        or a label matrix ``(X, Y)``, of which the step observes ``batch_size`` pairs
+        ``(i, j)`` drawn uniformly from the ``n x d2`` grid (``y = 2 Y_ij - 1``, as a
+        batch of :meth:`fit` on a label matrix), with the fit's random generator (seeded
+        by ``random_state``): the form ``dask_ml.wrappers.Incremental`` and loops over a
+        stream of labelled chunks call.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n, d1)
+        Y : array-like or sparse matrix of shape (n, d2), or of int of shape (n,)
+            A 2-D 0/1 indicator (label matrix) without ``bits``; with ``bits`` the
+            observed label of each row, in ``[0, d2)``.
+        bits : array-like of shape (n,), optional
+            The observed bit of each row: ``-1``/``+1``, ``0``/``1`` or booleans.
+        n_labels : int, optional
+            ``d2``: required on the first call with ``bits`` (unless ``classes`` gives
+            it); later calls and label matrices may repeat it.
+        classes : array-like of shape (d2,), optional
+            scikit-learn's ``partial_fit`` argument: one entry per label (a label
+            matrix's columns), checked against ``d2``.
 
         Returns
         -------
@@ -428,27 +449,36 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              "in partial_fit (it has no validation bits): pass "
                              "validation_fraction=None, or use fit")
         first = not hasattr(self, "A_")
+        self._validate_params()
+        X = self._validate_X(X, reset=first)
+        if bits is None:
+            Y = check_label_matrix(Y, X.shape[0])
+            n_labels = check_label_count(n_labels, classes, Y.shape[1], "Y.shape[1]")
+        elif classes is not None:
+            n_labels = check_label_count(n_labels, classes, None, None)
         if first and n_labels is None:
-            raise TypeError("n_labels=None is not allowed on the first call to partial_fit: "
-                            "pass n_labels=d2, the number of labels")
+            raise TypeError("n_labels=None is not allowed on the first call to partial_fit "
+                            "with bits: pass n_labels=d2, the number of labels")
         if not first:
             if n_labels is not None and n_labels != self.n_labels_:
                 raise ValueError(f"n_labels={n_labels!r} is not allowed: this model was started "
                                  f"with n_labels={self.n_labels_}; pass the same number (or "
                                  "omit it), or fit a new model")
             n_labels = self.n_labels_
-        self._validate_params()
         settings = fitting.FitSettings.of(self.get_params(deep=False),
                                           planted=not first and self._state.planted,
                                           partial=True)
-        X = self._validate_X(X, reset=first)
-        X, labels, y, d2 = check_observations(X, labels, y, n_labels=n_labels)
         check_feature_params(self.features, self.whiten_components)
-        check_rank(self.rank, X.shape[1], d2)
+        check_rank(self.rank, X.shape[1], n_labels)
+        state = (fitting.new_state(X.shape[1], n_labels, self.n_shards, self.random_state)
+                 if first else self._state)
+        if bits is None:
+            X, Y, bits = uniform_batch(X, Y, self.batch_size, state.rng)
+        X, labels, y, d2 = check_observations(X, Y, bits, n_labels=n_labels)
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
         engine = placement.engine_named(self.engine)
         if first:
-            self._begin(fitting.new_state(X.shape[1], d2, self.n_shards, self.random_state))
+            self._begin(state)
             fitting.map_features(settings, self._state, lambda: X,
                                  lambda: (shard.load() for shard in shards))
             engine.start(self._state.bounds)

@@ -280,3 +280,47 @@ def test_non_finite_features_found_in_one_pass():
         bad[49, 1] = np.nan  # a later one: the first is named
         with pytest.raises(ValueError, match=rf"X\[{row}, {col}\]={value} is not allowed"):
             OneBitMultiLabel(1).fit(bad, labels, y, n_labels=3)
+
+
+def label_matrix_stream(seed=0, n=600, d1=8, d2=12):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d1))
+    return X, (X @ rng.standard_normal((d1, d2)) > 0.5).astype(np.int8)
+
+
+def test_partial_fit_on_a_label_matrix_steps_on_uniform_pairs_of_its_grid():
+    """partial_fit(X, Y) is partial_fit(X[i], j, 2 Y_ij - 1) on batch_size pairs drawn
+    uniformly from the chunk's grid with the fit's generator (random_state): the same
+    factors, to the bit, call after call; a draw from another generator differs."""
+    X, Y = label_matrix_stream()
+    params = dict(batch_size=700, random_state=3, engine="local", init_svd="dense")
+    matrix, bits, other = (OneBitMultiLabel(2, **params) for _ in range(3))
+    rng, wrong = np.random.default_rng(3), np.random.default_rng(4)
+    for lo in (0, 200, 400):
+        chunk, labels = X[lo:lo + 200], Y[lo:lo + 200]
+        matrix.partial_fit(chunk, labels, classes=np.arange(12))
+        for est, gen in ((bits, rng), (other, wrong)):
+            i = gen.integers(0, 200, size=700)
+            j = gen.integers(0, 12, size=700)
+            est.partial_fit(chunk[i], j, 2 * labels[i, j] - 1, n_labels=12)
+    np.testing.assert_array_equal(matrix.A_, bits.A_)
+    np.testing.assert_array_equal(matrix.B_, bits.B_)
+    assert matrix.n_samples_seen_ == 2100
+    assert not np.array_equal(matrix.B_, other.B_)
+
+
+def test_partial_fit_on_a_label_matrix_checks_its_labels():
+    X, Y = label_matrix_stream()
+    with pytest.raises(ValueError, match=r"Y has shape \(600,\): Y must be a 2-D"):
+        OneBitMultiLabel(1).partial_fit(X, Y[:, 0])
+    with pytest.raises(ValueError, match=r"len\(classes\)=5 and Y.shape\[1\]=12 disagree"):
+        OneBitMultiLabel(1).partial_fit(X, Y, classes=np.arange(5))
+    with pytest.raises(ValueError, match=r"n_labels=11 and Y.shape\[1\]=12 disagree"):
+        OneBitMultiLabel(1).partial_fit(X, Y, n_labels=11)
+    with pytest.raises(ValueError, match=r"classes=.* is not allowed: .*distinct"):
+        OneBitMultiLabel(1).partial_fit(X, Y, classes=[0, 0])
+    est = OneBitMultiLabel(1, random_state=0).partial_fit(X, Y)
+    with pytest.raises(ValueError, match=r"n_labels=13 is not allowed: this model was started"):
+        est.partial_fit(np.hstack([X[:, :0], X]), np.hstack([Y, Y[:, :1]]))
+    labels = np.arange(600) % 12
+    est.partial_fit(X, labels, np.ones(600), classes=np.arange(12))  # bits: classes give d2

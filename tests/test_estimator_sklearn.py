@@ -52,10 +52,9 @@ NOT_A_LABEL_MATRIX = {
 }
 ONEBIT_FAILS = {
     **NOT_A_LABEL_MATRIX,
-    "check_fit_score_takes_y": "calls partial_fit(X, y): partial_fit takes one-bit "
-                               "observations (X, labels, bits) only",
-    "check_n_features_in_after_fitting": "calls partial_fit(X, y, classes=...): as above",
-    "check_estimators_partial_fit_n_features": "calls partial_fit(X, y, classes=...): as above",
+    "check_n_features_in_after_fitting": "calls partial_fit(X, y, classes=...) with a 1-D y "
+                                         "of classes: a label matrix is 2-D (refused)",
+    "check_estimators_partial_fit_n_features": "as above",
     "check_dtype_object": "its y column is an object array: a label matrix must hold bool, "
                           "int or float",
 }

@@ -68,6 +68,38 @@ def check_label_matrix(Y, n: int, name: str = "Y"):
     return out
 
 
+def check_label_count(n_labels, classes, d2: int | None, where: str | None) -> int | None:
+    """``d2`` from what a call gives: ``n_labels``, scikit-learn's ``classes`` (one entry
+    per label) and a label matrix's ``d2`` columns (``where`` names them), which must
+    agree; ``None`` when none of them is given."""
+    given = [(f"n_labels={n_labels!r}", n_labels)] if n_labels is not None else []
+    if classes is not None:
+        classes = np.asarray(classes)
+        if classes.ndim != 1 or classes.size == 0 or np.unique(classes).size != classes.size:
+            raise ValueError(f"classes={classes!r} is not allowed: classes must be a 1-D array "
+                             "of distinct entries, one per label (a label matrix's columns)")
+        given.append((f"len(classes)={classes.size}", classes.size))
+    if d2 is not None:
+        given.append((f"{where}={d2}", d2))
+    if not given:
+        return None
+    for name, value in given[1:]:
+        if value != given[0][1]:
+            raise ValueError(f"{given[0][0]} and {name} disagree: pass one number of labels "
+                             "(d2)")
+    return int(given[0][1])
+
+
+def uniform_batch(X, Y, m: int, rng: np.random.Generator):
+    """``(X[rows], labels, y)``: ``m`` pairs ``(i, j)`` drawn uniformly from the ``n x d2``
+    grid of the label matrix ``Y`` (CSR, :func:`check_label_matrix`) with ``rng``, and
+    ``y = 2 Y_ij - 1`` (float64)."""
+    rows = rng.integers(0, Y.shape[0], size=m, dtype=np.int64)
+    labels = rng.integers(0, Y.shape[1], size=m, dtype=np.int64)
+    bits = np.asarray(Y[rows, labels]).ravel().astype(np.float64)
+    return X[rows], labels, 2.0 * bits - 1.0
+
+
 def check_learnable(X, Y, where: str = "X, Y") -> None:
     """Refuse a training set with nothing to learn: no instance with a label (``Y`` has no
     1), or no instance with a feature (``X`` all zeros). Single empty rows are allowed."""
