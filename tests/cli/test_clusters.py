@@ -69,13 +69,17 @@ print("default" if handler is signal.default_int_handler else repr(handler))
 def test_dask_jobqueue_leaves_the_ctrl_c_handler_alone(tmp_path, action, expected):
     """``import dask_jobqueue`` replaces Python's SIGINT handler with ``sys.exit()``
     (exit status 0 on Ctrl-C, past the command's handling). The package imports it with
-    the handler kept. A fresh interpreter each: the import happens once per process."""
+    the handler kept. A fresh interpreter each: the import happens once per process. The
+    child starts with SIGINT's default action, whatever this process inherited (a shell
+    starts a background job with SIGINT ignored, and Python then installs no handler)."""
+    import signal
     import subprocess
     import sys
 
     code = SIGINT_AFTER.format(action=action)
     done = subprocess.run([sys.executable, "-c", code, str(ROOT / "cluster" / "slurm.yaml")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.returncode == 0, done.stderr
     shown = done.stdout.strip()
     assert (shown if shown == "default" else "replaced") == expected, shown
