@@ -56,7 +56,7 @@ def _parse_adapt(text):
 def _run_sweep(args) -> int:
     from .client import check_cluster_target
     from ..sweep import load_spec, run_sweep
-    from ..sweep.cube import check_output
+    from ..sweep.cube import check_output, local_output
 
     adapt = _parse_adapt(args.adapt)
     if adapt is not None and (args.scheduler is not None or args.workers is not None):
@@ -69,6 +69,7 @@ def _run_sweep(args) -> int:
             check_workers("--adapt MAX", adapt[1], args.allow_large)
         spec = load_spec(shipped.resolve("pipelines", args.spec), allow_large=args.allow_large)
         target = check_cluster_target(**target_of(args))
+        args.out = local_output(args.out)
         check_output(args.out, spec, args.overwrite)
     except (TypeError, ValueError) as exc:  # SpecError, StoreError, ClusterConfigError
         raise UsageError(str(exc)) from None  # (a damaged store: DamagedStoreError, exit 1)

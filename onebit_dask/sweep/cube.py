@@ -25,6 +25,8 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
+import urllib.parse
 import socket
 
 import numpy as np
@@ -396,6 +398,22 @@ def create(path: str, spec: SweepSpec) -> None:
             raise
     if os.path.exists(failures_path(path)):
         os.remove(failures_path(path))
+
+
+def local_output(path) -> str:
+    """The local path a cube is written to: ``path`` itself, or the path of a ``file://``
+    URL; a URL of another scheme is a :class:`StoreError` (the runner's lock and failures
+    file are files next to the cube, docs/STORES.md)."""
+    path = os.fspath(path)
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", path)
+    if match is None:
+        return path
+    parts = urllib.parse.urlsplit(path)
+    if match.group(1).lower() == "file" and parts.netloc in ("", "localhost") and parts.path:
+        return urllib.parse.unquote(parts.path)
+    raise StoreError(f"--out {path!r}: a sweep writes its cube to a local directory (its "
+                     "lock and failures file are files beside it); give a path or a file:// "
+                     "URL, and copy the finished cube to the object store")
 
 
 def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:

@@ -276,6 +276,28 @@ def test_an_existing_file_as_out_is_refused_before_any_cell(tmp_path):
     assert "is a file" in proc.stderr and png.read_bytes() == b"\x89PNG mine"
 
 
+def test_out_as_a_url(tmp_path):
+    """``--out`` takes a path or a ``file://`` URL (the cube lands at its path); a URL of
+    another scheme exits 2 in one line, before any cell, rather than naming a directory
+    made of the URL's text."""
+    from tests.support.helpers import run_main, small_quickstart
+
+    assert store.local_output(f"file://{tmp_path}/q.zarr") == f"{tmp_path}/q.zarr"
+    assert store.local_output("file://localhost/a%20b/q.zarr") == "/a b/q.zarr"
+    assert store.local_output("runs/q.zarr") == "runs/q.zarr"
+    for url in ("s3://bucket/q.zarr", "memory://q.zarr", "file://host/q.zarr"):
+        with pytest.raises(store.StoreError, match="local directory"):
+            store.local_output(url)
+    spec = small_quickstart(tmp_path)
+    proc = run_main("sweep", spec, "--out", "s3://bucket/q.zarr", "--workers", 0, "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
+    assert "'s3://bucket/q.zarr'" in proc.stderr and not (tmp_path / "s3:").exists()
+    proc = run_main("sweep", spec, "--out", f"file://{tmp_path}/q.zarr", "--workers", 0,
+                    "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert store.group_attrs(str(tmp_path / "q.zarr"))["format"] == store.FORMAT
+
+
 # -- format 5: chunk checksums and the attributes' digest (issue 36 item 2) ---------------------
 RUN_SPEC = parse_spec("""
 grid:
