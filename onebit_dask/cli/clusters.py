@@ -76,6 +76,12 @@ _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (s
                       "config": (str, list)}
 _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
         "allow_insecure": bool}
+# keyword arguments of the cluster classes that are not options of a config: set by the
+# package or by the config's top level (scale, adapt, security), or deprecated names of
+# dask-jobqueue that it refuses
+_NOT_OPTIONS = {"self", "scheduler", "loop", "start", "asynchronous", "security", "job_cls",
+                "scheduler_cls", "config_name", "n_workers", "job_kwargs", "base_class_kwargs",
+                "worker_kwargs", "extra", "job_extra", "env_extra", "header_skip", "project"}
 
 
 @dataclass(frozen=True)
@@ -307,13 +313,16 @@ def parse_cluster_config(data, where: str = "<config>", *,
     if kind not in _KINDS:
         raise ClusterConfigError(f"{where}: kind={kind!r} is unknown{_suggest(kind, _KINDS)}; "
                                  f"allowed: {', '.join(_KINDS)}")
-    allowed, required = _KINDS[kind]
+    typed, required = _KINDS[kind]
+    allowed = {**dict.fromkeys(_class_options(kind), object), **typed}
     options = data.get("options") or {}
     _check_keys(where, options, allowed, prefix="options.")
     for key in required:
-        if key not in options:
+        if key not in options and _jobqueue_default(kind, key) is None:
+            also = (f"; or set jobqueue.{kind}.{key} in Dask's configuration (jobqueue.yaml)"
+                    if kind in ("slurm", "pbs") else "")
             raise ClusterConfigError(f"{where}: missing key 'options.{key}' (required for "
-                                     f"kind={kind!r})")
+                                     f"kind={kind!r}{also})")
     if kind == "ssh" and (len(options["hosts"]) < 2
                           or not all(isinstance(h, str) for h in options["hosts"])):
         raise ClusterConfigError(f"{where}: options.hosts must list the scheduler host, then "
@@ -471,6 +480,38 @@ def _dask_jobqueue():
     if main and handler is not None:
         signal.signal(signal.SIGINT, handler)
     return dask_jobqueue
+
+
+def _class_options(kind: str) -> set:
+    """The keyword arguments the cluster class of ``kind`` takes, from its signature (and,
+    for dask-jobqueue, its job classes'), less :data:`_NOT_OPTIONS`; empty where that
+    library is not installed (the typed keys of :data:`_KINDS` are then all there is)."""
+    import inspect
+
+    try:
+        if kind in ("slurm", "pbs"):
+            jobqueue = _dask_jobqueue()
+            cls = _jobqueue_class(kind)
+            takers = [cls.__init__, cls.job_cls.__init__, jobqueue.core.Job.__init__]
+        elif kind == "local":
+            from distributed import LocalCluster
+
+            takers = [LocalCluster.__init__]
+        else:
+            return set()
+    except ImportError:
+        return set()
+    return set().union(*(inspect.signature(f).parameters for f in takers)) - _NOT_OPTIONS
+
+
+def _jobqueue_default(kind: str, key: str):
+    """dask-jobqueue's value of ``key`` for ``kind`` from Dask's configuration
+    (``jobqueue.<kind>.<key>``, e.g. from ``jobqueue.yaml``), or ``None``."""
+    if kind not in ("slurm", "pbs"):
+        return None
+    import dask
+
+    return dask.config.get(f"jobqueue.{kind}.{key}", None)
 
 
 def _jobqueue_class(kind):

@@ -144,6 +144,36 @@ def test_bad_configs_name_the_key(tmp_path, text, match):
         load_cluster_config(path)
 
 
+def test_options_the_cluster_classes_take_are_accepted(tmp_path):
+    """The options are checked against the cluster classes' own signatures (and Dask's
+    configuration), not a hand-kept list: dask-jobqueue's shebang, job_directives_skip and
+    worker_command, LocalCluster's silence_logs; the ones the config sets elsewhere
+    (n_workers for a job queue: scale) and misspellings stay refused."""
+    slurm = parse_cluster_config({"kind": "slurm", "options": {
+        "cores": 2, "memory": "2GiB", "shebang": "#!/usr/bin/env zsh",
+        "job_directives_skip": ["--mem"], "worker_command": "distributed.cli.dask_worker"}})
+    script = cluster_spec(slurm)
+    assert script.startswith("#!/usr/bin/env zsh") and "#SBATCH --mem" not in script
+    parse_cluster_config({"kind": "local", "options": {"silence_logs": 40}})
+    for kind, options, key in (("slurm", {"cores": 2, "memory": "2GiB", "n_workers": 3},
+                                "n_workers"),
+                               ("local", {"silence_log": 40}, "silence_log")):
+        with pytest.raises(ClusterConfigError, match=rf"unknown key 'options.{key}'"):
+            parse_cluster_config({"kind": kind, "options": options})
+
+
+def test_job_queue_cores_and_memory_may_come_from_dasks_configuration():
+    import dask
+
+    config = {"kind": "slurm", "options": {"queue": "debug"}}
+    with pytest.raises(ClusterConfigError, match=r"missing key 'options.cores' .*set "
+                                                 r"jobqueue.slurm.cores in Dask's configuration"):
+        parse_cluster_config(config)
+    with dask.config.set({"jobqueue.slurm.cores": 3, "jobqueue.slurm.memory": "3GiB"}):
+        script = cluster_spec(parse_cluster_config(config))
+    assert "--cpus-per-task=3" in script and "#SBATCH -p debug" in script
+
+
 def test_missing_file_and_bad_yaml(tmp_path):
     with pytest.raises(ClusterConfigError, match="does not exist"):
         load_cluster_config(tmp_path / "nope.yaml")
