@@ -25,7 +25,7 @@ import scipy.sparse
 from .seeding import label_blocks
 from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
-from .shards import ShardKind, active_sums, scored_bits
+from .shards import ShardKind, active_sums, rows_of_bits, scored_bits
 from .source import BaseSource
 
 
@@ -128,23 +128,33 @@ class LabelMatrixShard(NamedTuple):
 
     kind = ShardKind.LABEL_BLOCK
 
-    def load(self):
-        """``(X, labels, y)`` of the block's pairs: rows of ``X``, labels in ``[lo, hi)``,
+    def pairs(self):
+        """``(rows, labels, y)`` of the block's pairs: rows of ``X``, labels in ``[lo, hi)``,
         ``y = 2 Y_ij - 1`` (float64)."""
         rows, labels = uniform_pairs(self.seed, self.t, self.s, self.X.shape[0], self.n_obs,
                                      self.lo, self.hi)
         bits = np.asarray(self.Y[rows, labels - self.lo]).ravel()
-        return self.X[rows], labels, 2.0 * bits.astype(np.float64) - 1.0
+        return rows, labels, 2.0 * bits.astype(np.float64) - 1.0
+
+    def load(self):
+        """``(X, labels, y)`` of the block's pairs (:meth:`pairs`, their rows gathered)."""
+        rows, labels, y = self.pairs()
+        return self.X[rows], labels, y
 
     def activate(self, model, B_rows, b_rows=None):
-        """``(ActiveRows, n_active)`` of the block's pairs."""
-        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
-                           None if b_rows is None else [b_rows])[0]
+        """``(ActiveRows, n_active)`` of the block's pairs, each row of ``X`` read once
+        where the pairs outnumber the rows (:func:`~onebit_dask.data.shards.rows_of_bits`)."""
+        rows, labels, y = self.pairs()
+        X, at = rows_of_bits(self.X, rows)
+        return active_sums(X, labels, y, model, [B_rows], [self.lo, self.hi],
+                           None if b_rows is None else [b_rows], at)[0]
 
     def scored(self, model, B_rows):
         """``(labels, y, s)``: the block's pairs scored by the model without thresholds
         (:func:`~onebit_dask.data.shards.scored_bits`)."""
-        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi])[0]
+        rows, labels, y = self.pairs()
+        X, at = rows_of_bits(self.X, rows)
+        return scored_bits(X, labels, y, model, [B_rows], [self.lo, self.hi], at=at)[0]
 
 
 class LabelMatrixSource(BaseSource):

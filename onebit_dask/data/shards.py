@@ -69,7 +69,15 @@ def row_scaled(w, X):
     return np.asarray(w)[:, None] * X
 
 
-def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
+def rows_of_bits(X, rows):
+    """``(X_b, at)`` with bit ``i``'s row ``X_b[at_i]`` (``at`` ``None``: row ``i``), for
+    bits on the rows ``rows`` of ``X``: ``X`` itself and ``at = rows`` where the bits
+    outnumber the rows (each row then read once, :func:`active_sums`), else the gathered
+    ``X[rows]``."""
+    return (X, rows) if rows.size > X.shape[0] else (X[rows], None)
+
+
+def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None, at=None) -> list:
     """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
     ``[(ActiveRows, n_active)]``, one per block.
 
@@ -92,6 +100,10 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     b_rows : list of ndarray, or None
         The blocks' thresholds (``None`` for the paper's model): the scores are then
         ``x_i^T A b_{j_i} + b_{j_i}``.
+    at : ndarray of int of shape (m,), optional
+        Bit ``i``'s row is ``X[at_i]`` (``labels`` and ``y`` then have ``m`` entries):
+        the scores and the sums read each row of ``X`` once
+        (:func:`~onebit_dask.kernels.row_label_sums`), whatever the number of bits on it.
 
     Notes
     -----
@@ -111,7 +123,7 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     S_neg = None
     features = model.features
     if model.A is None and model.thresholds:
-        uniq, S, S_neg = _signed_label_sums(X, labels, y)
+        uniq, S, S_neg = _signed_label_sums(X, labels, y, at)
         rows = None
         if features is not None:
             positive = np.asarray(y) > 0
@@ -125,9 +137,9 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
         else:
             b = None if b_rows is None else np.concatenate(b_rows)
             weights = residuals(X, labels, y, aligned(model.A), np.concatenate(B_rows),
-                                bounds[0], b, features)
+                                bounds[0], b, features, at)
             rows = np.flatnonzero(weights)
-        uniq, S = weighted_label_sums(X, labels, weights, rows)
+        uniq, S = weighted_label_sums(X, labels, weights, rows, at)
         if features is not None:
             S = features.homogeneous(S, label_mass(
                 uniq, *((labels, weights) if rows is None else (labels[rows], weights[rows]))))
@@ -151,7 +163,7 @@ def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     return pieces
 
 
-def scored_bits(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
+def scored_bits(X, labels, y, model, B_rows, bounds, b_rows=None, at=None) -> list:
     """One shard's bits scored by the current model, cut by label block: ``[(labels, y,
     s)]``, one per block ``[bounds[s], bounds[s+1])``, with ``s_i = x_i^T A B[j_i] +
     b[j_i]`` (:func:`~onebit_dask.kernels.bit_scores`; arguments as :func:`active_sums`,
@@ -162,7 +174,7 @@ def scored_bits(X, labels, y, model, B_rows, bounds, b_rows=None) -> list:
     bounds = np.asarray(bounds)
     b = None if b_rows is None else np.concatenate(b_rows)
     s = bit_scores(X, labels, aligned(model.A), np.concatenate(B_rows), bounds[0], b,
-                   model.features)
+                   model.features, at)
     owner = np.searchsorted(bounds, labels, side="right") - 1
     return [(labels[owner == k], y[owner == k], s[owner == k])
             for k in range(bounds.size - 1)]
@@ -180,12 +192,12 @@ class ScoredPieces(NamedTuple):
         return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(3))
 
 
-def _signed_label_sums(X, labels, y):
+def _signed_label_sums(X, labels, y, at=None):
     """``(uniq, S_pos, S_neg)``: per label, the sums of the rows of its positive and of its
     negative bits, in one pass (one key per label and sign); CSR sums for a CSR ``X``."""
     positive = np.asarray(y) > 0
     keys, S2 = weighted_label_sums(X, 2 * np.asarray(labels, dtype=np.int64) + positive,
-                                   np.ones(labels.shape[0]))
+                                   np.ones(labels.shape[0]), at=at)
     uniq = np.unique(keys // 2)
     at = np.searchsorted(uniq, keys // 2)
     sign = keys % 2 == 1

@@ -156,17 +156,20 @@ def rows_product(X: np.ndarray, M: np.ndarray) -> np.ndarray:
 
 
 def bit_scores(X, labels, A, B_rows, offset: int = 0, b_rows=None,
-               features=None) -> np.ndarray:
+               features=None, at=None) -> np.ndarray:
     """The scores ``s_i = x_i^T A B[j_i] + b[j_i]`` of the bits' rows; ``B_rows`` and
     ``b_rows`` (the thresholds, ``None`` for the paper's model) hold rows ``offset..``.
 
     One pass over ``X`` (:func:`rows_product`), in the dtype of ``X`` (float32 features
     give float32 scores). With a feature map (:class:`~onebit_dask.features.FeatureMap`)
     they are ``phi(x_i)^T A B[j_i] + b[j_i]``, in float64, from ``X`` as it is
-    (:meth:`~onebit_dask.features.FeatureMap.product`).
+    (:meth:`~onebit_dask.features.FeatureMap.product`). ``at``: bit ``i``'s row is
+    ``X[at_i]`` (``None``: row ``i``); ``X A`` is then formed once for each row of ``X``.
     """
     XA = (rows_product(X, A.astype(X.dtype, copy=False)) if features is None
           else features.product(X, A))
+    if at is not None:
+        XA = XA[at]
     s = np.einsum("ij,ij->i", XA, B_rows[labels - offset].astype(X.dtype, copy=False))
     if b_rows is not None:
         s += b_rows[labels - offset].astype(s.dtype, copy=False)
@@ -174,10 +177,10 @@ def bit_scores(X, labels, A, B_rows, offset: int = 0, b_rows=None,
 
 
 def residuals(X, labels, y, A, B_rows, offset: int = 0, b_rows=None,
-              features=None) -> np.ndarray:
+              features=None, at=None) -> np.ndarray:
     """``r = y - sign(s_i)`` in ``{-2, 0, 2}`` (float64) for the scores ``s_i`` of
     :func:`bit_scores` (same arguments)."""
-    s = bit_scores(X, labels, A, B_rows, offset, b_rows, features)
+    s = bit_scores(X, labels, A, B_rows, offset, b_rows, features, at)
     return np.asarray(y, dtype=np.float64) - sign(s)
 
 
@@ -185,9 +188,10 @@ SUM_BYTES = 1 << 21
 """Bytes of float64 rows :func:`weighted_label_sums` converts at a time (2 MiB)."""
 
 
-def weighted_label_sums(X, labels, weights, rows=None):
+def weighted_label_sums(X, labels, weights, rows=None, at=None):
     """``(uniq, S)``: ``S[u] = sum_{i in rows, j_i = uniq[u]} w_i x_i`` in float64, labels
-    sorted; ``rows`` are the rows with a weight, ``None`` means every row.
+    sorted; ``rows`` are the rows with a weight, ``None`` means every row. With ``at``,
+    bit ``i``'s row is ``X[at_i]`` (:func:`row_label_sums`).
 
     The given rows are read once, in blocks of :data:`SUM_BYTES` converted to float64
     (no float64 array of the size of ``X``); each block is added into ``S`` by a sparse
@@ -198,6 +202,8 @@ def weighted_label_sums(X, labels, weights, rows=None):
     A ``scipy.sparse`` CSR ``X`` gives a CSR ``S`` (float64) in one sparse product over
     the given rows: cost and memory follow their non-zeros.
     """
+    if at is not None:
+        return row_label_sums(X, labels, weights, rows, at)
     rows = None if rows is None else np.asarray(rows)
     lab = labels if rows is None else labels[rows]
     uniq, inverse = np.unique(lab, return_inverse=True)
@@ -214,6 +220,35 @@ def weighted_label_sums(X, labels, weights, rows=None):
         block = X[a:z] if rows is None else X[rows[a:z]]
         u, sums = scatter_rows(inverse[a:z], block.astype(np.float64, copy=False), w[a:z])
         S[u] += sums
+    return uniq, S
+
+
+def row_label_sums(X, labels, weights, rows, at):
+    """:func:`weighted_label_sums` of the bits whose rows are ``X[at]``, by row of ``X``.
+
+    The weights are first added into the ``u x n`` matrix ``C[u, r] = sum_{i in rows,
+    j_i = uniq[u], at_i = r} w_i`` (one entry per distinct label and row), and then
+    ``S = C X``: each row of ``X`` is read once, whatever the number of bits on it. ``C``
+    is dense where a quarter or more of its entries are set (a product by BLAS or by the
+    CSR kernel of ``X^T``), sparse otherwise. The terms of a label are added in another
+    order than by :func:`weighted_label_sums`: equal to float64 rounding.
+    """
+    rows = slice(None) if rows is None else np.asarray(rows)
+    uniq, inverse = np.unique(labels[rows], return_inverse=True)
+    C = scipy.sparse.csr_matrix((np.asarray(weights, dtype=np.float64)[rows],
+                                 (inverse, np.asarray(at)[rows])),
+                                shape=(uniq.size, X.shape[0]))
+    C.sum_duplicates()
+    dense = 4 * C.nnz >= uniq.size * X.shape[0]
+    if scipy.sparse.issparse(X):
+        X = X.astype(np.float64, copy=False)
+        S = np.asarray((X.T @ C.T.toarray()).T) if dense else C @ X
+        return uniq, scipy.sparse.csr_matrix(S)
+    C = C.toarray() if dense else C.tocsc()
+    S = np.zeros((uniq.size, X.shape[1]))
+    step = max(1, SUM_BYTES // (8 * max(1, X.shape[1])))
+    for a in range(0, X.shape[0], step):
+        S += C[:, a:a + step] @ X[a:a + step].astype(np.float64, copy=False)
     return uniq, S
 
 

@@ -232,3 +232,27 @@ def test_a_sparse_batch_is_counted_by_its_stored_entries(tmp_path):
     proc = run_main("fit", "--data", path, "--rank", 2, "--batch-size", 200_000, "--n-iter", 1,
                     "--workers", 0, "--quiet", "--json")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_block_with_more_pairs_than_rows_reads_each_row_once(planted, monkeypatch):
+    """Where a block's pairs outnumber the instances (1200 pairs a block, 300 rows) the
+    block reads each row once (rows_of_bits gives X itself): the fit equals the one on the
+    gathered rows to rounding (the sums' order differs), and the planted source's fit,
+    which takes the same path, to the bit."""
+    import onebit_dask.data.label_matrix as label_matrix
+
+    full, X, Y = planted
+    params = {**PARAMS, "batch_size": 3600, "threshold": "estimated", "step": "moment"}
+    paths = []
+    real = label_matrix.rows_of_bits
+    monkeypatch.setattr(label_matrix, "rows_of_bits",
+                        lambda X, rows: paths.append(real(X, rows)[1] is not None) or
+                        real(X, rows))
+    by_row = OneBitMultiLabel(2, **params).fit(X, Y)
+    assert paths and all(paths)  # every block read by row
+    np.testing.assert_array_equal(by_row.Q_, OneBitMultiLabel(2, **params).fit(full).Q_)
+    monkeypatch.setattr(label_matrix, "rows_of_bits", lambda X, rows: (X[rows], None))
+    gathered = OneBitMultiLabel(2, **params).fit(X, Y)
+    np.testing.assert_allclose(by_row.Q_, gathered.Q_, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(by_row.decision_function(X), gathered.decision_function(X),
+                               rtol=0, atol=1e-10)

@@ -88,3 +88,29 @@ def test_weighted_label_sums_match_add_at(monkeypatch, dtype):
         assert S.dtype == np.float64
         np.testing.assert_array_equal(uniq, np.unique(labels[keep]))
         np.testing.assert_allclose(S, ref[uniq], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense X", "CSR X"])
+@pytest.mark.parametrize("m", [60, 4000], ids=["C sparse", "C dense"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_label_sums_equal_the_sums_of_the_gathered_rows(sparse, m, dtype):
+    """weighted_label_sums(X, ..., at) by row of X equals the sums over the gathered rows
+    X[at] to float64 rounding, for the bits with a weight; sparse X gives CSR sums."""
+    import scipy.sparse as sp
+
+    from onebit_dask.ops.kernels import weighted_label_sums
+
+    rng = np.random.default_rng(m)
+    n, d1 = 50, 20
+    X = rng.standard_normal((n, d1)).astype(dtype)
+    if sparse:
+        X = sp.csr_matrix(np.where(rng.random((n, d1)) < 0.3, X, 0))
+    at, labels = rng.integers(0, n, m), rng.integers(3, 11, m)
+    weights, rows = rng.choice([-2.0, 2.0], m), np.flatnonzero(rng.random(m) < 0.4)
+    dense = X.toarray() if sparse else X
+    expected = np.zeros((11, d1))
+    np.add.at(expected, labels[rows], weights[rows, None] * dense[at[rows]].astype(np.float64))
+    uniq, S = weighted_label_sums(X, labels, weights, rows, at)
+    assert sp.issparse(S) == sparse
+    np.testing.assert_array_equal(uniq, np.unique(labels[rows]))
+    np.testing.assert_allclose(S.toarray() if sparse else S, expected[uniq], rtol=0, atol=1e-12)

@@ -166,3 +166,11 @@ def test_topk_index_benchmark_smoke():
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 1 + 4 and "tiled/index" in rows[0], proc.stdout
     assert "bit-equal scores" in proc.stdout
+
+
+def test_by_row_benchmark_smoke():
+    proc = run_bench("bench_by_row.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["by_row_s"] > 0 and out["gathered_s"] > 0
+    assert out["max_score_difference"] < 1e-9  # the same fit to rounding

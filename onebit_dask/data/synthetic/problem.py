@@ -36,7 +36,7 @@ from ...utils.checks import show, check_choice, check_float, check_int, check_ra
 from .. import seeding
 from ..seeding import (FULL_TAG, LABEL_SUBSET_TAG, PRIOR_ORDER_TAG, TEST_TAG, TRUTH_TAG,
                        label_blocks)
-from ..shards import ShardKind, active_sums, scored_bits
+from ..shards import ShardKind, active_sums, rows_of_bits, scored_bits
 from ...ops.kernels import sign
 from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
                        draw_projected_step, noisy_bits, span_basis)
@@ -503,6 +503,23 @@ class FullObservationShard(_BlockShard):
         X, Y = self.source.arrays()
         rows, labels = self.pairs()
         return X[rows], labels, Y[rows, labels].astype(np.float64)
+
+    def activate(self, model, B_rows, b_rows=None):
+        """``(ActiveRows, n_active)`` of the block's pairs, each instance read once where
+        the pairs outnumber the instances (as a label matrix's,
+        :func:`~onebit_dask.data.shards.rows_of_bits`)."""
+        X, Y = self.source.arrays()
+        rows, labels = self.pairs()
+        X, at = rows_of_bits(X, rows)
+        return active_sums(X, labels, Y[rows, labels].astype(np.float64), model, [B_rows],
+                           [self.lo, self.hi], None if b_rows is None else [b_rows], at)[0]
+
+    def scored(self, model, B_rows):
+        X, Y = self.source.arrays()
+        rows, labels = self.pairs()
+        X, at = rows_of_bits(X, rows)
+        return scored_bits(X, labels, Y[rows, labels].astype(np.float64), model, [B_rows],
+                           [self.lo, self.hi], at=at)[0]
 
 
 @dataclass(frozen=True)
