@@ -218,7 +218,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
     active = active._replace(counts=counts)
     if moment:
-        p, v = thresholds.moment_share(block.slots["p"], block.slots["v"], counts, eta)
+        p, v = thresholds.moment_share(block.slots["p"], block.slots["v"], counts, eta,
+                                       model.observed)
         active = centred_sums(active, b_rows, block.lo, expected, model.observed)
     elif model.A is None:
         p, v = thresholds.initial_share(counts)
@@ -228,7 +229,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
                                     model.gaussian_scale)
         active = active._replace(X=row_scaled(f * thresholds.column_weights(b_rows[at]),
                                               active.X))
-        p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta)
+        p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta,
+                                     model.observed)
     return block.evolve(out=(n_active, *thresholds.moments(p, v)), active=active, p=p, v=v)
 
 

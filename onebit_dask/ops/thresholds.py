@@ -86,7 +86,8 @@ def initial_share(counts: LabelCounts) -> tuple[np.ndarray, np.ndarray]:
     return p, v
 
 
-def step_share(p, v, b, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np.ndarray]:
+def step_share(p, v, b, counts: LabelCounts, eta: float, pooled: bool = False
+               ) -> tuple[np.ndarray, np.ndarray]:
     r"""The step of each label's share ``p`` of positive bits (and of its variance ``v``),
     for the labels with bits in the batch:
 
@@ -103,41 +104,53 @@ def step_share(p, v, b, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np
     (far from the truth, the control variate can leave ``[0, 1]``), and ``var(hat p_j)``
     is the variance of the mean of ``r_i / 2`` in ``{-1, 0, 1}``, at least
     ``1 / (4 n_j^2)``. A label seen for the first time takes ``hat p_j``; labels without
-    bits keep theirs.
+    bits keep theirs. ``pooled``: see :func:`_averaged`.
     """
     seen = counts.n_bits > 0
     nj = counts.n_bits[seen]
     half = counts.r_sum[seen] / (2.0 * nj)
     var = np.maximum((counts.n_active[seen] / nj - half * half) / nj, 0.25 / (nj * nj))
-    return _averaged(p, v, counts, scipy.special.ndtr(b[seen]) + half, var, eta)
+    return _averaged(p, v, counts, scipy.special.ndtr(b[seen]) + half, var, eta, pooled)
 
 
-def moment_share(p, v, counts: LabelCounts, eta: float) -> tuple[np.ndarray, np.ndarray]:
+def moment_share(p, v, counts: LabelCounts, eta: float, pooled: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
     r"""The moment step's share of positive bits (``docs/ALGORITHM.md`` section 9c): the
     batch's share ``hat p_j = n_pos / n_j`` of each label with bits, of variance
     ``hat p_j (1 - hat p_j) / n_j`` (at least ``1 / (4 n_j^2)``), averaged with the step
     size as in :func:`step_share` (so with ``eta_t = 1 / (t + 2)``, about the share of
     all the batches' bits). The moment step scores no rows, so it has no residuals for
-    the control variate."""
+    the control variate. ``pooled``: see :func:`_averaged`."""
     seen = counts.n_bits > 0
     nj = counts.n_bits[seen]
     share = counts.n_pos[seen] / nj
     var = np.maximum(share * (1.0 - share) / nj, 0.25 / (nj * nj))
-    return _averaged(p, v, counts, share, var, eta)
+    return _averaged(p, v, counts, share, var, eta, pooled)
 
 
-def _averaged(p, v, counts: LabelCounts, share, var, eta: float
+def _averaged(p, v, counts: LabelCounts, share, var, eta: float, pooled: bool = False
               ) -> tuple[np.ndarray, np.ndarray]:
     """``p' = (1 - eta) p + eta share`` and ``v' = (1 - eta)^2 v + eta^2 var`` at the
     labels with bits in the batch, whose ``share`` is first kept at least
     ``1 / (2 (n_j + 1))`` (the least share ``n_j`` bits express, as in
     :func:`initial_share`) from 0 and 1; a label seen for the first time (``v = inf``)
-    takes the batch's share, labels without bits keep theirs."""
+    takes the batch's share, labels without bits keep theirs.
+
+    ``pooled`` (observed data, ``threshold="shares"``): only a label's first share is
+    kept from 0 and 1 so; later ones are only kept in ``[0, 1]``, and the average (of
+    numbers in ``(0, 1)`` with weights ``1 - eta`` and ``eta``) stays in ``(0, 1)``. With
+    ``eta_t = 1 / (t + 1)`` and batches of equal size the share is then that of all the
+    batches' bits, the first batch's half a bit included (``docs/ALGORITHM.md`` section
+    9): kept per batch, the floor of ``1 / (2 (n_j + 1))`` at the few bits a rare label
+    has in each batch sets every rare label's share to about the same number, and the
+    thresholds lose the labels' popularity. A step of size 1 keeps the floor."""
+    pooled = pooled and eta < 1.0
     seen = counts.n_bits > 0
     floor = 0.5 / (counts.n_bits[seen] + 1.0)
-    share = np.clip(share, floor, 1.0 - floor)
     p, v = p.copy(), v.copy()
     new = ~np.isfinite(v[seen])
+    share = np.clip(share, np.where(new | (not pooled), floor, 0.0),
+                    np.where(new | (not pooled), 1.0 - floor, 1.0))
     keep = np.where(new, 0.0, 1.0 - eta)
     p[seen] = keep * np.where(new, 0.0, p[seen]) + (1.0 - keep) * share
     v[seen] = keep * keep * np.where(new, 0.0, v[seen]) + (1.0 - keep) ** 2 * var

@@ -400,3 +400,33 @@ def test_a_flat_prior_leaves_each_labels_threshold_as_its_share_says():
     flat = thresholds.shrink(p, v, thresholds.flat(pri))
     np.testing.assert_allclose(flat[:4], scipy.special.ndtri(p[:4]), rtol=1e-15)
     assert flat[4] == pri.mean and np.all(np.diff(flat[:4]) > 0)
+
+
+def test_pooled_shares_of_observed_data_are_the_share_of_all_the_bits():
+    """On observed data the moment steps' shares, averaged with eta_t = 1 / (t + 1), are
+    the mean of the batches' shares, the first one smoothed: (p_0 + sum_t q_t) / (T + 1),
+    to rounding. Floored per batch at 1 / (2 (n_j + 1)) (the planted problem's rule), a
+    label without positive bits stays at about that floor, and the labels' order by share
+    is all but lost: 0 and 1 positive bits in 200 come out within 20 %, pooled 3x apart."""
+    rng = np.random.default_rng(0)
+    labels, T = np.arange(6), 9
+    n = np.full(6, 20.0)
+    positives = rng.binomial(20, [0.0, 0.0, 0.005, 0.05, 0.3, 1.0], size=(T + 1, 6))
+    positives[:, 1] = 0
+    positives[3, 1] = 1  # one positive bit in all the batches
+    zeros = np.zeros(6)
+    counts = [thresholds.LabelCounts(labels, n, pos.astype(float), zeros, zeros)
+              for pos in positives]
+    p0, v0 = thresholds.initial_share(counts[0])
+    results = {}
+    for pooled in (True, False):
+        p, v = p0, v0
+        for t in range(1, T + 1):
+            p, v = thresholds.moment_share(p, v, counts[t], 1.0 / (t + 1), pooled)
+        results[pooled] = p
+    expected = (p0 + (positives[1:] / 20.0).sum(axis=0)) / (T + 1)
+    np.testing.assert_allclose(results[True], expected, rtol=1e-14)
+    assert 0 < results[True].min() and results[True].max() < 1
+    assert results[True][1] / results[True][0] > 3  # one positive in 200 bits: 3x none
+    floored = results[False]
+    assert floored[0] > 0.02 and floored[1] / floored[0] < 1.2
