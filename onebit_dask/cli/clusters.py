@@ -269,22 +269,31 @@ def _check_local(where: str, options: dict) -> None:
         from dask.utils import parse_bytes
 
         try:
-            parse_bytes(memory)
+            size = parse_bytes(memory)
         except ValueError:
             raise ClusterConfigError(f"{where}: options.memory_limit={memory!r} is not a "
                                      "size: give bytes, a size such as '4GiB', or 'auto'") \
                 from None
+        if size < 0:
+            raise ClusterConfigError(f"{where}: options.memory_limit={memory!r} is not allowed: "
+                                     "give a size >= 0 (0: no limit), such as '4GiB', or 'auto'")
     port = options.get("scheduler_port")
     if port is not None and not 0 <= port <= 65535:
         raise ClusterConfigError(f"{where}: options.scheduler_port={port} is not allowed: "
                                  "give a port 1-65535, or 0 for a free one")
     dashboard = options.get("dashboard_address")
-    if dashboard is not None and dashboard.rpartition(":")[0] == "":
-        host = options.get("host", "127.0.0.1")
-        raise ClusterConfigError(f"{where}: options.dashboard_address={dashboard!r} names no "
-                                 "host, so the dashboard would listen on every interface: "
-                                 f"give HOST:PORT, e.g. '{host}:"
-                                 f"{dashboard.rpartition(':')[2] or 8787}'")
+    host = options.get("host", "127.0.0.1")
+    if dashboard is not None:
+        listen, _, port = dashboard.rpartition(":")
+        if listen == "":
+            raise ClusterConfigError(f"{where}: options.dashboard_address={dashboard!r} names no "
+                                     "host, so the dashboard would listen on every interface: "
+                                     f"give HOST:PORT, e.g. '{host}:{port or 8787}'")
+        if not _is_loopback(listen) and listen.strip("[]") != host.strip("[]"):
+            raise ClusterConfigError(
+                f"{where}: options.dashboard_address={dashboard!r} would serve the dashboard "
+                f"(no authentication) on {listen!r}, beyond this machine and not on the "
+                f"cluster's host {host!r}: give '{host}:{port or 8787}'")
 
 
 def _check_worker_counts(where: str, data: dict, options: dict, allow_large: bool) -> None:

@@ -69,7 +69,7 @@ def _index_dtype(d: int):
 
 def _damaged(path: str, what: str) -> DamagedStoreError:
     return DamagedStoreError(f"data={path!r}: {what}: the store is damaged; restore it or "
-                             "convert the data file again (onebit_dask.data.csr_store.convert)")
+                             "convert the data file again (onebit_dask.io.csr_store.convert)")
 
 
 def _read(path: str, name: str, array, lo: int, hi: int) -> np.ndarray:
@@ -106,7 +106,7 @@ class CsrStore:
         self.path = os.fspath(path)
         if not os.path.isdir(self.path):
             raise FileNotFoundError(f"data={self.path!r} does not exist: convert a data file "
-                                    "with onebit_dask.data.csr_store.convert")
+                                    "with onebit_dask.io.csr_store.convert")
         try:
             group = zarr.open_group(self.path, mode="r")
         except Exception as exc:

@@ -315,7 +315,7 @@ def iter_xc(path, chunk_rows: int, *, n_features: int | None = None,
     header and without ``n_features``/``n_labels`` is read twice (the first pass finds
     ``d1`` and ``d2``). A problem found late in the file (say the header's count) is
     raised after the chunks before it were yielded: a consumer that writes them must
-    discard what it wrote (as :func:`onebit_dask.data.csr_store.convert` does).
+    discard what it wrote (as :func:`onebit_dask.io.csr_store.convert` does).
 
     Parameters
     ----------

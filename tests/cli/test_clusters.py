@@ -174,6 +174,16 @@ def test_job_queue_cores_and_memory_may_come_from_dasks_configuration():
     assert "--cpus-per-task=3" in script and "#SBATCH -p debug" in script
 
 
+def test_a_dashboard_on_the_clusters_own_host_or_loopback_is_accepted():
+    for options in ({"host": "127.0.0.1", "dashboard_address": "localhost:0"},
+                    {"host": "127.0.0.1", "dashboard_address": "[::1]:0"},
+                    {"host": "0.0.0.0", "dashboard_address": "0.0.0.0:0"}):
+        config = {"kind": "local", "options": options}
+        if options["host"] == "0.0.0.0":
+            config["allow_insecure"] = True
+        parse_cluster_config(config)
+
+
 def test_missing_file_and_bad_yaml(tmp_path):
     with pytest.raises(ClusterConfigError, match="does not exist"):
         load_cluster_config(tmp_path / "nope.yaml")
@@ -291,6 +301,11 @@ def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
     ("{memory_limit: -1}", "options.memory_limit=-1"),
     ("{scheduler_port: 99999}", "options.scheduler_port=99999"),
     ("{host: 127.0.0.1, dashboard_address: ':8787'}", "options.dashboard_address=':8787'"),
+    ("{memory_limit: -4GiB}", "options.memory_limit='-4GiB'"),
+    ("{host: 127.0.0.1, dashboard_address: '0.0.0.0:8787'}",
+     "options.dashboard_address='0.0.0.0:8787'"),
+    ("{host: 127.0.0.1, dashboard_address: '192.0.2.2:0'}",
+     "options.dashboard_address='192.0.2.2:0'"),
 ])
 def test_local_options_that_would_fail_while_starting_exit_2(tmp_path, options, key):
     """Refused with one line naming the key before anything starts (LocalCluster found

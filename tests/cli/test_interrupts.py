@@ -343,3 +343,34 @@ def test_a_ctrl_c_inside_a_garbage_collectors_callback_still_stops_the_command(m
     monkeypatch.setattr(sweeps, "_run_list", busy)
     done = run_main("list")
     assert sent and (done.returncode, done.stderr) == (130, INTERRUPTED + "\n"), done
+
+
+CTRL_C_DURING_IMPORT = """
+import os, runpy, signal, sys
+
+class CtrlC:
+    # sends SIGINT to this process when the command line's module is about to be imported
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["onebit-dask", "fit", "--d1", "20", "--d2", "10", "--rank", "2"]
+runpy.run_module("onebit_dask", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("module", ["onebit_dask.cli.main", "onebit_dask.cli.fit"])
+def test_ctrl_c_while_the_command_line_is_imported(tmp_path, module):
+    """A Ctrl-C in the command's first half second, while its modules are imported (the
+    signal is sent at the import of ``module``, so the moment is exact): exit 130 with the
+    one line, not a traceback from the middle of an import. The child starts with
+    SIGINT's default action, whatever this process inherited."""
+    import signal
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_IMPORT.format(module=module)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert (done.returncode, done.stderr) == (130, "onebit-dask: interrupted\n"), done
