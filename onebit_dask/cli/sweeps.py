@@ -117,6 +117,7 @@ def _run_report(args) -> int:
     attrs = group_attrs(args.store) if os.path.isdir(args.store) else None
     if attrs is None or attrs.get("format") != FORMAT:
         raise UsageError(f"store={args.store!r} is not an onebit-dask sweep store")
+    created = args.plots is not None and not os.path.lexists(args.plots)
     if args.plots is not None:
         try:
             check_plot_dir(args.plots, cube=args.store)
@@ -126,11 +127,24 @@ def _run_report(args) -> int:
     try:
         text, paths = report(args.store, args.plots, progress=not args.quiet)
     except (TooManyFacets, FileExistsError) as exc:  # a user's file where a figure goes
+        _remove_if_empty(args.plots if created else None)
         raise UsageError(str(exc)) from None
+    except BaseException:  # Ctrl-C, a full disk: no empty directory of ours is left
+        _remove_if_empty(args.plots if created else None)
+        raise
     print(text)
     for path in paths:
         print(f"wrote {path}")
     return 0
+
+
+def _remove_if_empty(directory) -> None:
+    """Remove ``directory`` (one this command created) if it holds nothing."""
+    if directory is not None:
+        try:
+            os.rmdir(directory)
+        except OSError:  # not empty (figures were written), or already gone
+            pass
 
 
 # --- list ----------------------------------------------------------------------------------

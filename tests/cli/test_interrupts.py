@@ -189,9 +189,34 @@ def test_ctrl_c_while_report_writes_its_figures(tmp_path):
             image.load()
 
 
-def test_ctrl_c_while_predict_waits_for_a_worker(tmp_path):
-    """Ctrl-C while ``predict`` waits for a worker to join its scheduler (known from the
-    scheduler: its client is there): one line, no traceback."""
+def test_an_interrupted_report_leaves_no_empty_plot_directory_of_its_own(tmp_path, monkeypatch,
+                                                                        capsys):
+    """A Ctrl-C before ``report --plots DIR`` wrote a figure removes DIR when the command
+    created it (it held nothing), and keeps a directory that was there before."""
+    from onebit_dask.cli.main import main
+    from onebit_dask.sweep import report as report_module
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    cube = tmp_path / "cube.zarr"
+    assert main(["sweep", str(spec), "--out", str(cube), "--workers", "0", "--quiet"]) == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_module, "report", interrupted)
+    new, mine = tmp_path / "new-plots", tmp_path / "my-plots"
+    mine.mkdir()
+    for plots in (new, mine):
+        assert main(["report", str(cube), "--plots", str(plots), "--quiet"]) == 130
+        assert capsys.readouterr().err == "onebit-dask: interrupted\n"
+    assert not new.exists() and mine.is_dir()
+
+
+@pytest.mark.parametrize("verb", ["predict", "evaluate"])
+def test_ctrl_c_while_predict_waits_for_a_worker(tmp_path, verb):
+    """Ctrl-C while ``predict`` (or ``evaluate``) waits for a worker to join its scheduler
+    (known from the scheduler: its client is there): one line, no traceback."""
     from distributed import Client
 
     from tests.support.clusters import DaskProcesses
@@ -205,8 +230,8 @@ def test_ctrl_c_while_predict_waits_for_a_worker(tmp_path):
     scheduler = DaskProcesses(tmp_path, n_workers=0)
     try:
         with Client(scheduler.address) as watcher, Session.cli(
-                "predict", model, "--data", data, "--scheduler", scheduler.address,
-                cwd=tmp_path) as session:
+                verb, model, *(["--data", data] if verb == "predict" else []), "--scheduler",
+                scheduler.address, cwd=tmp_path) as session:
             wait_until(lambda: len(watcher.run_on_scheduler(
                 lambda dask_scheduler: list(dask_scheduler.clients))) >= 3,
                 "predict's client at the scheduler")  # the scheduler's own, this one's
