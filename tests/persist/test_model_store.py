@@ -272,3 +272,17 @@ def test_a_store_of_format_3_is_read_with_one_warning(stores, tmp_path, kind):
             done = _resume(path)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["history"] == est.history_
+
+
+@pytest.mark.parametrize("kind", ["model", "checkpoint"])
+def test_a_lowered_format_version_is_refused_not_read_unchecked(stores, tmp_path, kind):
+    """A store of format 4 whose version was edited to 3 (which has no digest) still
+    carries its attrs_sha256: refused as damaged, instead of read without its checks
+    with an edited attribute."""
+    from onebit_dask.io.stores.zarr_format import DamagedStoreError
+
+    path = _copy_of(stores, kind, tmp_path)
+    _raw_attrs(path, lambda a: a.update(version=3, n_steps=2))
+    with pytest.raises(DamagedStoreError, match=r"version=3 is older than the attributes' "
+                                                r"digest it carries"):
+        OneBitMultiLabel.load(path)

@@ -252,6 +252,7 @@ def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
     old = str(tmp_path / "old.zarr")
     ds = store.open_cube(cube).rename({"estimator": "method"})
     ds.attrs["format_version"] = 2
+    del ds.attrs["attrs_sha256"], ds.attrs["attrs_digested"]  # format 5 on
     for name in ds.variables:
         ds[name].encoding.clear()
     ds.to_zarr(old, zarr_format=3, consolidated=False)
@@ -438,3 +439,15 @@ def test_what_a_user_adds_with_xarray_is_left_alone(swept, tmp_path):
     assert "auc_pct" in store.open_cube(path)
     done = run_main("report", path)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_cube_whose_format_version_was_lowered_is_refused(swept, tmp_path):
+    """A format-5 cube edited to say format 4 (no checksums) but still carrying its digest:
+    refused as damaged, not read without its checks."""
+    from onebit_dask.sweep.report import report
+
+    path = _copy_cube(swept, tmp_path)
+    _cube_attrs(path, lambda a: a.update(format_version=4, description="edited"))
+    with pytest.raises(store.DamagedStoreError, match=r"format_version=4 is older than the "
+                                                       r"attributes' digest it carries"):
+        report(path)

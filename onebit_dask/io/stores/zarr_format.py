@@ -64,7 +64,8 @@ def check_version(attrs: dict, version: int, first_checked: int, where: str,
     newer than ``version`` (:class:`NewerFormatError`, :func:`newer_message`). Returns
     whether the store has the checks of format ``first_checked`` (``lacks`` names them);
     an older store is read as before, with one warning that such damage to it cannot be
-    detected."""
+    detected. An older version beside an ``attrs_sha256`` (written from ``first_checked``
+    on) is an edited version, refused as damage rather than read without its checks."""
     found = attrs.get(key)
     if not isinstance(found, int) or isinstance(found, bool) or found < 1:
         raise DamagedStoreError(f"{where} is damaged: the attribute {key}={found!r} is not a "
@@ -72,6 +73,11 @@ def check_version(attrs: dict, version: int, first_checked: int, where: str,
     if found > version:
         raise NewerFormatError(newer_message(where, found, version))
     if found < first_checked:
+        if attrs.get("attrs_sha256") is not None:  # what only format first_checked on writes
+            raise DamagedStoreError(f"{where} is damaged: its attribute {key}={found} is older "
+                                    "than the attributes' digest it carries (attrs_sha256, "
+                                    f"written from format v{first_checked} on): its format "
+                                    "version was edited")
         import warnings
 
         warnings.warn(f"{where} was written by an older onebit-dask without {lacks} "

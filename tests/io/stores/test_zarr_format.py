@@ -80,6 +80,7 @@ def _edit_attrs(path, **changes):
     ("edited attribute", "attributes .* differ from what was written"),
     ("newer version", r"written by a newer onebit-dask \(format v99, this reads up to v2\): "
                       "upgrade onebit-dask$"),
+    ("lowered version", r"version=1 is older than the attributes' digest it carries"),
 ])
 def test_damage_is_refused_naming_store_and_part(request, tmp_path, kind, damage, match):
     path = _copy(request, kind, tmp_path)
@@ -93,6 +94,8 @@ def test_damage_is_refused_naming_store_and_part(request, tmp_path, kind, damage
         os.remove(chunk_file)
     elif damage == "edited attribute":
         _edit_attrs(path, **{key: value})
+    elif damage == "lowered version":  # a store of the checked format passed off as older
+        _edit_attrs(path, version=1)
     else:
         _edit_attrs(path, version=99)
     with pytest.raises(DamagedStoreError, match=match) as info:
