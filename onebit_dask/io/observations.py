@@ -7,14 +7,18 @@ Layout of an observations store (a zarr group)::
         X       (n, d1) float32 or float64, chunked by rows
         labels  (n,)    int64, the observed label of each row, in [0, n_labels)
         y       (n,)    int8, the observed bit, -1 or +1
-        attrs:  {"format": "onebit-dask/observations", "version": 2, "n_labels": d2,
-                 "attrs_sha256": SHA-256 of format, version and n_labels}
+        attrs:  {"format": "onebit-dask/observations", "version": 3, "n_labels": d2,
+                 "n_rows": n, "n_features": d1,
+                 "attrs_sha256": SHA-256 of format, version, n_labels, n_rows, n_features}
 
 Version 2 writes each chunk with zstd's checksum and the attributes with their digest
 (:func:`~onebit_dask.io.stores.zarr_format.checked_codecs`,
 :func:`~onebit_dask.io.stores.zarr_format.attrs_digest`): a chunk whose bytes changed cannot
-be read, and an edited ``n_labels`` is refused, each as a damaged store. A version-1 store
-(no checksums) is read as before, with one warning; a newer version is refused.
+be read, and an edited ``n_labels`` is refused, each as a damaged store. Version 3 adds
+the arrays' shape under the digest (``n_rows``, ``n_features``): an array's shape edited
+in its own ``zarr.json`` (which zarr would read as fewer rows) is refused as damage too.
+A version-2 store is read as before (without that check, and without a warning); a
+version-1 store (no checksums) with one warning; a newer version is refused.
 
 Every chunk of the three arrays is written, even one equal to the fill value, so
 a chunk file that is missing later means a damaged store: opening the store, and
@@ -51,9 +55,11 @@ from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
                                  chunk_rows, format_attrs, group_attrs, missing_chunk)
 
 FORMAT = FORMAT_OF["observations"]
-VERSION = 2
+VERSION = 3
 CHECKED_SINCE = 2  # the first version with chunk checksums and the attributes' digest
-DIGESTED = ("format", "version", "n_labels")
+SHAPED_SINCE = 3  # the first version with the arrays' shape under the digest
+DIGESTED = ("format", "version", "n_labels", "n_rows", "n_features")
+DIGESTED_V2 = ("format", "version", "n_labels")
 DIMS = {"X": ("row", "feature"), "labels": ("row",), "y": ("row",)}
 
 
@@ -156,7 +162,8 @@ def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None
         group.create_array(name, shape=data.shape, chunks=chunks, dtype=dtype,
                            config=ALL_CHUNKS, dimension_names=DIMS[name],
                            **checked_codecs())[:] = data
-    attrs = {**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels)}
+    attrs = {**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels), "n_rows": int(n),
+             "n_features": int(d1)}
     group.attrs.update({**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)})
 
 
@@ -189,11 +196,15 @@ def open_observations(path) -> Observations:
                          f"{group.attrs.get('format')!r}, expected {FORMAT!r})")
     where = f"the observations store data={path!r}"
     attrs = group.attrs.asdict()
-    if check_version(attrs, VERSION, CHECKED_SINCE, where):
-        check_attrs_digest(attrs, DIGESTED, where)
+    checked = check_version(attrs, VERSION, CHECKED_SINCE, where)
+    shaped = attrs["version"] >= SHAPED_SINCE
+    if checked:
+        check_attrs_digest(attrs, DIGESTED if shaped else DIGESTED_V2, where)
     missing = {"X", "labels", "y"} - set(group.array_keys())
     if missing:
         raise ValueError(f"data={path!r} lacks the arrays {sorted(missing)}")
+    if shaped:
+        _check_shapes(group, attrs, where)
     X = group["X"]
     if X.ndim != 2:
         raise ValueError(f"data={path!r}: X has shape {X.shape}: an observations store's "
@@ -209,6 +220,16 @@ def open_observations(path) -> Observations:
     y = read_rows(path, "y", group["y"], 0, group["y"].shape[0])
     check_observations(np.zeros((n, 1)), labels, y, n_labels=d2)
     return Observations(path, n, d1, d2, labels, y)
+
+
+def _check_shapes(group, attrs: dict, where: str) -> None:
+    """Each array's shape against the digested ``n_rows`` and ``n_features`` (version 3)."""
+    n, d1 = attrs["n_rows"], attrs["n_features"]
+    for name, expected in (("X", (n, d1)), ("labels", (n,)), ("y", (n,))):
+        if tuple(group[name].shape) != expected:
+            raise DamagedStoreError(f"{where} is damaged: its array {name} has shape "
+                                    f"{tuple(group[name].shape)}, but the store was written "
+                                    f"with {expected} (n_rows={n}, n_features={d1})")
 
 
 def read_observations(path: str, lo: int, hi: int):

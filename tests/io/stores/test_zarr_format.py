@@ -78,7 +78,7 @@ def _edit_attrs(path, **changes):
     ("empty chunk", "cannot be read"),
     ("missing chunk", "missing"),
     ("edited attribute", "attributes .* differ from what was written"),
-    ("newer version", r"written by a newer onebit-dask \(format v99, this reads up to v2\): "
+    ("newer version", r"written by a newer onebit-dask \(format v99, this reads up to v\d\): "
                       "upgrade onebit-dask$"),
     ("lowered version", r"version=1 is older than the attributes' digest it carries"),
 ])
@@ -104,6 +104,45 @@ def test_damage_is_refused_naming_store_and_part(request, tmp_path, kind, damage
     assert path in message and "\n" not in message
     if damage in ("flipped bytes", "empty chunk", "missing chunk"):
         assert chunk.rsplit("/c/", 1)[0] in message  # the array
+
+
+@pytest.mark.parametrize("arrays", [("X", "labels", "y"), ("X",), ("y",)])
+def test_an_observations_store_whose_shape_was_edited_is_refused(request, tmp_path, arrays):
+    """Version 3 keeps the arrays' shape under the digest: the rows of all three arrays cut
+    in their own zarr.json (zarr would read a shorter store, silently) or of one of them
+    (read as a usage error before) are refused as a damaged store, naming it and the
+    array, through the command line too (exit 1, one line)."""
+    path = _copy(request, "observations", tmp_path)
+    for name in arrays:
+        meta_file = os.path.join(path, name, "zarr.json")
+        meta = json.load(open(meta_file))
+        meta["shape"][0] = 4000
+        json.dump(meta, open(meta_file, "w"))
+    with pytest.raises(DamagedStoreError, match=rf"its array {arrays[0]} has shape "
+                                                r"\(4000[,)].*n_rows=6000"):
+        ZarrSource(path)
+    done = run_main("fit", "--data", path, "--rank", "2", "--batch-size", "3000",
+                    "--n-iter", "1", "--workers", "0", "--quiet")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done
+    assert path in done.stderr and "damaged" in done.stderr
+
+
+def test_an_observations_store_of_version_2_is_read_without_a_warning(request, tmp_path):
+    """Version 2 (checksums and digest, no shape under it) reads as before, unwarned."""
+    from onebit_dask.io.observations import DIGESTED_V2
+    from onebit_dask.io.stores.zarr_format import attrs_digest
+
+    path = _copy(request, "observations", tmp_path)
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    attrs = {k: v for k, v in meta["attributes"].items()
+             if k not in ("n_rows", "n_features", "attrs_sha256")}
+    attrs["version"] = 2
+    meta["attributes"] = {**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED_V2)}
+    json.dump(meta, open(meta_file, "w"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ZarrSource(path).n == 6000
 
 
 def test_the_checks_have_power(request, tmp_path):
