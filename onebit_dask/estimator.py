@@ -453,17 +453,17 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         X = self._validate_X(X, reset=first)
         if bits is None:
             Y = check_label_matrix(Y, X.shape[0])
-            n_labels = check_label_count(n_labels, classes, Y.shape[1], "Y.shape[1]")
-        elif classes is not None:
-            n_labels = check_label_count(n_labels, classes, None, None)
+            n_labels, given = check_label_count(n_labels, classes, Y.shape[1], "Y.shape[1]")
+        else:
+            n_labels, given = check_label_count(n_labels, classes, None, None)
         if first and n_labels is None:
             raise TypeError("n_labels=None is not allowed on the first call to partial_fit "
                             "with bits: pass n_labels=d2, the number of labels")
         if not first:
             if n_labels is not None and n_labels != self.n_labels_:
-                raise ValueError(f"n_labels={n_labels!r} is not allowed: this model was started "
-                                 f"with n_labels={self.n_labels_}; pass the same number (or "
-                                 "omit it), or fit a new model")
+                raise ValueError(f"{given} is not allowed: this model was started with "
+                                 f"n_labels={self.n_labels_}; pass the same number of labels "
+                                 "(or omit n_labels), or fit a new model")
             n_labels = self.n_labels_
         settings = fitting.FitSettings.of(self.get_params(deep=False),
                                           planted=not first and self._state.planted,

@@ -319,8 +319,14 @@ def test_partial_fit_on_a_label_matrix_checks_its_labels():
         OneBitMultiLabel(1).partial_fit(X, Y, n_labels=11)
     with pytest.raises(ValueError, match=r"classes=.* is not allowed: .*distinct"):
         OneBitMultiLabel(1).partial_fit(X, Y, classes=[0, 0])
+    for bad in (0, 2.5, "3"):
+        with pytest.raises((TypeError, ValueError), match=rf"n_labels={bad!r} is not allowed"):
+            OneBitMultiLabel(1).partial_fit(X, np.arange(600) % 12, np.ones(600), n_labels=bad)
     est = OneBitMultiLabel(1, random_state=0).partial_fit(X, Y)
-    with pytest.raises(ValueError, match=r"n_labels=13 is not allowed: this model was started"):
-        est.partial_fit(np.hstack([X[:, :0], X]), np.hstack([Y, Y[:, :1]]))
+    with pytest.raises(ValueError, match=r"Y.shape\[1\]=13 is not allowed: this model was "
+                                         r"started with n_labels=12"):
+        est.partial_fit(X, np.hstack([Y, Y[:, :1]]))
     labels = np.arange(600) % 12
-    est.partial_fit(X, labels, np.ones(600), classes=np.arange(12))  # bits: classes give d2
+    first = OneBitMultiLabel(1, random_state=0).partial_fit(X, labels, np.ones(600),
+                                                            classes=np.arange(12))
+    assert first.n_labels_ == 12  # bits with classes: classes give d2

@@ -5,8 +5,10 @@ and :mod:`.shipped` serve them.
 
 While this package's modules are imported (the command's first half second), a Ctrl-C
 ends the command with the one line and exit status 130 it gives later, instead of a
-traceback from the middle of an import: nothing has been written yet. This applies only
-where SIGINT has Python's default handler (a command line), and the handler is put back
+traceback from the middle of an import: nothing has been written yet. This applies
+wherever SIGINT has Python's default handler when the package is imported in the main
+thread (the command line, and also a script or a REPL importing it: a Ctrl-C during that
+import ends such a process at once, with exit status 130), and the handler is put back
 after the import.
 """
 

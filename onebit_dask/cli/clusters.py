@@ -82,6 +82,12 @@ _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": d
 _NOT_OPTIONS = {"self", "scheduler", "loop", "start", "asynchronous", "security", "job_cls",
                 "scheduler_cls", "config_name", "n_workers", "job_kwargs", "base_class_kwargs",
                 "worker_kwargs", "extra", "job_extra", "env_extra", "header_skip", "project"}
+# LocalCluster's keyword arguments that set where its scheduler listens or what its
+# processes run: a local config says that with options.host (checked: TLS beyond loopback,
+# or allow_insecure) and its security section, not with these
+_LOCAL_PROTECTED = {"ip", "interface", "protocol", "scheduler_kwargs", "service_kwargs",
+                    "services", "worker_services", "worker_class", "blocked_handlers",
+                    "worker_dashboard_address", "diagnostics_port"}
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,22 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
             raise ClusterConfigError(
                 f"{where}: options.worker_extra_args repeats {flag}, which dask-jobqueue sets "
                 "from options.cores, options.processes and options.memory: remove it there")
+
+
+def _check_configured(where: str, name: str, key: str, value) -> None:
+    """A job queue's ``cores`` or ``memory`` taken from Dask's configuration (``name``),
+    checked as the config file's would be."""
+    from dask.utils import parse_bytes
+
+    if key == "cores" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ClusterConfigError(f"{where}: Dask's configuration {name}={value!r} is not "
+                                 "allowed: cores must be an integer >= 1")
+    if key == "memory":
+        try:
+            parse_bytes(value)
+        except (ValueError, TypeError):
+            raise ClusterConfigError(f"{where}: Dask's configuration {name}={value!r} is not a "
+                                     "size: give a number with a unit, e.g. 16GiB") from None
 
 
 def _ssh_connect_keys(where: str) -> set:
@@ -323,15 +345,25 @@ def parse_cluster_config(data, where: str = "<config>", *,
         raise ClusterConfigError(f"{where}: kind={kind!r} is unknown{_suggest(kind, _KINDS)}; "
                                  f"allowed: {', '.join(_KINDS)}")
     typed, required = _KINDS[kind]
-    allowed = {**dict.fromkeys(_class_options(kind), object), **typed}
+    allowed = {**_class_options(kind), **typed}
     options = data.get("options") or {}
+    if kind == "local":
+        for key in sorted(_LOCAL_PROTECTED & set(options)):
+            raise ClusterConfigError(
+                f"{where}: options.{key} is not allowed in a local config: it sets where the "
+                "scheduler listens or what the workers run, which options.host (checked: TLS "
+                "beyond this machine) and the 'security' section decide")
     _check_keys(where, options, allowed, prefix="options.")
     for key in required:
-        if key not in options and _jobqueue_default(kind, key) is None:
+        if key in options:
+            continue
+        configured = _jobqueue_default(kind, key)
+        if configured is None:
             also = (f"; or set jobqueue.{kind}.{key} in Dask's configuration (jobqueue.yaml)"
                     if kind in ("slurm", "pbs") else "")
             raise ClusterConfigError(f"{where}: missing key 'options.{key}' (required for "
                                      f"kind={kind!r}{also})")
+        _check_configured(where, f"jobqueue.{kind}.{key}", key, configured)
     if kind == "ssh" and (len(options["hosts"]) < 2
                           or not all(isinstance(h, str) for h in options["hosts"])):
         raise ClusterConfigError(f"{where}: options.hosts must list the scheduler host, then "
@@ -491,10 +523,12 @@ def _dask_jobqueue():
     return dask_jobqueue
 
 
-def _class_options(kind: str) -> set:
-    """The keyword arguments the cluster class of ``kind`` takes, from its signature (and,
-    for dask-jobqueue, its job classes'), less :data:`_NOT_OPTIONS`; empty where that
-    library is not installed (the typed keys of :data:`_KINDS` are then all there is)."""
+def _class_options(kind: str) -> dict:
+    """``{key: type}``: the keyword arguments the cluster class of ``kind`` takes, from its
+    signature (and, for dask-jobqueue, its job classes'), less :data:`_NOT_OPTIONS` (and
+    :data:`_LOCAL_PROTECTED`, refused by name); each typed by its default where that is a
+    bool, number, string, list or mapping, else unchecked. Empty where the library is not
+    installed (the typed keys of :data:`_KINDS` are then all there is)."""
     import inspect
 
     try:
@@ -507,10 +541,19 @@ def _class_options(kind: str) -> set:
 
             takers = [LocalCluster.__init__]
         else:
-            return set()
+            return {}
     except ImportError:
-        return set()
-    return set().union(*(inspect.signature(f).parameters for f in takers)) - _NOT_OPTIONS
+        return {}
+    found = {}
+    for taker in takers:
+        for name, parameter in inspect.signature(taker).parameters.items():
+            if name in _NOT_OPTIONS or name in _LOCAL_PROTECTED or name in found:
+                continue
+            default = parameter.default
+            kinds = {bool: bool, int: int, float: (int, float), str: str, list: list,
+                     dict: dict}
+            found[name] = kinds.get(type(default), object)
+    return found
 
 
 def _jobqueue_default(kind: str, key: str):

@@ -118,18 +118,18 @@ def _run_report(args) -> int:
     if attrs is None or attrs.get("format") != FORMAT:
         raise UsageError(f"store={args.store!r} is not an onebit-dask sweep store")
     created = args.plots is not None and not os.path.lexists(args.plots)
-    if args.plots is not None:
-        try:
-            check_plot_dir(args.plots, cube=args.store)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        args.writes = args.plots
     try:
+        if args.plots is not None:
+            try:
+                check_plot_dir(args.plots, cube=args.store)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            args.writes = args.plots
         text, paths = report(args.store, args.plots, progress=not args.quiet)
     except (TooManyFacets, FileExistsError) as exc:  # a user's file where a figure goes
         _remove_if_empty(args.plots if created else None)
         raise UsageError(str(exc)) from None
-    except BaseException:  # Ctrl-C, a full disk: no empty directory of ours is left
+    except BaseException:  # Ctrl-C, a full disk, a refused directory: no empty one of ours
         _remove_if_empty(args.plots if created else None)
         raise
     print(text)
@@ -139,7 +139,8 @@ def _run_report(args) -> int:
 
 
 def _remove_if_empty(directory) -> None:
-    """Remove ``directory`` (one this command created) if it holds nothing."""
+    """Remove ``directory`` (one this command created) if it holds nothing (its parents
+    that ``os.makedirs`` created with it stay)."""
     if directory is not None:
         try:
             os.rmdir(directory)

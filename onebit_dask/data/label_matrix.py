@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
+from ..utils.checks import check_int
 from .seeding import label_blocks
 from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
@@ -68,10 +69,13 @@ def check_label_matrix(Y, n: int, name: str = "Y"):
     return out
 
 
-def check_label_count(n_labels, classes, d2: int | None, where: str | None) -> int | None:
-    """``d2`` from what a call gives: ``n_labels``, scikit-learn's ``classes`` (one entry
-    per label) and a label matrix's ``d2`` columns (``where`` names them), which must
-    agree; ``None`` when none of them is given."""
+def check_label_count(n_labels, classes, d2: int | None, where: str | None):
+    """``(d2, name)`` from what a call gives: ``n_labels`` (an integer >= 1),
+    scikit-learn's ``classes`` (one entry per label) and a label matrix's ``d2`` columns
+    (``where`` names them), which must agree; ``name`` says which gave it (``"n_labels=5"``,
+    ``"Y.shape[1]=5"``, ...). ``(None, None)`` when none of them is given."""
+    if n_labels is not None:
+        n_labels = check_int("n_labels", n_labels, low=1)
     given = [(f"n_labels={n_labels!r}", n_labels)] if n_labels is not None else []
     if classes is not None:
         classes = np.asarray(classes)
@@ -82,12 +86,12 @@ def check_label_count(n_labels, classes, d2: int | None, where: str | None) -> i
     if d2 is not None:
         given.append((f"{where}={d2}", d2))
     if not given:
-        return None
+        return None, None
     for name, value in given[1:]:
         if value != given[0][1]:
             raise ValueError(f"{given[0][0]} and {name} disagree: pass one number of labels "
                              "(d2)")
-    return int(given[0][1])
+    return int(given[0][1]), given[0][0]
 
 
 def uniform_batch(X, Y, m: int, rng: np.random.Generator):

@@ -199,18 +199,18 @@ def _signed_label_sums(X, labels, y, at=None):
     keys, S2 = weighted_label_sums(X, 2 * np.asarray(labels, dtype=np.int64) + positive,
                                    np.ones(labels.shape[0]), at=at)
     uniq = np.unique(keys // 2)
-    at = np.searchsorted(uniq, keys // 2)
+    row = np.searchsorted(uniq, keys // 2)  # each key's row of the sums
     sign = keys % 2 == 1
     if scipy.sparse.issparse(S2):
         def pick(chosen):
             where = np.flatnonzero(chosen)
-            E = scipy.sparse.csr_matrix((np.ones(where.size), (at[where], where)),
+            E = scipy.sparse.csr_matrix((np.ones(where.size), (row[where], where)),
                                         shape=(uniq.size, keys.size))
             return scipy.sparse.csr_matrix(E @ S2)
         return uniq, pick(sign), pick(~sign)
     S_pos, S_neg = np.zeros((uniq.size, X.shape[1])), np.zeros((uniq.size, X.shape[1]))
-    S_pos[at[sign]] = S2[sign]
-    S_neg[at[~sign]] = S2[~sign]
+    S_pos[row[sign]] = S2[sign]
+    S_neg[row[~sign]] = S2[~sign]
     return uniq, S_pos, S_neg
 
 

@@ -208,7 +208,8 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     ``None``: every row counts) weights each label's positive and negative rows as the
     initial batch does (:func:`centred_sums`: on the block's current thresholds, or on
     the labels' own shares of the batch for ``model.observed``), and its shares take
-    :func:`~onebit_dask.thresholds.moment_share`.
+    :func:`~onebit_dask.thresholds.moment_share`. For ``model.observed`` the shares of
+    either step are pooled over the batches (their ``pooled`` argument).
     """
     B_rows = block.slots.get("B")
     b_rows = block.slots.get("b")

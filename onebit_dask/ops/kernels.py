@@ -237,8 +237,7 @@ def row_label_sums(X, labels, weights, rows, at):
     uniq, inverse = np.unique(labels[rows], return_inverse=True)
     C = scipy.sparse.csr_matrix((np.asarray(weights, dtype=np.float64)[rows],
                                  (inverse, np.asarray(at)[rows])),
-                                shape=(uniq.size, X.shape[0]))
-    C.sum_duplicates()
+                                shape=(uniq.size, X.shape[0]))  # duplicates summed
     dense = 4 * C.nnz >= uniq.size * X.shape[0]
     if scipy.sparse.issparse(X):
         X = X.astype(np.float64, copy=False)

@@ -139,11 +139,13 @@ def _averaged(p, v, counts: LabelCounts, share, var, eta: float, pooled: bool = 
     ``pooled`` (observed data, ``threshold="shares"``): only a label's first share is
     kept from 0 and 1 so; later ones are only kept in ``[0, 1]``, and the average (of
     numbers in ``(0, 1)`` with weights ``1 - eta`` and ``eta``) stays in ``(0, 1)``. With
-    ``eta_t = 1 / (t + 1)`` and batches of equal size the share is then that of all the
-    batches' bits, the first batch's half a bit included (``docs/ALGORITHM.md`` section
-    9): kept per batch, the floor of ``1 / (2 (n_j + 1))`` at the few bits a rare label
-    has in each batch sets every rare label's share to about the same number, and the
-    thresholds lose the labels' popularity. A step of size 1 keeps the floor."""
+    the step sizes ``1 / 2, 1 / 3, ...`` of the batches after the initial one (the
+    harmonic rule's ``1 / (t + 2)`` with ``t`` from 0) and batches of equal size the
+    share is then that of all the batches' bits, the first batch's half a bit included
+    (``docs/ALGORITHM.md`` section 9): kept per batch, the floor of ``1 / (2 (n_j + 1))``
+    at the few bits a rare label has in each batch sets every rare label's share to about
+    the same number, and the thresholds lose the labels' popularity. A step of size 1
+    keeps the floor."""
     pooled = pooled and eta < 1.0
     seen = counts.n_bits > 0
     floor = 0.5 / (counts.n_bits[seen] + 1.0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import json
-import os
 import queue
 import sys
 import time
@@ -220,7 +219,9 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
     ----------
     spec : SweepSpec
     out : str or os.PathLike
-        The cube's zarr store. Created if missing; if it holds the same spec,
+        The cube's zarr store, a local path or a ``file://`` URL (another URL is a
+        ``StoreError``: the runner's lock and failures file are local files). Created if
+        missing; if it holds the same spec,
         the cells already done are skipped; another spec is refused unless
         ``overwrite``.
     client : distributed.Client, optional
@@ -246,7 +247,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         The store is in use by another runner, damaged, or a write failed (a full
         disk): the cells written so far are kept.
     """
-    out = os.fspath(out).rstrip("/")
+    out = store.local_output(out).rstrip("/")
     start = time.perf_counter()
     with StoreLock(out) as lock:
         fresh = store.check_output(out, spec, overwrite)

@@ -160,18 +160,42 @@ def test_options_the_cluster_classes_take_are_accepted(tmp_path):
                                ("local", {"silence_log": 40}, "silence_log")):
         with pytest.raises(ClusterConfigError, match=rf"unknown key 'options.{key}'"):
             parse_cluster_config({"kind": kind, "options": options})
+    # a default's type is the option's type
+    with pytest.raises(ClusterConfigError, match=r"options.silence_logs='x' has type str"):
+        parse_cluster_config({"kind": "local", "options": {"silence_logs": "x"}})
+
+
+@pytest.mark.parametrize("options", [{"ip": "0.0.0.0"}, {"scheduler_kwargs": {"host": "0.0.0.0"}},
+                                     {"interface": "eth0"}, {"protocol": "tcp://"},
+                                     {"worker_class": "distributed.Nanny"}])
+def test_local_options_that_open_the_cluster_are_refused_by_name(options):
+    """LocalCluster takes other ways to choose where its scheduler listens (ip, interface,
+    scheduler_kwargs, ...) or what runs (worker_class): a local config says that with
+    options.host, whose exposure is checked, so they are refused by name."""
+    key = next(iter(options))
+    with pytest.raises(ClusterConfigError, match=rf"options.{key} is not allowed in a local "
+                                                 r"config"):
+        parse_cluster_config({"kind": "local", "options": options})
 
 
 def test_job_queue_cores_and_memory_may_come_from_dasks_configuration():
+    """(Whatever this machine's own jobqueue.yaml says: each case sets both keys.)"""
     import dask
 
     config = {"kind": "slurm", "options": {"queue": "debug"}}
-    with pytest.raises(ClusterConfigError, match=r"missing key 'options.cores' .*set "
-                                                 r"jobqueue.slurm.cores in Dask's configuration"):
-        parse_cluster_config(config)
+    with dask.config.set({"jobqueue.slurm.cores": None, "jobqueue.slurm.memory": None}):
+        with pytest.raises(ClusterConfigError, match=r"missing key 'options.cores' .*set "
+                                                     r"jobqueue.slurm.cores in Dask's "
+                                                     r"configuration"):
+            parse_cluster_config(config)
     with dask.config.set({"jobqueue.slurm.cores": 3, "jobqueue.slurm.memory": "3GiB"}):
         script = cluster_spec(parse_cluster_config(config))
     assert "--cpus-per-task=3" in script and "#SBATCH -p debug" in script
+    for cores, memory, match in ((0, "3GiB", r"jobqueue.slurm.cores=0 is not allowed"),
+                                 (3, "lots", r"jobqueue.slurm.memory='lots' is not a size")):
+        with dask.config.set({"jobqueue.slurm.cores": cores, "jobqueue.slurm.memory": memory}):
+            with pytest.raises(ClusterConfigError, match=match):
+                parse_cluster_config(config)
 
 
 def test_a_dashboard_on_the_clusters_own_host_or_loopback_is_accepted():

@@ -289,7 +289,11 @@ def test_out_as_a_url(tmp_path):
     for url in ("s3://bucket/q.zarr", "memory://q.zarr", "file://host/q.zarr"):
         with pytest.raises(store.StoreError, match="local directory"):
             store.local_output(url)
+    from onebit_dask.sweep import load_spec, run_sweep
+
     spec = small_quickstart(tmp_path)
+    with pytest.raises(store.StoreError, match="local directory"):  # the Python API too
+        run_sweep(load_spec(spec), "s3://bucket/q.zarr", progress=False)
     proc = run_main("sweep", spec, "--out", "s3://bucket/q.zarr", "--workers", 0, "--quiet")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc
     assert "'s3://bucket/q.zarr'" in proc.stderr and not (tmp_path / "s3:").exists()
