@@ -82,6 +82,8 @@ _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": d
 _NOT_OPTIONS = {"self", "scheduler", "loop", "start", "asynchronous", "security", "job_cls",
                 "scheduler_cls", "config_name", "n_workers", "job_kwargs", "base_class_kwargs",
                 "worker_kwargs", "extra", "job_extra", "env_extra", "header_skip", "project"}
+# an option taken from a signature is checked as of its default's type
+_DEFAULT_TYPES = {bool: bool, int: int, float: (int, float), str: str, list: list, dict: dict}
 # LocalCluster's keyword arguments that set where its scheduler listens or what its
 # processes run: a local config says that with options.host (checked: TLS beyond loopback,
 # or allow_insecure) and its security section, not with these
@@ -130,20 +132,13 @@ def _check_keys(where: str, mapping: dict, allowed: dict, prefix: str = "",
 
 
 def _check_jobqueue(where: str, kind: str, options: dict) -> None:
-    from dask.utils import parse_bytes
-
     for key in ("job_extra_directives", "job_script_prologue", "worker_extra_args"):
         if not all(isinstance(v, str) for v in options.get(key, [])):
             raise ClusterConfigError(f"{where}: options.{key}={options[key]!r} must be a list "
                                      "of strings")
     for key in ("memory", "job_mem"):
         if key in options:
-            try:
-                parse_bytes(options[key])
-            except ValueError:
-                raise ClusterConfigError(f"{where}: options.{key}={options[key]!r} is not a "
-                                         "size: give a number with a unit, e.g. 16GiB or 16GB"
-                                         ) from None
+            _check_size(where, f"options.{key}", options[key])
     pattern, forms = _WALLTIME[kind]
     if "walltime" in options and not pattern.match(options["walltime"]):
         raise ClusterConfigError(f"{where}: options.walltime={options['walltime']!r} is not a "
@@ -157,20 +152,25 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
                 "from options.cores, options.processes and options.memory: remove it there")
 
 
+def _check_size(where: str, name: str, value) -> None:
+    """A job queue's memory ``name=value`` must be a size dask can parse."""
+    from dask.utils import parse_bytes
+
+    try:
+        parse_bytes(value)
+    except (ValueError, TypeError):
+        raise ClusterConfigError(f"{where}: {name}={value!r} is not a size: give a number "
+                                 "with a unit, e.g. 16GiB or 16GB") from None
+
+
 def _check_configured(where: str, name: str, key: str, value) -> None:
     """A job queue's ``cores`` or ``memory`` taken from Dask's configuration (``name``),
     checked as the config file's would be."""
-    from dask.utils import parse_bytes
-
     if key == "cores" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
         raise ClusterConfigError(f"{where}: Dask's configuration {name}={value!r} is not "
                                  "allowed: cores must be an integer >= 1")
     if key == "memory":
-        try:
-            parse_bytes(value)
-        except (ValueError, TypeError):
-            raise ClusterConfigError(f"{where}: Dask's configuration {name}={value!r} is not a "
-                                     "size: give a number with a unit, e.g. 16GiB") from None
+        _check_size(where, f"Dask's configuration {name}", value)
 
 
 def _ssh_connect_keys(where: str) -> set:
@@ -549,10 +549,7 @@ def _class_options(kind: str) -> dict:
         for name, parameter in inspect.signature(taker).parameters.items():
             if name in _NOT_OPTIONS or name in _LOCAL_PROTECTED or name in found:
                 continue
-            default = parameter.default
-            kinds = {bool: bool, int: int, float: (int, float), str: str, list: list,
-                     dict: dict}
-            found[name] = kinds.get(type(default), object)
+            found[name] = _DEFAULT_TYPES.get(type(parameter.default), object)
     return found
 
 

@@ -26,7 +26,7 @@ from ..utils.checks import check_int
 from .seeding import label_blocks
 from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
-from .shards import ShardKind, active_sums, rows_of_bits, scored_bits
+from .shards import ShardKind, block_activation, block_scores, rows_of_bits
 from .source import BaseSource
 
 
@@ -145,20 +145,21 @@ class LabelMatrixShard(NamedTuple):
         rows, labels, y = self.pairs()
         return self.X[rows], labels, y
 
-    def activate(self, model, B_rows, b_rows=None):
-        """``(ActiveRows, n_active)`` of the block's pairs, each row of ``X`` read once
-        where the pairs outnumber the rows (:func:`~onebit_dask.data.shards.rows_of_bits`)."""
+    def bits(self):
+        """``(X, labels, y, at)`` of the block's pairs, each row of ``X`` read once where
+        the pairs outnumber the rows (:func:`~onebit_dask.data.shards.rows_of_bits`)."""
         rows, labels, y = self.pairs()
         X, at = rows_of_bits(self.X, rows)
-        return active_sums(X, labels, y, model, [B_rows], [self.lo, self.hi],
-                           None if b_rows is None else [b_rows], at)[0]
+        return X, labels, y, at
+
+    def activate(self, model, B_rows, b_rows=None):
+        """``(ActiveRows, n_active)`` of the block's pairs (:meth:`bits`)."""
+        return block_activation(self.bits(), model, B_rows, self.lo, self.hi, b_rows)
 
     def scored(self, model, B_rows):
         """``(labels, y, s)``: the block's pairs scored by the model without thresholds
-        (:func:`~onebit_dask.data.shards.scored_bits`)."""
-        rows, labels, y = self.pairs()
-        X, at = rows_of_bits(self.X, rows)
-        return scored_bits(X, labels, y, model, [B_rows], [self.lo, self.hi], at=at)[0]
+        (:func:`~onebit_dask.data.shards.block_scores`)."""
+        return block_scores(self.bits(), model, B_rows, self.lo, self.hi)
 
 
 class LabelMatrixSource(BaseSource):

@@ -77,6 +77,22 @@ def rows_of_bits(X, rows):
     return (X, rows) if rows.size > X.shape[0] else (X[rows], None)
 
 
+def block_activation(bits, model, B_rows, lo: int, hi: int, b_rows=None):
+    """``(ActiveRows, n_active)`` of one label block ``[lo, hi)`` whose shard holds the
+    bits ``bits = (X, labels, y, at)`` (:func:`active_sums` of that block alone; ``at`` as
+    there, from :func:`rows_of_bits`, or ``None``)."""
+    X, labels, y, at = bits
+    return active_sums(X, labels, y, model, [B_rows], [lo, hi],
+                       None if b_rows is None else [b_rows], at)[0]
+
+
+def block_scores(bits, model, B_rows, lo: int, hi: int):
+    """``(labels, y, s)``: one label block's bits ``(X, labels, y, at)`` scored by the
+    model without thresholds (:func:`scored_bits` of that block alone)."""
+    X, labels, y, at = bits
+    return scored_bits(X, labels, y, model, [B_rows], [lo, hi], at=at)[0]
+
+
 def active_sums(X, labels, y, model, B_rows, bounds, b_rows=None, at=None) -> list:
     """One shard's share of every label block ``[bounds[s], bounds[s+1])``:
     ``[(ActiveRows, n_active)]``, one per block.

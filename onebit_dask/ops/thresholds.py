@@ -151,8 +151,8 @@ def _averaged(p, v, counts: LabelCounts, share, var, eta: float, pooled: bool = 
     floor = 0.5 / (counts.n_bits[seen] + 1.0)
     p, v = p.copy(), v.copy()
     new = ~np.isfinite(v[seen])
-    share = np.clip(share, np.where(new | (not pooled), floor, 0.0),
-                    np.where(new | (not pooled), 1.0 - floor, 1.0))
+    floored = new | (not pooled)  # a first share, or every share unless pooled
+    share = np.clip(share, np.where(floored, floor, 0.0), np.where(floored, 1.0 - floor, 1.0))
     keep = np.where(new, 0.0, 1.0 - eta)
     p[seen] = keep * np.where(new, 0.0, p[seen]) + (1.0 - keep) * share
     v[seen] = keep * keep * np.where(new, 0.0, v[seen]) + (1.0 - keep) ** 2 * var

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import urllib.parse
 import socket
 
@@ -35,7 +34,7 @@ import xarray as xr
 from ..io import FORMAT_OF
 from ..utils.warnings import ignored
 from ..utils.provenance import provenance
-from ..io.stores import atomic
+from ..io.stores import atomic, paths
 from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
                                      check_version, checked_codecs, group_attrs,
                                      missing_chunk, newer_message, NewerFormatError,
@@ -405,11 +404,10 @@ def local_output(path) -> str:
     URL; a URL of another scheme is a :class:`StoreError` (the runner's lock and failures
     file are files next to the cube, docs/STORES.md)."""
     path = os.fspath(path)
-    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", path)
-    if match is None:
+    if not paths.is_url(path):
         return path
     parts = urllib.parse.urlsplit(path)
-    if match.group(1).lower() == "file" and parts.netloc in ("", "localhost") and parts.path:
+    if parts.scheme.lower() == "file" and parts.netloc in ("", "localhost") and parts.path:
         return urllib.parse.unquote(parts.path)
     raise StoreError(f"--out {path!r}: a sweep writes its cube to a local directory (its "
                      "lock and failures file are files beside it); give a path or a file:// "

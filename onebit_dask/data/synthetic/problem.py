@@ -36,7 +36,7 @@ from ...utils.checks import show, check_choice, check_float, check_int, check_ra
 from .. import seeding
 from ..seeding import (FULL_TAG, LABEL_SUBSET_TAG, PRIOR_ORDER_TAG, TEST_TAG, TRUTH_TAG,
                        label_blocks)
-from ..shards import ShardKind, active_sums, rows_of_bits, scored_bits
+from ..shards import ShardKind, block_activation, block_scores, rows_of_bits
 from ...ops.kernels import sign
 from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
                        draw_projected_step, noisy_bits, span_basis)
@@ -194,15 +194,19 @@ class _BlockShard:
     def label_range(self) -> tuple[int, int]:
         return self.lo, self.hi
 
+    def bits(self):
+        """``(X, labels, y, at)``: the explicitly drawn observations (``load()``), one row
+        of ``X`` a bit (``at`` ``None``)."""
+        return (*self.load(), None)
+
     def activate(self, model, B_rows, b_rows=None):
-        """``(ActiveRows, n_active)`` of the explicitly drawn observations (``load()``)."""
-        return active_sums(*self.load(), model, [B_rows], [self.lo, self.hi],
-                           None if b_rows is None else [b_rows])[0]
+        """``(ActiveRows, n_active)`` of the explicitly drawn observations (:meth:`bits`)."""
+        return block_activation(self.bits(), model, B_rows, self.lo, self.hi, b_rows)
 
     def scored(self, model, B_rows):
         """``(labels, y, s)``: the explicitly drawn observations scored by the model
-        without thresholds (:func:`~onebit_dask.data.shards.scored_bits`)."""
-        return scored_bits(*self.load(), model, [B_rows], [self.lo, self.hi])[0]
+        without thresholds (:func:`~onebit_dask.data.shards.block_scores`)."""
+        return block_scores(self.bits(), model, B_rows, self.lo, self.hi)
 
 
 class SyntheticShard(_BlockShard):
@@ -504,22 +508,14 @@ class FullObservationShard(_BlockShard):
         rows, labels = self.pairs()
         return X[rows], labels, Y[rows, labels].astype(np.float64)
 
-    def activate(self, model, B_rows, b_rows=None):
-        """``(ActiveRows, n_active)`` of the block's pairs, each instance read once where
-        the pairs outnumber the instances (as a label matrix's,
+    def bits(self):
+        """``(X, labels, y, at)`` of the block's pairs, each instance read once where the
+        pairs outnumber the instances (as a label matrix's,
         :func:`~onebit_dask.data.shards.rows_of_bits`)."""
         X, Y = self.source.arrays()
         rows, labels = self.pairs()
         X, at = rows_of_bits(X, rows)
-        return active_sums(X, labels, Y[rows, labels].astype(np.float64), model, [B_rows],
-                           [self.lo, self.hi], None if b_rows is None else [b_rows], at)[0]
-
-    def scored(self, model, B_rows):
-        X, Y = self.source.arrays()
-        rows, labels = self.pairs()
-        X, at = rows_of_bits(X, rows)
-        return scored_bits(X, labels, Y[rows, labels].astype(np.float64), model, [B_rows],
-                           [self.lo, self.hi], at=at)[0]
+        return X, labels, Y[rows, labels].astype(np.float64), at
 
 
 @dataclass(frozen=True)
