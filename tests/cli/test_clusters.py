@@ -11,7 +11,7 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.cli.clusters import (ClusterConfigError, cluster_spec, load_cluster_config,
                                  make_cluster, parse_cluster_config)
 
-from tests.support.helpers import ROOT, run_cli, run_main
+from tests.support.helpers import ROOT, run_cli, run_main, run_python
 
 CONFIGS = sorted((ROOT / "cluster").glob("*.yaml"))
 
@@ -72,14 +72,8 @@ def test_dask_jobqueue_leaves_the_ctrl_c_handler_alone(tmp_path, action, expecte
     the handler kept. A fresh interpreter each: the import happens once per process. The
     child starts with SIGINT's default action, whatever this process inherited (a shell
     starts a background job with SIGINT ignored, and Python then installs no handler)."""
-    import signal
-    import subprocess
-    import sys
-
-    code = SIGINT_AFTER.format(action=action)
-    done = subprocess.run([sys.executable, "-c", code, str(ROOT / "cluster" / "slurm.yaml")],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    done = run_python(SIGINT_AFTER.format(action=action), ROOT / "cluster" / "slurm.yaml",
+                      cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shown = done.stdout.strip()
     assert (shown if shown == "default" else "replaced") == expected, shown

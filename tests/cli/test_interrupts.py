@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.support.helpers import Session, fit_args, run_main, wait_until
+from tests.support.helpers import Session, fit_args, run_main, run_python, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -392,10 +392,5 @@ def test_ctrl_c_while_the_command_line_is_imported(tmp_path, module):
     signal is sent at the import of ``module``, so the moment is exact): exit 130 with the
     one line, not a traceback from the middle of an import. The child starts with
     SIGINT's default action, whatever this process inherited."""
-    import signal
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_IMPORT.format(module=module)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    done = run_python(CTRL_C_DURING_IMPORT.format(module=module), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (130, "onebit-dask: interrupted\n"), done

@@ -219,6 +219,15 @@ class Finished(NamedTuple):
     stderr: str
 
 
+def run_python(code: str, *args, cwd=None) -> subprocess.CompletedProcess:
+    """``python -c CODE ARGS`` in a fresh interpreter that starts with SIGINT's default
+    action, whatever this process inherited (a shell starts a background job with SIGINT
+    ignored, and Python then installs no handler); output captured as text."""
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def run_main(*args) -> Finished:
     """``onebit-dask ARGS`` through ``main(argv)`` in this process, as a finished
     process: its exit status and what it wrote on stdout and stderr."""
