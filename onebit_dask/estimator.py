@@ -29,6 +29,7 @@ from .fit.steps import RULES, STEPS
 from .ops.features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .data.synthetic.problem import FullObservationProblem, SyntheticProblem
 from .fit.validation import check_fraction
+from .data.queries import QUERIES
 
 __all__ = ["OneBitMultiLabel", "check_params", "use_client"]
 
@@ -50,6 +51,10 @@ PARAMETER_CONSTRAINTS = {
     "features": [StrOptions(set(FEATURE_KINDS))],
     "whiten_components": [Interval(Integral, 1, None, closed="left"), None],
     "validation_fraction": [None, Interval(Real, 0, 1, closed="right")],
+    "queries": [StrOptions(set(QUERIES))],
+    "query_top_k": [Interval(Integral, 1, None, closed="left")],
+    "query_explore": [Interval(Real, 0, 1, closed="left")],
+    "query_warmup": [Interval(Integral, 1, None, closed="left")],
 }
 
 
@@ -229,6 +234,25 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``checkpoint`` nor ``partial_fit``. A label matrix's validation pairs are of the
         training instances; when the bits cover its ``n x d2`` cells several times, pass
         observations whose rows after the training rows are of held-out instances.
+    queries : {"uniform", "popularity", "model"}, default "uniform"
+        Which pairs ``(i, j)`` of a label matrix (``fit(X, Y)``, an XC file) a batch asks
+        about (:mod:`onebit_dask.data.queries`, ``docs/ALGORITHM.md`` section 11).
+        ``"uniform"``: uniformly from the ``n x d2`` grid (the paper's). From batch
+        ``query_warmup`` on, ``"popularity"`` and ``"model"`` draw the rows uniformly and
+        ask, for each, about a label drawn uniformly from its ``query_top_k`` best labels
+        not asked before (best by the positive bits found so far, or by the model
+        after the previous batch, found by the top-``k`` engine), or, with probability
+        ``query_explore``, about a uniform label. Chosen bits are not a uniform sample:
+        the history's bit counts (``positive_bits``, ``explored_bits``) are of the
+        chosen pairs, ``step="auto"`` is ``"moment"`` and ``"select"`` is refused. Not
+        with given bits (observations, ``partial_fit``), CSR stores, planted problems
+        nor ``checkpoint`` (the pairs asked are not written to a checkpoint).
+    query_top_k : int, default 20
+        The ``K`` best unasked labels a chosen query draws from.
+    query_explore : float in [0, 1), default 0.1
+        The share of a chosen batch's queries whose label is uniform.
+    query_warmup : int, default 1
+        Uniform batches before the policy chooses (the initial batch is the first).
 
     Attributes
     ----------
@@ -283,7 +307,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="auto", n_shards=4,
                  init_svd="auto", init_power_iter=4, random_state=None, engine="auto",
                  eval_every=1, progress=False, threshold="auto", features="auto",
-                 whiten_components=None, validation_fraction=None):
+                 whiten_components=None, validation_fraction=None, queries="uniform",
+                 query_top_k=20, query_explore=0.1, query_warmup=1):
         self.rank = rank
         self.batch_size = batch_size
         self.n_iter = n_iter
@@ -299,6 +324,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self.features = features
         self.whiten_components = whiten_components
         self.validation_fraction = validation_fraction
+        self.queries = queries
+        self.query_top_k = query_top_k
+        self.query_explore = query_explore
+        self.query_warmup = query_warmup
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
@@ -376,6 +405,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, source.d1, source.d2)
         check_source(self.features, source.planted)
+        self._check_queries(source, checkpoint)
         if eval_set is not None:
             if source.planted is not None:
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
@@ -403,6 +433,24 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
             checkpoint = Checkpoint(checkpoint, checkpoint_every, params, data)
         return _Prepared(source, settings, heldout, checkpoint, data)
+
+    def _check_queries(self, source, checkpoint) -> None:
+        """Refuse a query policy where there are no queries to choose, or where a
+        checkpoint would have to hold the pairs asked."""
+        if self.queries == "uniform":
+            return
+        if not source.queryable:
+            what = ("a planted problem (its batches are drawn by its sampler)"
+                    if source.planted is not None else
+                    "given bits (observations, a store) or a CSR store: the pairs are "
+                    "fixed, or read where the shards run")
+            raise ValueError(f"queries={self.queries!r} is not allowed with {what}: pass "
+                             "a label matrix (fit(X, Y) or an XC file), or queries='uniform'")
+        if checkpoint is not None:
+            raise ValueError(f"queries={self.queries!r} is not allowed with checkpoint: a "
+                             "checkpoint does not hold the pairs asked, so a resume could "
+                             "not ask the same queries; drop checkpoint, or pass "
+                             "queries='uniform'")
 
     def _fit_prepared(self, prepared: "_Prepared"):
         """The fit :meth:`_prepare` checked, on this estimator's engine."""
@@ -448,6 +496,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             raise ValueError(f"validation_fraction={self.validation_fraction!r} is not allowed "
                              "in partial_fit (it has no validation bits): pass "
                              "validation_fraction=None, or use fit")
+        if self.queries != "uniform":
+            raise ValueError(f"queries={self.queries!r} is not allowed in partial_fit: it "
+                             "steps on the batch it is given, with no queries to choose; "
+                             "pass queries='uniform', or use fit")
         first = not hasattr(self, "A_")
         self._validate_params()
         X = self._validate_X(X, reset=first)
@@ -545,6 +597,22 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def n_samples_seen_(self) -> int:
         """Observations used, the initial batch included."""
         return self._fitted_state("n_samples_seen_").n_samples_seen
+
+    @property
+    def queries_asked_(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, labels)``: every distinct pair a fit with chosen queries asked about
+        (the uniform batches' included), sorted by row, then label; ``AttributeError``
+        after a fit with ``queries="uniform"`` and on a loaded model."""
+        asked = self._fitted_value("queries_asked_", "asked", "queries='uniform' asks "
+                                   "no chosen queries, and a saved model keeps none")
+        return asked.keys // asked.d2, asked.keys % asked.d2
+
+    @property
+    def positives_found_(self) -> np.ndarray:
+        """Positive bits of each label over all the batches of a fit with chosen queries
+        (``(d2,)``: the found shares' ``f_j``, ``docs/ALGORITHM.md`` section 11)."""
+        return self._fitted_value("positives_found_", "asked", "queries='uniform' asks "
+                                  "no chosen queries, and a saved model keeps none").positives
 
     @property
     def history_(self) -> list:

@@ -11,6 +11,7 @@ import time
 from ..metrics.names import METRICS, RANKING
 from ..ops.features import KINDS as FEATURE_KINDS
 from ..ops.thresholds import THRESHOLDS
+from ..data.queries import QUERIES
 from ..utils.errors import RunError
 from .args import (Given, HelpFormatter, UsageError, add_common, add_target, connect, integer,
                    number, positive_rate, target_of)
@@ -84,6 +85,19 @@ def add_fit(sub):
     e.add_argument("--whiten-components", type=integer(1), default=None, metavar="Q",
                    help="with --features whiten: the directions whitened (default "
                         "min(d1, 200))")
+    e.add_argument("--queries", default="uniform", choices=QUERIES,
+                   metavar="{" + ",".join(QUERIES) + "}",
+                   help="which pairs of a label matrix (an XC file) a batch asks about: uniform "
+                        "(the default, the paper's), or, after --query-warmup uniform batches, "
+                        "each drawn row's label among its --query-top-k best labels not asked "
+                        "before, by the positives found (popularity) or by the model (model); "
+                        "docs/ALGORITHM.md section 11")
+    e.add_argument("--query-top-k", type=integer(1), default=20, metavar="K",
+                   help="with chosen queries: the best unasked labels a query draws from")
+    e.add_argument("--query-explore", type=number(0.0, 1.0), default=0.1, metavar="SHARE",
+                   help="with chosen queries: the share of queries with a uniform label")
+    e.add_argument("--query-warmup", type=integer(1), default=1, metavar="N",
+                   help="with chosen queries: the uniform batches before the policy chooses")
     e.add_argument("--seed", type=integer(0), default=0,
                    help="seed of the start (and of the synthetic data)")
     e.add_argument("--shards", type=integer(1), default=4,
@@ -130,7 +144,9 @@ def _fit_inputs(args):
                            step=args.step, n_shards=args.shards, random_state=args.seed,
                            progress=not args.quiet, threshold=args.threshold,
                            features=args.features,
-                           whiten_components=args.whiten_components)
+                           whiten_components=args.whiten_components, queries=args.queries,
+                           query_top_k=args.query_top_k, query_explore=args.query_explore,
+                           query_warmup=args.query_warmup)
     sizes = {"rank": args.rank, "batch_size": args.batch_size, "n_iter": args.n_iter}
     if args.data is None:
         _check_rank(args.rank, args.d1, args.d2, "--d1 and --d2 give")

@@ -119,7 +119,9 @@ def check_learnable(X, Y, where: str = "X, Y") -> None:
 class LabelMatrixShard(NamedTuple):
     """Block ``s`` of batch ``t``: ``n_obs`` pairs of the labels ``[lo, hi)``; ``X`` and
     ``Y`` (the block's ``n x (hi - lo)`` columns, CSR) are arrays or, on Dask, futures of
-    the workers' copies (a task receives them as arrays)."""
+    the workers' copies (a task receives them as arrays). The pairs are drawn uniformly
+    from the seeds, or are ``chosen``: ``(rows, labels)`` a query policy picked
+    (:mod:`onebit_dask.data.queries`)."""
 
     seed: int
     t: int
@@ -129,14 +131,18 @@ class LabelMatrixShard(NamedTuple):
     hi: int
     X: object
     Y: object
+    chosen: tuple | None = None
 
     kind = ShardKind.LABEL_BLOCK
 
     def pairs(self):
         """``(rows, labels, y)`` of the block's pairs: rows of ``X``, labels in ``[lo, hi)``,
         ``y = 2 Y_ij - 1`` (float64)."""
-        rows, labels = uniform_pairs(self.seed, self.t, self.s, self.X.shape[0], self.n_obs,
-                                     self.lo, self.hi)
+        if self.chosen is None:
+            rows, labels = uniform_pairs(self.seed, self.t, self.s, self.X.shape[0],
+                                         self.n_obs, self.lo, self.hi)
+        else:
+            rows, labels = self.chosen
         bits = np.asarray(self.Y[rows, labels - self.lo]).ravel()
         return rows, labels, 2.0 * bits.astype(np.float64) - 1.0
 
@@ -175,6 +181,8 @@ class LabelMatrixSource(BaseSource):
         Seed of the batches, in ``[0, 2**32 - 1]``.
     """
 
+    queryable = True  # a query policy may choose its pairs (chosen_batch)
+
     def __init__(self, X, Y, seed: int, shared=None):
         self.X, self.Y, self.seed = X, Y, int(seed)
         self.n, self.d1 = X.shape
@@ -193,13 +201,42 @@ class LabelMatrixSource(BaseSource):
                                                                           bounds[1:])}
         return LabelMatrixSource(self.X, self.Y, self.seed, (engine.share(self.X), blocks))
 
-    def batch(self, t: int, batch_size: int, n_shards: int) -> list[LabelMatrixShard]:
+    def _data(self):
+        """``(X, columns(lo, hi))`` as the shards read them (the engine's copies once
+        placed)."""
         if self._shared is None:
-            X, columns = self.X, lambda lo, hi: self.Y[:, lo:hi]
-        else:
-            X, columns = self._shared[0], lambda lo, hi: self._shared[1][(lo, hi)]
+            return self.X, lambda lo, hi: self.Y[:, lo:hi]
+        return self._shared[0], lambda lo, hi: self._shared[1][(lo, hi)]
+
+    def batch(self, t: int, batch_size: int, n_shards: int) -> list[LabelMatrixShard]:
+        X, columns = self._data()
         return [LabelMatrixShard(self.seed, t, s, n_obs, lo, hi, X, columns(lo, hi))
                 for t, s, n_obs, lo, hi in label_blocks(self, t, batch_size, n_shards)]
+
+    def chosen_batch(self, t: int, rows, labels, n_shards: int) -> list[LabelMatrixShard]:
+        """Batch ``t`` of the given pairs ``(rows, labels)``, one shard per label block of
+        :meth:`batch` (each block's pairs in the given order)."""
+        X, columns = self._data()
+        S = min(n_shards, self.d2)
+        bounds = [s * self.d2 // S for s in range(S + 1)]
+        block = np.searchsorted(bounds, labels, side="right") - 1
+        shards = []
+        for s in range(S):
+            at = np.flatnonzero(block == s)
+            shards.append(LabelMatrixShard(self.seed, t, s, at.size, bounds[s], bounds[s + 1],
+                                           X, columns(bounds[s], bounds[s + 1]),
+                                           (rows[at], labels[at])))
+        return shards
+
+    def bits_at(self, rows, labels) -> np.ndarray:
+        """``y = 2 Y_ij - 1`` (float64) of the pairs ``(rows, labels)``, read here."""
+        return 2.0 * np.asarray(self.Y[rows, labels]).ravel().astype(np.float64) - 1.0
+
+    def uniform_pairs(self, t: int, batch_size: int, n_shards: int):
+        """``(rows, labels)`` of batch ``t``'s uniform pairs (:meth:`batch`'s), drawn here."""
+        drawn = [uniform_pairs(self.seed, t, s, self.n, n_obs, lo, hi)
+                 for t, s, n_obs, lo, hi in label_blocks(self, t, batch_size, n_shards)]
+        return (np.concatenate([r for r, _ in drawn]), np.concatenate([j for _, j in drawn]))
 
     def identity(self) -> dict:
         """Shape, dtype, ``d2``, the seed and a SHA-256 of all of ``X`` and ``Y``."""

@@ -18,6 +18,7 @@ FULL_TAG = 2**32 - 3
 LABEL_SUBSET_TAG = 2**32 - 4
 PRIOR_ORDER_TAG = 2**32 - 5
 COUNT_TAG = 2**32 - 1
+QUERY_TAG = 2**32 - 6
 
 
 def rng(*words: int) -> np.random.Generator:

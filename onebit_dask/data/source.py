@@ -75,6 +75,7 @@ class BaseSource:
 
     planted = None
     n = None  # a source that holds its rows sets n
+    queryable = False  # whether a query policy may choose the pairs (a label matrix)
 
     @property
     def row_numbers(self) -> float:

@@ -59,7 +59,9 @@ class StepModel(NamedTuple):
     :func:`~onebit_dask.thresholds.step_factors`), and whether the bits are observed
     data rather than a planted problem's (``observed``: the initial and moment steps
     centre each label's bits on its own share of the batch, :func:`centred_sums`;
-    ``docs/ALGORITHM.md`` section 9, "Observed data")."""
+    ``docs/ALGORITHM.md`` section 9, "Observed data"), and, under chosen queries, the
+    ``found`` rows of the label matrix whose positives found so far the model estimates
+    (0: none; :func:`found_sums`, section 11)."""
 
     A: np.ndarray | None
     projection: Any = None
@@ -67,6 +69,7 @@ class StepModel(NamedTuple):
     features: Any = None
     gaussian_scale: bool = True
     observed: bool = False
+    found: int = 0
 
 
 class Evaluation(NamedTuple):
@@ -218,7 +221,11 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
         return block.evolve(out=n_active, active=active)
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
     active = active._replace(counts=counts)
-    if moment:
+    if model.found:
+        p, v = thresholds.found_share(block.slots.get("p") if moment else None, counts,
+                                      model.found)
+        active = found_sums(active)
+    elif moment:
         p, v = thresholds.moment_share(block.slots["p"], block.slots["v"], counts, eta,
                                        model.observed)
         active = centred_sums(active, b_rows, block.lo, expected, model.observed)
@@ -255,13 +262,23 @@ def centred_sums(active: ActiveRows, b_all, lo: int, expected: float,
                            X_neg=None)
 
 
+def found_sums(active: ActiveRows) -> ActiveRows:
+    """Under chosen queries, each label's sum of its positive bits' rows, twice (the
+    weights ``(2, 0)`` of a positive and a negative bit; ``docs/ALGORITHM.md`` section
+    11): the positives found are the label matrix, and a negative bit adds nothing."""
+    return active._replace(X=2.0 * active.X, X_neg=None)
+
+
 def finalize_init(block: Block, prior: thresholds.Prior, expected: float,
-                  observed: bool = False) -> Block:
+                  observed: bool = False, found: bool = False) -> Block:
     """The thresholded model's initial batch, once the shares of positive bits of all
     labels are in: the thresholds (:func:`~onebit_dask.thresholds.shrink` towards their
     common ``prior``, not at all for a flat one), then each label's sums of positive and
-    negative rows weighted as :func:`centred_sums` does."""
+    negative rows weighted as :func:`centred_sums` does (``found``: already weighted by
+    :func:`found_sums`)."""
     b_all = thresholds.shrink(block.slots["p"], block.slots["v"], prior)
+    if found:
+        return block.evolve(active=block.active, b=b_all)
     return block.evolve(active=centred_sums(block.active, b_all, block.lo, expected, observed),
                         b=b_all)
 

@@ -130,7 +130,7 @@ def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
     outs = engine.map(B.activate, model, expected, per_block=engine.by_block(data, model))
     if model.thresholds:
         engine.map(B.finalize_init, thresholds_prior([o[1:] for o in outs], model), expected,
-                   model.observed)
+                   model.observed, bool(model.found))
 
 
 def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):

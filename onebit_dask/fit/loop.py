@@ -25,6 +25,7 @@ from ..ops.features import fit_feature_map
 from ..ops.kernels import one_blas_thread
 from . import steps
 from .progress import StepProgress
+from .queries import QueriedBatches
 from .state import FitSettings, FitState, new_state, restore, restored  # noqa: F401
 from .validation import ValidationBits
 
@@ -101,8 +102,15 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         engine.start(state.bounds)
     state.blas = engine.blas()
     features = shared_features(state, engine)
-    source = source.place(engine, state.bounds)
-    batches = lambda t: source.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
+    placed = source.place(engine, state.bounds)
+    if settings.policy.uniform:
+        chosen = None
+        batches = lambda t: placed.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
+    else:  # batch t asks what the model after batch t - 1 chooses: no prefetch
+        chosen = QueriedBatches(settings, source, placed)
+        state.found_rows, state.asked = source.n, chosen.asked
+        batches = lambda t: chosen(t, state, engine)  # noqa: E731
+    source = placed
     problem, planted = source.planted, None
     if problem is not None:
         test_set = problem.test_set()
@@ -128,7 +136,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
         for t in range(first, n_iter + 1):
             current = upcoming
-            if t < n_iter and engine.prefetches:
+            if t < n_iter and engine.prefetches and chosen is None:
                 # the Dask engine loads batch t + 1 (user data) while step t runs
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
             last = t == n_iter
@@ -143,12 +151,14 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             else:
                 advance(settings, state, engine, *step_args)
             del current, step_args
+            if chosen is not None:
+                state.history[-1].update(chosen.last)
             if validation is not None:
                 _validate(state, validation, engine)
             forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
             if checkpoint is not None and checkpoint.due(t, last) and not forked:
                 checkpoint.write(state, engine)
-            if t < n_iter and not engine.prefetches:
+            if t < n_iter and (chosen is not None or not engine.prefetches):
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
             bar.update(state.history[-1])
     state.best_iteration = state.n_steps
@@ -253,7 +263,8 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
     thresholded = settings.threshold != "none"
     observed = settings.threshold == "shares"
     if state.n_steps < 0:
-        model = StepModel(None, projection(None), thresholded, features, observed=observed)
+        model = StepModel(None, projection(None), thresholded, features, observed=observed,
+                          found=state.found_rows)
         if settings.dense_init(d1, d2):
             state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
                                          state.bounds, evaluation)
@@ -266,7 +277,8 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
     moment = rule.moment(state.n_steps, settings.n_iter)
     A = None if moment else state.top.Q  # a moment step: every row counts
     model = StepModel(A, projection(A), thresholded, features,
-                      gaussian_scale=rule.gaussian_scale, observed=observed)
+                      gaussian_scale=rule.gaussian_scale, observed=observed,
+                      found=state.found_rows)
     state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
                                      rule.size(state.n_steps), evaluation, moment)
     return n_active, outs

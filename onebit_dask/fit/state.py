@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..data.queries import QueryPolicy
 from ..data.synthetic.source import PROBLEM_KINDS
 from ..utils.checks import as_generator
 from . import steps
@@ -32,6 +33,10 @@ class FitSettings:
     features: str
     whiten_components: int | None
     validation_fraction: float | None
+    queries: str
+    query_top_k: int
+    query_explore: float
+    query_warmup: int
 
     @classmethod
     def of(cls, params: dict, planted: bool, partial: bool = False) -> "FitSettings":
@@ -43,11 +48,16 @@ class FitSettings:
         ``"select"``, or ``"moment"`` in ``partial_fit`` and with ``validation_fraction``
         (whose bits then choose the iterate). ``step="select"`` is refused there: its
         branches need the fit's whole schedule, and the validation bits would choose
-        within one branch."""
+        within one branch. Under chosen queries (``queries`` not ``"uniform"``)
+        ``"auto"`` is ``"moment"`` and ``"select"`` is refused: its branches score each
+        batch's bits as a uniform sample, which chosen bits are not."""
         settings = {f.name: params[f.name] for f in fields(cls)}
         fraction = settings["validation_fraction"]
+        chosen = settings["queries"] != "uniform"
         rule = steps.resolve(settings["step"], planted=planted, partial=partial,
-                             validation=fraction is not None)
+                             validation=fraction is not None, chosen=chosen)
+        if chosen:
+            check_chosen(settings["queries"], rule or settings["step"], settings["threshold"])
         if rule is None:
             where = ("in partial_fit (one step at a time; the two branches run over a "
                      "fit's second half)" if partial else
@@ -64,10 +74,32 @@ class FitSettings:
             settings["threshold"] = "estimated" if planted else "shares"
         return cls(**settings)
 
+    @property
+    def policy(self) -> QueryPolicy:
+        """The query policy (:mod:`onebit_dask.data.queries`)."""
+        return QueryPolicy(self.queries, self.query_top_k, self.query_explore,
+                           self.query_warmup)
+
     def dense_init(self, d1: int, d2: int) -> bool:
         """Whether the initial SVD forms ``H0`` (``d1 x d2``) on the client."""
         return self.init_svd == "dense" or (self.init_svd == "auto"
                                             and d1 * d2 <= DENSE_INIT_LIMIT)
+
+
+def check_chosen(queries: str, rule: str, threshold: str) -> None:
+    """Under chosen queries the model estimates the positives found
+    (``docs/ALGORITHM.md`` section 11): its initial and moment steps, with the shares'
+    thresholds. Residual steps and the progressive scores of ``"select"`` take a batch's
+    bits as a uniform sample, which chosen bits are not."""
+    if rule != "moment":
+        raise ValueError(f"step={rule!r} is not allowed with queries={queries!r}: chosen bits "
+                         "are not a uniform sample, which its residual steps (and "
+                         "'select''s scores) assume; pass step='moment' (what 'auto' picks "
+                         "there), or queries='uniform'")
+    if threshold not in ("auto", "shares"):
+        raise ValueError(f"threshold={threshold!r} is not allowed with queries={queries!r}: "
+                         "the thresholds are the shares of the positives found; pass "
+                         "threshold='shares' (what 'auto' picks there), or queries='uniform'")
 
 
 @dataclass
@@ -102,6 +134,12 @@ class FitState:
         validation bits); ``None`` for a model loaded from a store saved without it.
     validation_score : ndarray or None
         ``validation_auc`` after each iteration (with ``validation_fraction``).
+    found_rows : int
+        Under chosen queries, the rows of the label matrix whose positives found the
+        model estimates (``docs/ALGORITHM.md`` section 11); 0 otherwise.
+    asked : Asked or None
+        Under chosen queries, the pairs asked and the positives found
+        (:class:`~onebit_dask.data.queries.Asked`); not saved with the model.
     blas : str or None
         The BLAS of the processes that fitted it
         (:func:`onebit_dask.provenance.blas_summary`); ``None`` for a model loaded from a
@@ -123,6 +161,8 @@ class FitState:
     best_iteration: int | None = None
     validation_score: Any = None
     blas: str | None = None
+    found_rows: int = 0
+    asked: Any = None
 
     @property
     def width(self) -> int:

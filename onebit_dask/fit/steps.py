@@ -88,13 +88,17 @@ def is_moment_step(step: str, t: int, n_iter: int) -> bool:
     return RULES[step].moment(t, n_iter)
 
 
-def resolve(step: str, *, planted: bool, partial: bool, validation: bool) -> str:
+def resolve(step: str, *, planted: bool, partial: bool, validation: bool,
+            chosen: bool = False) -> str:
     """The rule ``step`` stands for: ``"auto"`` is ``"paper"`` on a planted problem; on data
-    ``"select"``, or ``"moment"`` in ``partial_fit`` and with validation bits (which then
-    choose the iterate). A rule of two branches is refused there: its branches need the
-    fit's whole schedule, and the validation bits would choose within one branch."""
+    ``"select"``, or ``"moment"`` in ``partial_fit``, with validation bits (which then
+    choose the iterate) and under ``chosen`` queries. A rule of two branches is refused
+    there (``None``): its branches need the fit's whole schedule, the validation bits
+    would choose within one branch, and its progressive scores take a batch's bits as a
+    uniform sample, which chosen queries are not."""
+    one_branch = partial or validation or chosen
     if step == "auto":
-        return "paper" if planted else "moment" if partial or validation else "select"
-    if RULES[step].branches and (partial or validation):
+        return "paper" if planted else "moment" if one_branch else "select"
+    if RULES[step].branches and one_branch:
         return None
     return step

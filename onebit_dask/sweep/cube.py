@@ -44,9 +44,10 @@ from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = FORMAT_OF["cube"]
-FORMAT_VERSION = 5  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
+FORMAT_VERSION = 6  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
 #                     4: every chunk is written at creation, so a missing one is damage;
-#                     5: zstd chunks with their frame checksum, the attributes' digest
+#                     5: zstd chunks with their frame checksum, the attributes' digest;
+#                     6: a file cube's grid has the queries dimension
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
@@ -135,6 +136,7 @@ COORDS = {
     "iteration": "0 = after the initial batch, t = after step t",
     "features": "the estimator's feature map (OneBitMultiLabel features)",
     "threshold": "the estimator's one-bit model (OneBitMultiLabel threshold)",
+    "queries": "the pairs each batch asks about (OneBitMultiLabel queries)",
     "train": "the training set (a data file or CSR store), as the spec names it",
     "test": "the test set (a data file or CSR store), as the spec names it",
     "n_train": "training rows (instances)",

@@ -27,10 +27,11 @@ from ..metrics.names import RANKING
 from ..utils.errors import SpecError
 
 FILE_KEYS = ("train", "test")  # the keys of a file dataset
-FILE_GRID = ("method", "dataset", "rank", "features", "step", "threshold", "batch_size",
-             "n_iter", "seed")  # the grid keys that apply to file datasets
+FILE_GRID = ("method", "dataset", "rank", "features", "step", "threshold", "queries",
+             "batch_size", "n_iter", "seed")  # the grid keys that apply to file datasets
 FILE_GRID_DEFAULTS = {"method": ["onebit"], "features": ["auto"], "step": ["auto"],
-                      "threshold": ["auto"], "n_iter": [10], "seed": [0]}
+                      "threshold": ["auto"], "queries": ["uniform"], "n_iter": [10],
+                      "seed": [0]}
 FILE_REQUIRED_GRID = ("rank", "batch_size")
 FILE_FIXED = ("n_shards",)  # the fixed settings that apply to file datasets (and placement)
 FILE_SERIES = (*RANKING, "n_samples", "fit_s", "n_active")  # a cell's per-iteration values
@@ -145,6 +146,7 @@ def make_estimator(params: dict, fixed: dict, client=None):
     return OneBitMultiLabel(params["rank"], batch_size=params["batch_size"],
                             n_iter=params["n_iter"], step=params["step"],
                             threshold=params["threshold"], features=params["features"],
+                            queries=params["queries"],
                             n_shards=fixed["n_shards"], random_state=params["seed"],
                             engine="local" if client is None else "dask")
 

@@ -59,8 +59,8 @@ text files or CSR stores, relative to the spec's folder)::
 
 The grid keys of :data:`~.datafiles.FILE_GRID` apply (the planted problem's ``d1``,
 ``d2``, ``n_train``, ``noise``, ``positive_rate`` do not: the files give the data);
-``features``, ``step`` and ``threshold`` default to the estimator's defaults
-(``auto``, ``auto``, ``auto``). The files' sizes are coordinates along
+``features``, ``step``, ``threshold`` and ``queries`` default to the estimator's
+defaults (``auto``, ``auto``, ``auto``, ``uniform``). The files' sizes are coordinates along
 ``dataset``. Planted and file datasets do not mix in one spec (their cubes hold
 different metrics).
 """
@@ -81,6 +81,8 @@ from ..utils.yaml import YamlError, parse_yaml, read_text
 from ..utils.errors import SpecError
 from ..fit.steps import STEPS
 from ..ops.thresholds import THRESHOLDS
+from ..data.queries import QUERIES
+from ..fit.state import check_chosen
 from ..data.synthetic.problem import SAMPLERS, parse_positive_rate
 from .methods import METHODS
 from .distribute import DISTRIBUTED, PLACEMENT_DEFAULTS
@@ -88,7 +90,7 @@ from .noise import parse_noise
 from . import datafiles
 
 GRID_ORDER = ("method", "dataset", "d1", "d2", "rank", "n_train", "noise", "positive_rate",
-              "features", "step", "threshold", "batch_size", "n_iter", "seed")
+              "features", "step", "threshold", "queries", "batch_size", "n_iter", "seed")
 GRID_DEFAULTS = {"method": ["onebit"], "n_train": [0], "noise": ["none"], "step": ["paper"],
                  "n_iter": [10], "seed": [0]}
 REQUIRED_GRID = ("d1", "d2", "rank", "batch_size")
@@ -209,6 +211,9 @@ def _check_grid_values(key, values, where="<spec>"):
                                  f"{', '.join(datafiles.FEATURES)}")
             elif key == "step" and v not in STEPS:
                 raise ValueError(f"step={v!r} is not allowed: choose from {', '.join(STEPS)}")
+            elif key == "queries" and v not in QUERIES:
+                raise ValueError(f"queries={v!r} is not allowed: choose from "
+                                 f"{', '.join(QUERIES)}")
             elif key == "threshold" and v not in THRESHOLDS:
                 raise ValueError(f"threshold={v!r} is not allowed: choose from "
                                  f"{', '.join(THRESHOLDS)}")
@@ -261,6 +266,9 @@ def parse_spec(text: str, where: str = "<spec>", *, allow_large: bool = False,
     if "features" in grid_in:
         raise SpecError(f"{where}: grid.features applies to file datasets only (a planted "
                         "problem's features are N(0, I): the model uses them as they are)")
+    if "queries" in grid_in:
+        raise SpecError(f"{where}: grid.queries applies to file datasets only (a planted "
+                        "problem's sampler draws the labels a batch asks about)")
     datasets = _parse_datasets(raw, grid_in, where)
     for key in REQUIRED_GRID:
         if key not in grid_in and not (datasets and all(key in d for d in datasets.values())):
@@ -370,6 +378,13 @@ def _parse_file_spec(data, text, grid_in, folder, where, allow_large) -> SweepSp
         if "files" not in METHODS[method].modes:
             raise SpecError(f"{where}: method={method!r} does not run on file datasets: "
                             "use method onebit")
+    for queries in grid["queries"]:  # the settings a chosen policy refuses, before any work
+        for step in grid["step"] if queries != "uniform" else ():
+            for threshold in grid["threshold"]:
+                try:
+                    check_chosen(queries, "moment" if step == "auto" else step, threshold)
+                except ValueError as exc:
+                    raise SpecError(f"{where}: grid: {exc}") from None
     datasets, sizes = datafiles.check_file_datasets(raw, folder, where, DATASET_KEYS)
     n_cells = math.prod(len(v) for v in grid.values())
     if n_cells > limits.MAX_CELLS and not allow_large:

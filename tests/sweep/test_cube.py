@@ -366,7 +366,7 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
                           r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what "
                           r"was written"),
     "version 99": (lambda p: _cube_attrs(p, lambda a: a.update(format_version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v5\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v6\): "
                    r"upgrade onebit-dask$"),
 }
 
@@ -379,7 +379,7 @@ def test_a_swept_cube_is_signed_through_its_writes(swept, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         attrs = store.check_cube(swept)
-    assert attrs["format_version"] == 5 and {"placement", "blas"} <= set(
+    assert attrs["format_version"] == 6 and {"placement", "blas"} <= set(
         attrs["attrs_digested"])
     path = str(tmp_path / "cube.zarr")
     store.create(path, SPEC)

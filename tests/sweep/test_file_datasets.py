@@ -93,6 +93,30 @@ def test_cube_equals_the_fits_it_names(swept):
                     np.testing.assert_array_equal(cell[key].values, want, err_msg=key)
 
 
+def test_a_sweep_over_query_policies_equals_the_fits_it_names(tmp_path):
+    """``grid.queries``: one cell per policy; each cell is the fit with that policy."""
+    spec_path = _spec_dir(tmp_path)
+    spec_path.write_text(SPEC_TEXT.replace("  step: [auto, paper]\n",
+                                           "  queries: [uniform, model]\n")
+                         .replace("seed: [0, 1]", "seed: [0]"))
+    out = str(tmp_path / "cube.zarr")
+    summary = run_sweep(load_spec(spec_path), out, progress=False)
+    assert (summary.ran, summary.failed) == (4, 0)
+    ds = open_cube(out).load()
+    data = spec_path.parent / "data"
+    for name in SETS:
+        train = str(data / f"{name}_train.txt")
+        for queries in ("uniform", "model"):
+            est = OneBitMultiLabel(2, batch_size=1500, n_iter=2, queries=queries, n_shards=2,
+                                   random_state=0, engine="local")
+            est.fit(train, eval_set=read_test_data(data / f"{name}_test.txt", *_sizes(train),
+                                                   name="test", training="train"))
+            cell = ds.sel(dataset=name, queries=queries).squeeze()
+            for key in (*RANKING, "n_samples"):
+                np.testing.assert_array_equal(cell[key].values,
+                                              [h[key] for h in est.history_], err_msg=key)
+
+
 def _sizes(train):
     from onebit_dask.io.xc import read_header
 
@@ -207,6 +231,9 @@ def test_cli_runs_and_reports(swept, tmp_path):
                            "  bibtex: {train:"),
      "file datasets (emotions, bibtex) and planted datasets (planted) cannot be mixed"),
     (("  rank: [2]", "  rank: [7]"), "grid.rank: "),
+    (("  rank: [2]\n", "  rank: [2]\n  queries: [uniform, model]\n"),
+     "grid: step='paper' is not allowed with queries='model'"),
+    (("  rank: [2]\n", "  rank: [2]\n  queries: [best]\n"), "queries='best' is not allowed"),
     (("  rank: [2]\n", "  rank: [2]\n  features: [pca]\n"), "features='pca' is not allowed"),
     (("  dataset: [emotions, bibtex]\n", "  dataset: [emotions, bibtex]\n  method: [leml]\n"),
      "method='leml' does not run on file datasets"),
@@ -222,12 +249,13 @@ def test_bad_specs_are_refused_with_one_line(tmp_path, change, says):
     assert not (tmp_path / "x.zarr").exists()
 
 
-def test_features_is_refused_on_a_planted_spec(tmp_path):
+@pytest.mark.parametrize("key, value", [("features", "none"), ("queries", "model")])
+def test_file_keys_are_refused_on_a_planted_spec(tmp_path, key, value):
     spec = tmp_path / "planted.yaml"
     spec.write_text("grid: {d1: [20], d2: [8], rank: [2], batch_size: [100], "
-                    "features: [none]}\n")
+                    f"{key}: [{value}]}}\n")
     line = one_line(run_main("sweep", spec, "--out", tmp_path / "x.zarr", "--workers", "0"), 2)
-    assert "grid.features applies to file datasets only" in line
+    assert f"grid.{key} applies to file datasets only" in line
 
 
 def test_csr_stores_as_datasets(tmp_path):

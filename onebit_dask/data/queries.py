@@ -1,0 +1,142 @@
+r"""Queries the learner chooses: which label of a row a batch asks about
+(``OneBitMultiLabel(queries=...)``, ``docs/ALGORITHM.md`` section 11).
+
+``"uniform"`` (the paper's) draws the pairs ``(i, j)`` uniformly from the ``n x d2``
+grid of a label matrix. From batch ``warmup`` on, ``"popularity"`` and ``"model"`` draw
+the ``m`` rows ``i`` uniformly, and for each row
+
+* with probability ``explore`` a label uniformly from ``[0, d2)`` (exploration);
+* otherwise a label uniformly from the ``top_k`` best labels of the row that were not
+  asked about before, best by the positive bits found so far (``"popularity"``, the same
+  order for every row) or by the current model's scores (``"model"``). A row drawn
+  ``c`` times in a batch gets ``c`` distinct such labels (without replacement); where it
+  has fewer, the rest are explored.
+
+:class:`Asked` keeps every pair asked and what it returned. Pure NumPy: the scores of
+``"model"`` come from a ``candidates`` function the fit loop passes in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .seeding import QUERY_TAG, rng as stream
+
+QUERIES = ("uniform", "popularity", "model")
+"""``OneBitMultiLabel``'s ``queries`` values."""
+
+
+@dataclass(frozen=True)
+class QueryPolicy:
+    """A policy of :data:`QUERIES` and its knobs (``OneBitMultiLabel``'s ``queries``,
+    ``query_top_k``, ``query_explore``, ``query_warmup``)."""
+
+    kind: str = "uniform"
+    top_k: int = 20
+    explore: float = 0.1
+    warmup: int = 1
+
+    @property
+    def uniform(self) -> bool:
+        return self.kind == "uniform"
+
+    def chooses(self, t: int) -> bool:
+        """Whether batch ``t``'s labels are chosen (not uniform)."""
+        return not self.uniform and t >= self.warmup
+
+
+class Asked:
+    """The pairs ``(i, j)`` asked so far, as sorted keys ``i d2 + j``, and the positive
+    bits found per label.
+
+    Parameters
+    ----------
+    d2 : int
+        Labels.
+    """
+
+    def __init__(self, d2: int):
+        self.d2 = int(d2)
+        self.keys = np.empty(0, dtype=np.int64)
+        self.positives = np.zeros(self.d2, dtype=np.int64)
+
+    def add(self, rows: np.ndarray, labels: np.ndarray, y: np.ndarray) -> None:
+        """Record the pairs ``(rows, labels)`` and their bits ``y`` (``+1``: positive)."""
+        self.keys = np.union1d(self.keys, rows.astype(np.int64) * self.d2 + labels)
+        self.positives += np.bincount(labels[y > 0], minlength=self.d2)
+
+    def per_row(self, rows: np.ndarray) -> np.ndarray:
+        """How many labels of each of ``rows`` were asked about."""
+        lo = np.searchsorted(self.keys, rows.astype(np.int64) * self.d2)
+        return np.searchsorted(self.keys, (rows.astype(np.int64) + 1) * self.d2) - lo
+
+    def contains(self, rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Whether each pair (``rows[:, None]``, ``labels``) was asked (same shape as
+        ``labels``)."""
+        keys = rows.astype(np.int64)[:, None] * self.d2 + labels
+        at = np.minimum(np.searchsorted(self.keys, keys), max(self.keys.size - 1, 0))
+        return (self.keys.size > 0) & (self.keys[at] == keys)
+
+    def popular(self, k: int) -> np.ndarray:
+        """The ``k`` labels with the most positive bits found, ties to the smaller label."""
+        return np.argsort(-self.positives, kind="stable")[:k]
+
+
+def occurrence(inverse: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """For each draw of a row, how many earlier draws of the same row the batch holds
+    (``inverse``, ``counts``: ``np.unique``'s of the drawn rows)."""
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    out = np.empty(inverse.size, dtype=np.int64)
+    out[order] = np.arange(inverse.size) - np.repeat(starts, counts)
+    return out
+
+
+def choose(policy: QueryPolicy, seed: int, t: int, n: int, m: int, asked: Asked,
+           candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Batch ``t``'s ``m`` chosen pairs (module docstring).
+
+    Parameters
+    ----------
+    policy : QueryPolicy
+        ``"popularity"`` or ``"model"``.
+    seed, t : int
+        The stream ``[seed, t, QUERY_TAG]`` draws the rows, the exploration and the
+        choices, in this order, so the pairs depend only on it, ``asked`` and
+        ``candidates``.
+    n, m : int
+        Rows of the data; pairs of the batch.
+    asked : Asked
+        The pairs asked in batches ``0, ..., t - 1``.
+    candidates : callable
+        ``candidates(rows, k)``: each of the distinct ``rows``' ``k`` best labels, best
+        first, an ``(len(rows), k)`` int array (only called for ``"model"``).
+
+    Returns
+    -------
+    rows, labels : ndarray of int64 of shape (m,)
+    explored : ndarray of bool of shape (m,)
+        The pairs whose label was drawn uniformly.
+    """
+    d2 = asked.d2
+    g = stream(seed, t, QUERY_TAG)
+    rows = g.integers(0, n, size=m, dtype=np.int64)
+    explored = g.random(m) < policy.explore
+    unique, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
+    k = int(min(d2, policy.top_k + asked.per_row(unique).max(initial=0)))
+    if policy.kind == "model":
+        cand = np.asarray(candidates(unique, k), dtype=np.int64)
+    else:
+        cand = np.broadcast_to(asked.popular(k), (unique.size, k))
+    fresh = ~asked.contains(unique, cand)
+    usable = fresh & (np.cumsum(fresh, axis=1) <= policy.top_k)  # the top_k best unasked
+    keys = np.where(usable, g.random(cand.shape), 2.0)  # a uniform order of the usable
+    shuffled = np.take_along_axis(cand, np.argsort(keys, axis=1, kind="stable"), axis=1)
+    nth = occurrence(inverse, counts)
+    has = nth < usable.sum(axis=1)[inverse]
+    labels = shuffled[inverse, np.minimum(nth, k - 1)]
+    explored |= ~has
+    labels[explored] = g.integers(0, d2, size=int(explored.sum()), dtype=np.int64)
+    return rows, labels, explored

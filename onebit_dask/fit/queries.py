@@ -1,0 +1,64 @@
+"""The batches of a fit under a query policy (:mod:`onebit_dask.data.queries`): batch ``t``
+asks what the policy chooses from the model after batch ``t - 1``.
+
+The client draws the pairs (:func:`~onebit_dask.data.queries.choose`), with the
+model's candidates from the label blocks where they live (the top-``k`` engine,
+:func:`onebit_dask.engine.topk.predict_top_k`: no ``rows x d2`` score matrix), reads
+their bits from its copy of the label matrix into the record of pairs asked
+(:class:`~onebit_dask.data.queries.Asked`), and hands the pairs to the label blocks'
+shards, which read the same bits where they run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..data.queries import Asked, choose
+from ..engine import topk
+from ..ops.features import project
+
+
+class QueriedBatches:
+    """Batch ``t``'s shards of a label-matrix ``source`` under ``settings.policy``.
+
+    Parameters
+    ----------
+    settings : FitSettings
+    source : LabelMatrixSource
+        The source as given (the client's copy of ``X`` and ``Y``).
+    placed : LabelMatrixSource
+        The same source placed on the engine (what the shards read).
+    """
+
+    def __init__(self, settings, source, placed):
+        self.settings, self.source, self.placed = settings, source, placed
+        self.policy = settings.policy
+        self.asked = Asked(source.d2)
+        self.last = {}
+
+    def __call__(self, t: int, state, engine) -> list:
+        """The shards of batch ``t``, chosen from the model in ``state`` on ``engine``
+        (the blocks after batch ``t - 1``); the pairs are added to :attr:`asked`, the
+        time to ``state.fit_s`` (choosing is training)."""
+        start = time.perf_counter()
+        s = self.settings
+        if not self.policy.chooses(t):
+            rows, labels = self.source.uniform_pairs(t, s.batch_size, s.n_shards)
+            explored = np.ones(rows.size, dtype=bool)
+            shards = self.placed.batch(t, s.batch_size, s.n_shards)
+        else:
+            def candidates(unique, k):
+                XA = project(self.source.X[unique], state.top.Q, state.feature_map)
+                return topk.predict_top_k(engine, XA, k, state.bounds)[0]
+
+            rows, labels, explored = choose(self.policy, self.source.seed, t, self.source.n,
+                                            s.batch_size, self.asked, candidates)
+            shards = self.placed.chosen_batch(t, rows, labels, s.n_shards)
+        y = self.source.bits_at(rows, labels)
+        self.asked.add(rows, labels, y)
+        self.last = {"positive_bits": int(np.count_nonzero(y > 0)),
+                     "explored_bits": int(explored.sum())}
+        state.fit_s += time.perf_counter() - start  # choosing is training
+        return shards
