@@ -45,8 +45,9 @@ FILE_TABLE_METRICS = ("precision_at_1", "precision_at_3", "precision_at_5", "psp
                       "ndcg_at_5", "auc", "n_samples", "wall_s")
 FILE_SERIES = (*RANKING, "n_samples")
 FILE_PLOTTED = ("precision_at_1", "precision_at_5", "psp_at_5")
+# dimensions a file cube's figure shows as lines or aggregates
 FILE_SHOWN = ("estimator", "step", "seed", "features", "threshold", "queries", "rank",
-              "batch_size", "n_iter")  # dimensions a file cube's figure shows as lines or aggregates
+              "batch_size", "n_iter")
 SHOWN = ("estimator", "step", "noise", "seed")  # dimensions every figure shows or aggregates
 MAX_FACETS = 16
 BLOCK = 20_000  # cells of the grid per block read
