@@ -243,8 +243,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         not asked before (best by the positive bits found so far, or by the model
         after the previous batch, found by the top-``k`` engine), or, with probability
         ``query_explore``, about a uniform label. Chosen bits are not a uniform sample:
-        the history's bit counts (``positive_bits``, ``explored_bits``) are of the
-        chosen pairs, ``step="auto"`` is ``"moment"`` and ``"select"`` is refused. Not
+        the model estimates the positives found as the label matrix, every step on all
+        of them (``step="auto"`` is ``"moment"``, the other rules and thresholds other
+        than ``"shares"`` are refused), and the history's bit counts describe the
+        queries. Not
         with given bits (observations, ``partial_fit``), CSR stores, planted problems
         nor ``checkpoint`` (the pairs asked are not written to a checkpoint).
     query_top_k : int, default 20
@@ -285,7 +287,14 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         One entry per iteration (0 = after the initialisation): ``iteration``,
         ``n_samples``, ``n_active`` (observations with a non-zero residual; every
         observation of a moment step),
-        ``fit_s`` (cumulative training time), ``client_bytes`` (array bytes the
+        ``fit_s`` (cumulative training time; with chosen queries, choosing them too),
+        under chosen queries ``positive_bits``, ``explored_bits`` and ``repeated_pairs``
+        (the batch's new positive pairs, its uniform draws, and its pairs asked before,
+        which add nothing; ``n_samples`` counts every pair asked, ``n_active`` the
+        positive pairs found so far, which each step uses; the chosen pairs are not a
+        uniform sample, so these describe the queries, not the label matrix),
+        ``client_bytes``
+        (array bytes the
         client sent to and gathered from the label blocks in that iteration; 0
         in-process) and, when the data come with a test
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``; with

@@ -94,6 +94,14 @@ def check_label_count(n_labels, classes, d2: int | None, where: str | None):
     return int(given[0][1]), given[0][0]
 
 
+def signed_bits(Y, rows, columns) -> np.ndarray:
+    """``y = 2 Y[rows, columns] - 1`` (float64) of a CSR 0/1 matrix, ``(0,)`` for no pairs
+    (scipy indexes an empty pair list as a matrix)."""
+    if len(rows) == 0:
+        return np.zeros(0)
+    return 2.0 * np.asarray(Y[rows, columns]).ravel().astype(np.float64) - 1.0
+
+
 def uniform_batch(X, Y, m: int, rng: np.random.Generator):
     """``(X[rows], labels, y)``: ``m`` pairs ``(i, j)`` drawn uniformly from the ``n x d2``
     grid of the label matrix ``Y`` (CSR, :func:`check_label_matrix`) with ``rng``, and
@@ -143,8 +151,7 @@ class LabelMatrixShard(NamedTuple):
                                          self.n_obs, self.lo, self.hi)
         else:
             rows, labels = self.chosen
-        bits = np.asarray(self.Y[rows, labels - self.lo]).ravel()
-        return rows, labels, 2.0 * bits.astype(np.float64) - 1.0
+        return rows, labels, signed_bits(self.Y, rows, labels - self.lo)
 
     def load(self):
         """``(X, labels, y)`` of the block's pairs (:meth:`pairs`, their rows gathered)."""
@@ -230,7 +237,7 @@ class LabelMatrixSource(BaseSource):
 
     def bits_at(self, rows, labels) -> np.ndarray:
         """``y = 2 Y_ij - 1`` (float64) of the pairs ``(rows, labels)``, read here."""
-        return 2.0 * np.asarray(self.Y[rows, labels]).ravel().astype(np.float64) - 1.0
+        return signed_bits(self.Y, rows, labels)
 
     def uniform_pairs(self, t: int, batch_size: int, n_shards: int):
         """``(rows, labels)`` of batch ``t``'s uniform pairs (:meth:`batch`'s), drawn here."""

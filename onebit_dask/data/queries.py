@@ -60,12 +60,27 @@ class Asked:
     def __init__(self, d2: int):
         self.d2 = int(d2)
         self.keys = np.empty(0, dtype=np.int64)
+        self.found = np.empty(0, dtype=np.int64)  # the positive pairs' keys, sorted
         self.positives = np.zeros(self.d2, dtype=np.int64)
+        self.n_asked = 0  # every draw, repeats included
 
-    def add(self, rows: np.ndarray, labels: np.ndarray, y: np.ndarray) -> None:
-        """Record the pairs ``(rows, labels)`` and their bits ``y`` (``+1``: positive)."""
-        self.keys = np.union1d(self.keys, rows.astype(np.int64) * self.d2 + labels)
-        self.positives += np.bincount(labels[y > 0], minlength=self.d2)
+    def add(self, rows: np.ndarray, labels: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Record the pairs ``(rows, labels)`` and their bits ``y`` (``+1``: positive);
+        returns which pairs are new (not asked before, and the first of their repeats in
+        ``rows``), whose positives are counted."""
+        keys = rows.astype(np.int64) * self.d2 + labels
+        new = np.zeros(keys.size, dtype=bool)
+        new[np.unique(keys, return_index=True)[1]] = True
+        new &= ~self.contains(rows, labels[:, None])[:, 0]
+        self.keys = np.union1d(self.keys, keys)
+        self.found = np.union1d(self.found, keys[new & (y > 0)])
+        self.positives += np.bincount(labels[new & (y > 0)], minlength=self.d2)
+        self.n_asked += keys.size
+        return new
+
+    def found_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, labels)`` of every positive pair found, sorted by row, then label."""
+        return self.found // self.d2, self.found % self.d2
 
     def per_row(self, rows: np.ndarray) -> np.ndarray:
         """How many labels of each of ``rows`` were asked about."""
@@ -76,8 +91,10 @@ class Asked:
         """Whether each pair (``rows[:, None]``, ``labels``) was asked (same shape as
         ``labels``)."""
         keys = rows.astype(np.int64)[:, None] * self.d2 + labels
-        at = np.minimum(np.searchsorted(self.keys, keys), max(self.keys.size - 1, 0))
-        return (self.keys.size > 0) & (self.keys[at] == keys)
+        if self.keys.size == 0:
+            return np.zeros(keys.shape, dtype=bool)
+        at = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
+        return self.keys[at] == keys
 
     def popular(self, k: int) -> np.ndarray:
         """The ``k`` labels with the most positive bits found, ties to the smaller label."""

@@ -222,8 +222,7 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
     active = active._replace(counts=counts)
     if model.found:
-        p, v = thresholds.found_share(block.slots.get("p") if moment else None, counts,
-                                      model.found)
+        p, v = thresholds.found_share(counts, model.found)
         active = found_sums(active)
     elif moment:
         p, v = thresholds.moment_share(block.slots["p"], block.slots["v"], counts, eta,

@@ -192,7 +192,8 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     if moment and model.A is not None:
         raise ValueError("a moment step activates every row: pass a StepModel with A=None")
     A = (1.0 - eta) * state.Q if moment else state.Q  # W = A B^T with A = Q_top
-    scale = eta * scale_constant(d2, n_obs)
+    # a batch without pairs (chosen queries with every pair asked) has H = 0: any scale
+    scale = eta * scale_constant(d2, max(n_obs, 1))
     n_rows = A.shape[0] + d2
     outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2, eta,
                       moment, per_block=engine.by_block(data, model))

@@ -151,8 +151,9 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             else:
                 advance(settings, state, engine, *step_args)
             del current, step_args
-            if chosen is not None:
+            if chosen is not None:  # the pairs asked, not those the step used
                 state.history[-1].update(chosen.last)
+                state.n_samples_seen = chosen.last["n_samples"]
             if validation is not None:
                 _validate(state, validation, engine)
             forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
@@ -279,6 +280,7 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
     model = StepModel(A, projection(A), thresholded, features,
                       gaussian_scale=rule.gaussian_scale, observed=observed,
                       found=state.found_rows)
-    state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2,
-                                     rule.size(state.n_steps), evaluation, moment)
+    eta = 1.0 if state.found_rows else rule.size(state.n_steps)  # all the positives found
+    state.top, n_active, outs = step(engine, data, model, state.top, n_obs, d2, eta,
+                                     evaluation, moment)
     return n_active, outs

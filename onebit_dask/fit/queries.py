@@ -5,8 +5,11 @@ The client draws the pairs (:func:`~onebit_dask.data.queries.choose`), with the
 model's candidates from the label blocks where they live (the top-``k`` engine,
 :func:`onebit_dask.engine.topk.predict_top_k`: no ``rows x d2`` score matrix), reads
 their bits from its copy of the label matrix into the record of pairs asked
-(:class:`~onebit_dask.data.queries.Asked`), and hands the pairs to the label blocks'
-shards, which read the same bits where they run.
+(:class:`~onebit_dask.data.queries.Asked`), and hands every positive pair found so far,
+each once, to the label blocks' shards, which read the same bits where they run: each
+step takes the estimate of all the positives found (``docs/ALGORITHM.md`` section 11),
+the uniform batches' included. A pair asked again (a uniform or explored draw can
+repeat one) adds nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +50,6 @@ class QueriedBatches:
         if not self.policy.chooses(t):
             rows, labels = self.source.uniform_pairs(t, s.batch_size, s.n_shards)
             explored = np.ones(rows.size, dtype=bool)
-            shards = self.placed.batch(t, s.batch_size, s.n_shards)
         else:
             def candidates(unique, k):
                 XA = project(self.source.X[unique], state.top.Q, state.feature_map)
@@ -55,10 +57,12 @@ class QueriedBatches:
 
             rows, labels, explored = choose(self.policy, self.source.seed, t, self.source.n,
                                             s.batch_size, self.asked, candidates)
-            shards = self.placed.chosen_batch(t, rows, labels, s.n_shards)
         y = self.source.bits_at(rows, labels)
-        self.asked.add(rows, labels, y)
-        self.last = {"positive_bits": int(np.count_nonzero(y > 0)),
-                     "explored_bits": int(explored.sum())}
+        new = self.asked.add(rows, labels, y)  # a repeat tells nothing new
+        shards = self.placed.chosen_batch(t, *self.asked.found_pairs(), s.n_shards)
+        self.last = {"n_samples": self.asked.n_asked,
+                     "positive_bits": int(np.count_nonzero(y[new] > 0)),
+                     "explored_bits": int(explored.sum()),
+                     "repeated_pairs": int(new.size - new.sum())}
         state.fit_s += time.perf_counter() - start  # choosing is training
         return shards

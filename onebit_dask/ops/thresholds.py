@@ -128,18 +128,13 @@ def moment_share(p, v, counts: LabelCounts, eta: float, pooled: bool = False
     return _averaged(p, v, counts, share, var, eta, pooled)
 
 
-def found_share(p, counts: LabelCounts, n: int) -> tuple[np.ndarray, np.ndarray]:
+def found_share(counts: LabelCounts, n: int) -> tuple[np.ndarray, np.ndarray]:
     r"""Under chosen queries, each label's share of the ``n`` rows among the positives
-    found so far (``docs/ALGORITHM.md`` section 11): ``p_j = (f_j + 1/2) / (n + 1)`` for
-    ``f_j`` positive bits of label ``j`` in all the batches, so a batch adds
-    ``n_pos / (n + 1)`` to ``p`` (``None``: the initial batch), kept below
-    ``1 - 1 / (2 (n + 1))``; ``v = p (1 - p) / (n + 1)``, finite for every label (each
-    has a share, if only the half bit)."""
-    top = 1.0 - 0.5 / (n + 1.0)
-    if p is None:
-        p = np.minimum((counts.n_pos + 0.5) / (n + 1.0), top)
-    else:
-        p = np.minimum(p + counts.n_pos / (n + 1.0), top)
+    found (``docs/ALGORITHM.md`` section 11): ``p_j = (f_j + 1/2) / (n + 1)`` for the
+    ``f_j = n_pos`` positive pairs of label ``j`` in the batch (every one found so far),
+    kept below ``1 - 1 / (2 (n + 1))``; ``v = p (1 - p) / (n + 1)``, finite for every
+    label (each has a share, if only the half pair)."""
+    p = np.minimum((counts.n_pos + 0.5) / (n + 1.0), 1.0 - 0.5 / (n + 1.0))
     return p, p * (1.0 - p) / (n + 1.0)
 
 

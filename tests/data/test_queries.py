@@ -116,6 +116,15 @@ def test_occurrence_counts_earlier_draws_of_a_row():
     np.testing.assert_array_equal(occurrence(inverse, counts), [0, 0, 1, 2, 1, 0])
 
 
+def test_asked_counts_each_positive_pair_once():
+    asked = Asked(D2)
+    new = asked.add(np.array([1, 1, 2, 1]), np.array([3, 3, 3, 4]), np.ones(4))
+    np.testing.assert_array_equal(new, [True, False, True, True])
+    new = asked.add(np.array([2, 5]), np.array([3, 3]), np.ones(2))
+    np.testing.assert_array_equal(new, [False, True])
+    assert asked.positives[3] == 3 and asked.positives[4] == 1
+
+
 def test_asked_membership_and_counts_against_a_set():
     rng = np.random.default_rng(1)
     asked, seen = Asked(D2), set()

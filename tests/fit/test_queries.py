@@ -45,9 +45,11 @@ def test_the_thresholds_are_the_shares_of_the_positives_found(data, fits, querie
     np.testing.assert_allclose(est.intercept_,
                                scipy.special.ndtri((f + 0.5) / (X.shape[0] + 1)), rtol=1e-9)
     rows, labels = est.queries_asked_
-    assert f.sum() >= Y[rows, labels].sum()  # distinct pairs; a uniform pair may repeat
+    np.testing.assert_array_equal(f, np.bincount(labels[Y[rows, labels] > 0], minlength=200))
     assert sum(h["positive_bits"] for h in est.history_) == f.sum()
-    assert rows.size <= est.n_samples_seen_
+    repeated = sum(h["repeated_pairs"] for h in est.history_)
+    assert rows.size == 6 * 20000 - repeated and est.n_samples_seen_ == 6 * 20000
+    assert [h["n_samples"] for h in est.history_] == [20000 * (t + 1) for t in range(6)]
 
 
 def test_model_queries_find_more_positives_than_uniform_bits(data, fits):
@@ -65,14 +67,15 @@ def test_model_queries_find_more_positives_than_uniform_bits(data, fits):
 
 def test_the_initial_estimate_is_the_svd_of_the_positives_found(data):
     """With no step (``n_iter=0``), the initial estimate under chosen queries is the
-    top-``k`` left singular subspace of ``H = sum_{positive bits} x_i e_j^T`` of the
-    (uniform) initial batch: a dense NumPy reference."""
+    top-``k`` left singular subspace of ``H = sum_{positive pairs} x_i e_j^T`` of the
+    (uniform) initial batch's distinct pairs: a dense NumPy reference."""
     X, Y = data
     est = OneBitMultiLabel(3, batch_size=20000, n_iter=0, queries="model", features="none",
                            init_svd="dense", random_state=0, engine="local").fit(X, Y)
-    rows, labels = LabelMatrixSource(X, Y, 0).uniform_pairs(0, 20000, 4)  # repeats too
-    np.testing.assert_array_equal(np.unique(rows * 200 + labels),
-                                  est.queries_asked_[0] * 200 + est.queries_asked_[1])
+    rows, labels = LabelMatrixSource(X, Y, 0).uniform_pairs(0, 20000, 4)
+    keys = np.unique(rows * 200 + labels)  # each pair once: a repeat is not sent
+    np.testing.assert_array_equal(keys, est.queries_asked_[0] * 200 + est.queries_asked_[1])
+    rows, labels = keys // 200, keys % 200
     found = Y[rows, labels] > 0
     H = np.zeros((X.shape[1], Y.shape[1]))
     np.add.at(H.T, labels[found], X[rows[found]])
