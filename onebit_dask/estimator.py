@@ -247,8 +247,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         of them (``step="auto"`` is ``"moment"``, the other rules and thresholds other
         than ``"shares"`` are refused), and the history's bit counts describe the
         queries. Not
-        with given bits (observations, ``partial_fit``), CSR stores, planted problems
-        nor ``checkpoint`` (the pairs asked are not written to a checkpoint).
+        with given bits (observations, ``partial_fit``), CSR stores, planted problems,
+        ``validation_fraction`` (its pairs are of the training rows) nor ``checkpoint``
+        (the pairs asked are not written to a checkpoint).
     query_top_k : int, default 20
         The ``K`` best unasked labels a chosen query draws from.
     query_explore : float in [0, 1), default 0.1
@@ -359,7 +360,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             non-zeros).
         Y : array-like or scipy.sparse matrix of shape (n, d2), or of int of shape (n,)
             A 2-D 0/1 indicator (bool, int or float) is a label matrix: batch ``t``
-            draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid and
+            draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid
+            (``queries="uniform"``; else as ``queries`` says) and
             observes ``y = 2 Y_ij - 1`` (the paper's Sec. 5.2 on these data,
             :mod:`onebit_dask.data.label_matrix`); the batches are seeded by
             ``random_state`` (an int seeds them as a :class:`FullObservationProblem`
@@ -460,6 +462,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              "checkpoint does not hold the pairs asked, so a resume could "
                              "not ask the same queries; drop checkpoint, or pass "
                              "queries='uniform'")
+        if self.validation_fraction is not None:
+            raise ValueError(f"queries={self.queries!r} is not allowed with "
+                             f"validation_fraction={self.validation_fraction!r}: the "
+                             "validation pairs are of the training rows, whose positives the "
+                             "queries go after and the model then holds; drop one of them")
+        if self.query_warmup > self.n_iter:
+            raise ValueError(f"query_warmup={self.query_warmup!r} is not allowed with "
+                             f"n_iter={self.n_iter!r}: the fit's batches 0..n_iter would all "
+                             "be uniform; pass query_warmup <= n_iter, or queries='uniform'")
 
     def _fit_prepared(self, prepared: "_Prepared"):
         """The fit :meth:`_prepare` checked, on this estimator's engine."""
@@ -618,8 +629,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     @property
     def positives_found_(self) -> np.ndarray:
-        """Positive bits of each label over all the batches of a fit with chosen queries
-        (``(d2,)``: the found shares' ``f_j``, ``docs/ALGORITHM.md`` section 11)."""
+        """Distinct positive pairs found of each label over all the batches of a fit with
+        chosen queries (``(d2,)``: the found shares' ``f_j``, ``docs/ALGORITHM.md`` section
+        11)."""
         return self._fitted_value("positives_found_", "asked", "queries='uniform' asks "
                                   "no chosen queries, and a saved model keeps none").positives
 

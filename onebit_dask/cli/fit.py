@@ -10,8 +10,8 @@ import time
 
 from ..metrics.names import METRICS, RANKING
 from ..ops.features import KINDS as FEATURE_KINDS
-from ..ops.thresholds import THRESHOLDS
 from ..data.queries import QUERIES
+from ..ops.thresholds import THRESHOLDS
 from ..utils.errors import RunError
 from .args import (Given, HelpFormatter, UsageError, add_common, add_target, connect, integer,
                    number, positive_rate, target_of)

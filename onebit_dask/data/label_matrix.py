@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse
 
 from ..utils.checks import check_int
-from .seeding import label_blocks
+from .seeding import block_bounds, label_blocks
 from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
 from .shards import ShardKind, block_activation, block_scores, rows_of_bits
@@ -224,14 +224,11 @@ class LabelMatrixSource(BaseSource):
         """Batch ``t`` of the given pairs ``(rows, labels)``, one shard per label block of
         :meth:`batch` (each block's pairs in the given order)."""
         X, columns = self._data()
-        S = min(n_shards, self.d2)
-        bounds = [s * self.d2 // S for s in range(S + 1)]
-        block = np.searchsorted(bounds, labels, side="right") - 1
         shards = []
-        for s in range(S):
-            at = np.flatnonzero(block == s)
-            shards.append(LabelMatrixShard(self.seed, t, s, at.size, bounds[s], bounds[s + 1],
-                                           X, columns(bounds[s], bounds[s + 1]),
+        bounds = block_bounds(self.d2, n_shards)
+        for s, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+            at = np.flatnonzero((labels >= lo) & (labels < hi))
+            shards.append(LabelMatrixShard(self.seed, t, s, at.size, lo, hi, X, columns(lo, hi),
                                            (rows[at], labels[at])))
         return shards
 

@@ -151,7 +151,9 @@ def choose(policy: QueryPolicy, seed: int, t: int, n: int, m: int, asked: Asked,
     usable = fresh & (np.cumsum(fresh, axis=1) <= policy.top_k)  # the top_k best unasked
     keys = np.where(usable, g.random(cand.shape), 2.0)  # a uniform order of the usable
     shuffled = np.take_along_axis(cand, np.argsort(keys, axis=1, kind="stable"), axis=1)
-    nth = occurrence(inverse, counts)
+    nth = np.zeros(m, dtype=np.int64)  # earlier chosen draws of the row in the batch
+    mine = inverse[~explored]
+    nth[~explored] = occurrence(mine, np.bincount(mine, minlength=unique.size))
     has = nth < usable.sum(axis=1)[inverse]
     labels = shuffled[inverse, np.minimum(nth, k - 1)]
     explored |= ~has

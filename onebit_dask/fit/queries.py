@@ -37,7 +37,6 @@ class QueriedBatches:
 
     def __init__(self, settings, source, placed):
         self.settings, self.source, self.placed = settings, source, placed
-        self.policy = settings.policy
         self.asked = Asked(source.d2)
         self.last = {}
 
@@ -47,7 +46,7 @@ class QueriedBatches:
         time to ``state.fit_s`` (choosing is training)."""
         start = time.perf_counter()
         s = self.settings
-        if not self.policy.chooses(t):
+        if not s.policy.chooses(t):
             rows, labels = self.source.uniform_pairs(t, s.batch_size, s.n_shards)
             explored = np.ones(rows.size, dtype=bool)
         else:
@@ -55,7 +54,7 @@ class QueriedBatches:
                 XA = project(self.source.X[unique], state.top.Q, state.feature_map)
                 return topk.predict_top_k(engine, XA, k, state.bounds)[0]
 
-            rows, labels, explored = choose(self.policy, self.source.seed, t, self.source.n,
+            rows, labels, explored = choose(s.policy, self.source.seed, t, self.source.n,
                                             s.batch_size, self.asked, candidates)
         y = self.source.bits_at(rows, labels)
         new = self.asked.add(rows, labels, y)  # a repeat tells nothing new

@@ -79,6 +79,7 @@ from ..utils import limits
 from ..utils.checks import check_int, check_rank, check_seed
 from ..utils.yaml import YamlError, parse_yaml, read_text
 from ..utils.errors import SpecError
+from ..fit import steps
 from ..fit.steps import STEPS
 from ..ops.thresholds import THRESHOLDS
 from ..data.queries import QUERIES
@@ -378,14 +379,23 @@ def _parse_file_spec(data, text, grid_in, folder, where, allow_large) -> SweepSp
         if "files" not in METHODS[method].modes:
             raise SpecError(f"{where}: method={method!r} does not run on file datasets: "
                             "use method onebit")
-    for queries in grid["queries"]:  # the settings a chosen policy refuses, before any work
-        for step in grid["step"] if queries != "uniform" else ():
+    chosen = [q for q in grid["queries"] if q != "uniform"]
+    for queries in chosen:  # the settings a chosen policy refuses, before any work
+        for step in grid["step"]:
+            rule = steps.resolve(step, planted=False, partial=False, validation=False,
+                                 chosen=True)
             for threshold in grid["threshold"]:
                 try:
-                    check_chosen(queries, "moment" if step == "auto" else step, threshold)
+                    check_chosen(queries, rule or step, threshold)
                 except ValueError as exc:
                     raise SpecError(f"{where}: grid: {exc}") from None
     datasets, sizes = datafiles.check_file_datasets(raw, folder, where, DATASET_KEYS)
+    for name in grid["dataset"] if chosen else ():
+        if os.path.isdir(datafiles.resolve(datasets[name]["train"], folder)):
+            raise SpecError(f"{where}: grid: queries={chosen[0]!r} is not allowed with "
+                            f"datasets.{name}.train, a CSR store (read where the shards run, "
+                            "with no copy of its labels to choose from): give a data file, "
+                            "or queries: [uniform]")
     n_cells = math.prod(len(v) for v in grid.values())
     if n_cells > limits.MAX_CELLS and not allow_large:
         raise SpecError(f"{where}: the grid has {n_cells:,} cells, more than "

@@ -4,6 +4,8 @@ reference; the same fit on Dask; the refusals where there is nothing to choose."
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -11,8 +13,11 @@ import scipy.special
 from scipy import stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.data.label_matrix import LabelMatrixSource
+from onebit_dask.data.label_matrix import LabelMatrixSource, check_label_matrix
+from onebit_dask.engine import LocalEngine
+from onebit_dask.fit import loop as fitting
 from onebit_dask.testing import assert_same_fit
+from tests.support.helpers import FILES, one_line, run_main
 
 PROBLEM = SyntheticProblem(30, 200, 3, positive_rate=(0.005, 0.05), seed=3, n_test=10)
 PARAMS = dict(batch_size=20000, n_iter=5, random_state=0, engine="local")
@@ -70,17 +75,21 @@ def test_the_initial_estimate_is_the_svd_of_the_positives_found(data):
     top-``k`` left singular subspace of ``H = sum_{positive pairs} x_i e_j^T`` of the
     (uniform) initial batch's distinct pairs: a dense NumPy reference."""
     X, Y = data
-    est = OneBitMultiLabel(3, batch_size=20000, n_iter=0, queries="model", features="none",
-                           init_svd="dense", random_state=0, engine="local").fit(X, Y)
-    rows, labels = LabelMatrixSource(X, Y, 0).uniform_pairs(0, 20000, 4)
+    params = OneBitMultiLabel(3, batch_size=20000, n_iter=0, queries="model",
+                              features="none", init_svd="dense").get_params()
+    state = fitting.new_state(X.shape[1], Y.shape[1], 4, 0)  # the plain solver: the
+    source = LabelMatrixSource(X, check_label_matrix(Y, X.shape[0]), 0)  # estimator
+    fitting.fit_source(fitting.FitSettings.of(params, planted=False), state, LocalEngine(),
+                       source)  # refuses n_iter=0 with queries (no batch would choose)
+    rows, labels = source.uniform_pairs(0, 20000, 4)
     keys = np.unique(rows * 200 + labels)  # each pair once: a repeat is not sent
-    np.testing.assert_array_equal(keys, est.queries_asked_[0] * 200 + est.queries_asked_[1])
+    np.testing.assert_array_equal(keys, state.asked.keys)
     rows, labels = keys // 200, keys % 200
     found = Y[rows, labels] > 0
     H = np.zeros((X.shape[1], Y.shape[1]))
     np.add.at(H.T, labels[found], X[rows[found]])
     U = np.linalg.svd(H)[0][:, :3]
-    basis = scipy.linalg.orth(est.A_)
+    basis = scipy.linalg.orth(state.top.Q)
     assert np.linalg.norm(basis @ basis.T - U @ U.T, 2) < 1e-8
     # a wrong estimate (the negatives' rows subtracted, as uniform bits' centring does) is
     # rejected by the same bound
@@ -118,15 +127,33 @@ def test_refused_where_there_are_no_queries_to_choose(data, tmp_path):
     with pytest.raises(ValueError, match="queries='model' is not allowed with checkpoint"):
         est.fit(X, Y, checkpoint=tmp_path / "ck")
     assert not (tmp_path / "ck").exists()
+    with pytest.raises(ValueError, match="queries='model' is not allowed with "
+                                         "validation_fraction=0.1"):
+        OneBitMultiLabel(3, queries="model", validation_fraction=0.1, **PARAMS).fit(X, Y)
+    with pytest.raises(ValueError, match="query_warmup=6 is not allowed with n_iter=5"):
+        OneBitMultiLabel(3, queries="model", query_warmup=6, **PARAMS).fit(X, Y)
 
 
-@pytest.mark.parametrize("params, bad", [
-    (dict(step="select"), "step='select'"), (dict(step="paper"), "step='paper'"),
-    (dict(threshold="none"), "threshold='none'"),
-    (dict(query_explore=1.5), "query_explore"), (dict(query_top_k=0), "query_top_k"),
-    (dict(queries="best"), "queries"),
-])
-def test_bad_query_settings_are_refused_before_any_work(data, params, bad):
+def test_a_first_batch_without_a_positive_is_a_fit(data):
+    """The first batch's pairs hold no positive: the estimate starts from nothing found
+    (thresholds at the half pair), and the chosen batches find positives."""
     X, Y = data
-    with pytest.raises(ValueError, match=bad):
-        OneBitMultiLabel(3, **{**PARAMS, "queries": "model", **params}).fit(X, Y)
+    est = OneBitMultiLabel(3, batch_size=20, n_iter=2, queries="model", random_state=0,
+                           engine="local").fit(X, Y)
+    assert est.history_[0]["positive_bits"] == 0
+    assert est.history_[0]["n_active"] == 0
+    assert np.isfinite(est.B_).all() and est.positives_found_.sum() > 0
+
+
+def test_the_command_line_takes_the_policy():
+    path = str(FILES / "emotions_train.txt")
+    proc = run_main("fit", "--data", path, "--queries", "model", "--query-top-k", "3",
+                    "--query-explore", "0.2", "--rank", "2", "--batch-size", "500",
+                    "--n-iter", "2", "--workers", "0", "--json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    est = OneBitMultiLabel(2, batch_size=500, n_iter=2, queries="model", query_top_k=3,
+                           query_explore=0.2, random_state=0, engine="local").fit(path)
+    assert json.loads(proc.stdout)["n_samples"] == est.n_samples_seen_ == 1500
+    line = one_line(run_main("fit", "--data", path, "--queries", "model", "--step", "paper",
+                             "--workers", "0"), 2)
+    assert "step='paper' is not allowed with queries='model'" in line

@@ -284,3 +284,9 @@ def test_csr_stores_as_datasets(tmp_path):
     for key in (*RANKING, "n_samples"):
         np.testing.assert_array_equal(cell[key].values, [h[key] for h in est.history_],
                                       err_msg=key)
+    spec_path.write_text(spec_path.read_text().replace("n_iter: [2]", "n_iter: [2], "
+                                                       "queries: [uniform, model]"))
+    line = one_line(run_main("sweep", spec_path, "--out", tmp_path / "q.zarr",
+                             "--workers", "0"), 2)
+    assert "queries='model' is not allowed with datasets.emotions.train, a CSR store" in line
+    assert not (tmp_path / "q.zarr").exists()
