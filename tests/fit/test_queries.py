@@ -157,3 +157,15 @@ def test_the_command_line_takes_the_policy():
     line = one_line(run_main("fit", "--data", path, "--queries", "model", "--step", "paper",
                              "--workers", "0"), 2)
     assert "step='paper' is not allowed with queries='model'" in line
+
+
+@pytest.mark.parametrize("params, bad", [
+    (dict(step="select"), "step='select'"), (dict(step="paper"), "step='paper'"),
+    (dict(threshold="none"), "threshold='none'"),
+    (dict(query_explore=1.5), "query_explore"), (dict(query_top_k=0), "query_top_k"),
+    (dict(queries="best"), "queries"),
+])
+def test_bad_query_settings_are_refused_before_any_work(data, params, bad):
+    X, Y = data
+    with pytest.raises(ValueError, match=bad):
+        OneBitMultiLabel(3, **{**PARAMS, "queries": "model", **params}).fit(X, Y)
