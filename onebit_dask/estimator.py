@@ -462,15 +462,6 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              "checkpoint does not hold the pairs asked, so a resume could "
                              "not ask the same queries; drop checkpoint, or pass "
                              "queries='uniform'")
-        if self.validation_fraction is not None:
-            raise ValueError(f"queries={self.queries!r} is not allowed with "
-                             f"validation_fraction={self.validation_fraction!r}: the "
-                             "validation pairs are of the training rows, whose positives the "
-                             "queries go after and the model then holds; drop one of them")
-        if self.query_warmup > self.n_iter:
-            raise ValueError(f"query_warmup={self.query_warmup!r} is not allowed with "
-                             f"n_iter={self.n_iter!r}: the fit's batches 0..n_iter would all "
-                             "be uniform; pass query_warmup <= n_iter, or queries='uniform'")
 
     def _fit_prepared(self, prepared: "_Prepared"):
         """The fit :meth:`_prepare` checked, on this estimator's engine."""

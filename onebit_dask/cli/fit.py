@@ -63,18 +63,16 @@ def add_fit(sub):
     e.add_argument("--batch-size", type=integer(1), default=100_000,
                    help="observations per batch m")
     e.add_argument("--n-iter", type=integer(0), default=10, help="steps after the initial batch")
-    e.add_argument("--step", default="auto", choices=STEPS, metavar="{" + ",".join(STEPS) + "}",
+    e.add_argument("--step", default="auto", choices=STEPS,
                    help="the step: auto is paper on a planted problem and select on data "
                         "(moment steps, then the moment or the residual branch, kept by "
                         "progressive validation; docs/ALGORITHM.md section 9e)")
     e.add_argument("--threshold", default="auto", choices=THRESHOLDS,
-                   metavar="{" + ",".join(THRESHOLDS) + "}",
                    help="per-label thresholds: none (the paper's model), estimated from the "
                         "bits and shrunk (a planted problem's), or shares (each label's own "
                         "share, for data); auto (the default) picks estimated on a planted "
                         "problem and shares on data (docs/ALGORITHM.md section 9)")
     e.add_argument("--features", default="auto", choices=FEATURE_KINDS,
-                   metavar="{" + ",".join(FEATURE_KINDS) + "}",
                    help="feature map estimated from the training features and applied "
                         "through the factors (sparse data stay sparse): auto (the default: "
                         "standardize for dense features, ridge for sparse ones, none for the "
@@ -86,7 +84,6 @@ def add_fit(sub):
                    help="with --features whiten: the directions whitened (default "
                         "min(d1, 200))")
     e.add_argument("--queries", default="uniform", choices=QUERIES,
-                   metavar="{" + ",".join(QUERIES) + "}",
                    help="which pairs of a label matrix (an XC file) a batch asks about: uniform "
                         "(the default, the paper's), or, after --query-warmup uniform batches, "
                         "each drawn row's label among its --query-top-k best labels not asked "

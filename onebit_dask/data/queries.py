@@ -61,22 +61,25 @@ class Asked:
         self.d2 = int(d2)
         self.keys = np.empty(0, dtype=np.int64)
         self.found = np.empty(0, dtype=np.int64)  # the positive pairs' keys, sorted
-        self.positives = np.zeros(self.d2, dtype=np.int64)
         self.n_asked = 0  # every draw, repeats included
 
     def add(self, rows: np.ndarray, labels: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Record the pairs ``(rows, labels)`` and their bits ``y`` (``+1``: positive);
         returns which pairs are new (not asked before, and the first of their repeats in
-        ``rows``), whose positives are counted."""
+        ``rows``), whose positives join the found pairs."""
         keys = rows.astype(np.int64) * self.d2 + labels
         new = np.zeros(keys.size, dtype=bool)
         new[np.unique(keys, return_index=True)[1]] = True
         new &= ~self.contains(rows, labels[:, None])[:, 0]
         self.keys = np.union1d(self.keys, keys)
         self.found = np.union1d(self.found, keys[new & (y > 0)])
-        self.positives += np.bincount(labels[new & (y > 0)], minlength=self.d2)
         self.n_asked += keys.size
         return new
+
+    @property
+    def positives(self) -> np.ndarray:
+        """The positive pairs found of each label, ``(d2,)``."""
+        return np.bincount(self.found % self.d2, minlength=self.d2)
 
     def found_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, labels)`` of every positive pair found, sorted by row, then label."""

@@ -107,7 +107,7 @@ def initialise_dense(S: np.ndarray, n_obs: int, d1: int, d2: int, rank: int):
     ``Q0 = [[U_k, U_k], [V_k, -V_k]] / sqrt(2)`` and ``V0 = H0_dil Q0``, the singular
     pairs with :func:`~onebit_dask.kernels.canonical_signs` taken from ``U_k``.
     """
-    H0 = scale_constant(d2, max(n_obs, 1)) * S.T
+    H0 = scale_constant(d2, n_obs) * S.T
     U, _, Vt = scipy.linalg.svd(H0, full_matrices=False)
     signs = canonical_signs(U[:, :rank])
     U, V = U[:, :rank] * signs, Vt[:rank].T * signs
@@ -151,7 +151,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     (``n_power`` products on ``2k + oversampling`` columns, then Rayleigh-Ritz), then
     ``Q0 = cholqr2([[U_k, U_k], [V_k, -V_k]])`` and ``V0 = H0_dil Q0``, the Ritz
     vectors with :func:`~onebit_dask.kernels.canonical_signs` taken from ``U_k``."""
-    c = scale_constant(d2, max(n_obs, 1))
+    c = scale_constant(d2, n_obs)
     n = d1 + d2
     width = min(2 * rank + oversampling, n)
     activate_initial(engine, data, model, n_obs, d2)
@@ -192,7 +192,7 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     if moment and model.A is not None:
         raise ValueError("a moment step activates every row: pass a StepModel with A=None")
     A = (1.0 - eta) * state.Q if moment else state.Q  # W = A B^T with A = Q_top
-    scale = eta * scale_constant(d2, max(n_obs, 1))  # no pairs (no positive found): H = 0
+    scale = eta * scale_constant(d2, n_obs)
     n_rows = A.shape[0] + d2
     outs = engine.map(B.step_open, model, state.Q, A.T @ state.Q, scale, n_obs / d2, eta,
                       moment, per_block=engine.by_block(data, model))

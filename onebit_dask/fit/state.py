@@ -57,7 +57,9 @@ class FitSettings:
         rule = steps.resolve(settings["step"], planted=planted, partial=partial,
                              validation=fraction is not None, chosen=chosen)
         if chosen:
-            check_chosen(settings["queries"], rule or settings["step"], settings["threshold"])
+            check_chosen(settings["queries"], rule or settings["step"], settings["threshold"],
+                         warmup=settings["query_warmup"], n_iter=settings["n_iter"],
+                         validation_fraction=fraction)
         if rule is None:
             where = ("in partial_fit (one step at a time; the two branches run over a "
                      "fit's second half)" if partial else
@@ -86,11 +88,13 @@ class FitSettings:
                                             and d1 * d2 <= DENSE_INIT_LIMIT)
 
 
-def check_chosen(queries: str, rule: str, threshold: str) -> None:
-    """Under chosen queries the model estimates the positives found
+def check_chosen(queries: str, rule: str, threshold: str, *, warmup: int, n_iter: int,
+                 validation_fraction: float | None = None) -> None:
+    """The settings a fit under chosen queries refuses. It estimates the positives found
     (``docs/ALGORITHM.md`` section 11): its initial and moment steps, with the shares'
     thresholds. Residual steps and the progressive scores of ``"select"`` take a batch's
-    bits as a uniform sample, which chosen bits are not."""
+    bits as a uniform sample, which chosen bits are not; validation pairs are of the
+    training rows the queries go after; and with ``warmup > n_iter`` no batch chooses."""
     if rule != "moment":
         raise ValueError(f"step={rule!r} is not allowed with queries={queries!r}: chosen bits "
                          "are not a uniform sample, which its residual steps (and "
@@ -100,6 +104,15 @@ def check_chosen(queries: str, rule: str, threshold: str) -> None:
         raise ValueError(f"threshold={threshold!r} is not allowed with queries={queries!r}: "
                          "the thresholds are the shares of the positives found; pass "
                          "threshold='shares' (what 'auto' picks there), or queries='uniform'")
+    if validation_fraction is not None:
+        raise ValueError(f"queries={queries!r} is not allowed with "
+                         f"validation_fraction={validation_fraction!r}: the validation pairs "
+                         "are of the training rows, whose positives the queries go after "
+                         "and the model then holds; drop one of them")
+    if warmup > n_iter:
+        raise ValueError(f"query_warmup={warmup!r} is not allowed with n_iter={n_iter!r}: "
+                         "the fit's batches 0..n_iter would all be uniform; pass "
+                         "query_warmup <= n_iter, or queries='uniform'")
 
 
 @dataclass

@@ -87,8 +87,9 @@ def canonical_signs(U: np.ndarray) -> np.ndarray:
 
 
 def scale_constant(d2: int, m: int) -> float:
-    """The constant ``c = d2 / (m * lambda)`` of one batch of ``m`` observations."""
-    return d2 / (m * LAMBDA)
+    """The constant ``c = d2 / (m * lambda)`` of one batch of ``m`` observations; a batch
+    of none (chosen queries before a positive is found) has ``H = 0``, and takes ``m = 1``."""
+    return d2 / (max(m, 1) * LAMBDA)
 
 
 def sign(x: np.ndarray) -> np.ndarray:

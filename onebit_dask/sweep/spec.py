@@ -82,7 +82,8 @@ from ..utils.errors import SpecError
 from ..fit import steps
 from ..fit.steps import STEPS
 from ..ops.thresholds import THRESHOLDS
-from ..data.queries import QUERIES
+from ..data.queries import QUERIES, QueryPolicy
+from ..io import detect
 from ..fit.state import check_chosen
 from ..data.synthetic.problem import SAMPLERS, parse_positive_rate
 from .methods import METHODS
@@ -380,18 +381,18 @@ def _parse_file_spec(data, text, grid_in, folder, where, allow_large) -> SweepSp
             raise SpecError(f"{where}: method={method!r} does not run on file datasets: "
                             "use method onebit")
     chosen = [q for q in grid["queries"] if q != "uniform"]
-    for queries in chosen:  # the settings a chosen policy refuses, before any work
-        for step in grid["step"]:
-            rule = steps.resolve(step, planted=False, partial=False, validation=False,
-                                 chosen=True)
-            for threshold in grid["threshold"]:
-                try:
-                    check_chosen(queries, rule or step, threshold)
-                except ValueError as exc:
-                    raise SpecError(f"{where}: grid: {exc}") from None
+    for queries, step, threshold, n_iter in itertools.product(
+            chosen, grid["step"], grid["threshold"], grid["n_iter"]):
+        rule = steps.resolve(step, planted=False, partial=False, validation=False,
+                             chosen=True)
+        try:  # the settings a chosen policy refuses, before any work
+            check_chosen(queries, rule or step, threshold, warmup=QueryPolicy().warmup,
+                         n_iter=n_iter)
+        except ValueError as exc:
+            raise SpecError(f"{where}: grid: {exc}") from None
     datasets, sizes = datafiles.check_file_datasets(raw, folder, where, DATASET_KEYS)
     for name in grid["dataset"] if chosen else ():
-        if os.path.isdir(datafiles.resolve(datasets[name]["train"], folder)):
+        if detect(datafiles.resolve(datasets[name]["train"], folder)) == "csr":
             raise SpecError(f"{where}: grid: queries={chosen[0]!r} is not allowed with "
                             f"datasets.{name}.train, a CSR store (read where the shards run, "
                             "with no copy of its labels to choose from): give a data file, "

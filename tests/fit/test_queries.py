@@ -4,6 +4,7 @@ reference; the same fit on Dask; the refusals where there is nothing to choose."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -75,12 +76,14 @@ def test_the_initial_estimate_is_the_svd_of_the_positives_found(data):
     top-``k`` left singular subspace of ``H = sum_{positive pairs} x_i e_j^T`` of the
     (uniform) initial batch's distinct pairs: a dense NumPy reference."""
     X, Y = data
-    params = OneBitMultiLabel(3, batch_size=20000, n_iter=0, queries="model",
+    params = OneBitMultiLabel(3, batch_size=20000, n_iter=1, queries="model",
                               features="none", init_svd="dense").get_params()
-    state = fitting.new_state(X.shape[1], Y.shape[1], 4, 0)  # the plain solver: the
-    source = LabelMatrixSource(X, check_label_matrix(Y, X.shape[0]), 0)  # estimator
-    fitting.fit_source(fitting.FitSettings.of(params, planted=False), state, LocalEngine(),
-                       source)  # refuses n_iter=0 with queries (no batch would choose)
+    # the plain solver on the initial batch alone: FitSettings.of refuses n_iter=0 with
+    # chosen queries (no batch would choose), so the checked settings are cut to it
+    settings = dataclasses.replace(fitting.FitSettings.of(params, planted=False), n_iter=0)
+    state = fitting.new_state(X.shape[1], Y.shape[1], 4, 0)
+    source = LabelMatrixSource(X, check_label_matrix(Y, X.shape[0]), 0)
+    fitting.fit_source(settings, state, LocalEngine(), source)
     rows, labels = source.uniform_pairs(0, 20000, 4)
     keys = np.unique(rows * 200 + labels)  # each pair once: a repeat is not sent
     np.testing.assert_array_equal(keys, state.asked.keys)
