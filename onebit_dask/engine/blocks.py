@@ -30,7 +30,8 @@ import numpy as np
 from ..ops import thresholds
 from ..data.shards import ShardKind, active_sums, row_scaled, scored_bits
 from ..ops.kernels import ActiveRows, aligned, row_norms
-from ..metrics.planted import auc_rows, label_auc_sums
+from ..metrics.planted import label_auc_sums
+from ..ops.label_auc import label_aucs
 from . import topk
 
 if TYPE_CHECKING:
@@ -453,28 +454,21 @@ def evaluation_pieces(block: Block, evaluation: Evaluation) -> Block:
 def ranking_pieces(block: Block, Y_test, XA, k: int) -> Block:
     """``out = (auc, labels, scores)`` of the block's labels on a held-out set: the ROC AUC
     of each label (NaN where the test set has one class) and, per test row, the block's
-    ``k`` best labels by score ``x^T A b_j + b_j0`` and their scores, best first (as
-    :func:`~onebit_dask.engine.topk.top_k`).
+    ``k`` best labels by score ``x^T A b_j + b_j0`` and their scores, best first.
 
     ``Y_test`` is the ``(n_test, hi - lo)`` 0/1 CSR matrix of the block's labels, ``XA``
     the ``(n_test, l)`` products ``X_test A``; ``b_j0`` the block's thresholds (slot
-    ``"b"``, 0 without it). A label's AUC needs all its test scores: ``n_test x width``
-    scores at a time, a quarter of :data:`~onebit_dask.engine.topk.SCORE_BUDGET` (the
-    AUC holds about four copies of them), at least one label. The top ``k`` come from
-    the same tiles (every score is computed for the AUC anyway, so the label index of
-    :func:`~onebit_dask.engine.topk.top_k` would save nothing here); they are the same
-    labels and scores as the index's.
+    ``"b"``, 0 without it). The AUCs are those of the fixed-order scores
+    (:func:`~onebit_dask.ops.label_auc.label_aucs`: only the labels with both classes
+    are scored, those with few positives by BLAS products and exact counting); the top
+    ``k`` come from the block's label index (:func:`~onebit_dask.engine.topk.top_k`), the
+    labels and scores of brute force. Memory: a tile of
+    :data:`~onebit_dask.engine.topk.SCORE_BUDGET` bytes of scores at a time.
     """
     Bm = block.slots["B"]
     b = block.slots.get("b")
     n = XA.shape[0]
-    width = max(1, topk.SCORE_BUDGET // (4 * 8 * max(n, 1)))
-    best = topk.no_candidates(n)
-    aucs = []
-    for a in range(0, Bm.shape[0], width):
-        sc = topk.tile_scores(XA, Bm[a: a + width], None if b is None else b[a: a + width])
-        truth = np.ascontiguousarray(Y_test[:, a: a + width].T.toarray() > 0)
-        aucs.append(auc_rows(truth, np.ascontiguousarray(sc.T)))
-        best = topk.add_tile(best, sc, block.lo + a, k)
-        del sc, truth  # before the next tile's
-    return block.evolve(out=(np.concatenate(aucs), *best))
+    aucs = label_aucs(XA, Bm, b, Y_test, tile_bytes=topk.SCORE_BUDGET)
+    rows, width = topk.tile_shape(n, Bm.shape[0], topk.SCORE_BUDGET)
+    labels, scores = topk.top_k(block, XA, k, width, rows=rows, leaf_size=topk.LEAF_SIZE).out
+    return block.evolve(out=(aucs, labels, scores))

@@ -165,7 +165,7 @@ def _round_up(x: float, dim: int) -> float:
     return float(x) * (1.0 + 4.0 * (dim + 6) * U_ROUND) + TINY
 
 
-def _row_norm_max(B: np.ndarray, b) -> float:
+def row_norm_max(B: np.ndarray, b) -> float:
     """An upper bound on ``max_j ||[B_j, b_j]||``."""
     sq = np.einsum("ij,ij->i", B, B)
     if b is not None:
@@ -236,6 +236,25 @@ def reference_top_k(Z: np.ndarray, B: np.ndarray, b, k: int, *, position=None,
     return labels, scores
 
 
+def few_rows_top_k(index: LabelIndex, Z: np.ndarray, k: int, *, candidates: int = 2**20):
+    """Brute force over an index's few representatives: every one scored in the fixed
+    order (:func:`tile_scores`) and expanded to its ``min(count, k)`` smallest labels
+    (:func:`expand_groups`), each row's best ``k`` taken (:func:`best_of_candidates`):
+    the labels and scores of :func:`reference_top_k` without scoring every label (a
+    fitted model's many equal rows are one representative). About ``candidates`` pairs
+    at a time (at least one row)."""
+    n, p = Z.shape[0], index.B.shape[0]
+    rows_t = max(1, candidates // max(p * k, 1))
+    out_l, out_s = np.empty((n, k), dtype=np.int64), np.empty((n, k))
+    for r in range(0, n, rows_t):
+        S = tile_scores(Z[r: r + rows_t], index.B, index.b)
+        t = S.shape[0]
+        rr, ll, ss = expand_groups(np.repeat(np.arange(t), p), np.tile(np.arange(p), t),
+                                   S.ravel(), k, index)
+        out_l[r: r + t], out_s[r: r + t] = best_of_candidates(t, rr, ll, ss, k)
+    return out_l, out_s
+
+
 # -- the BLAS brute force ------------------------------------------------------------------
 def screen_top_k(Z: np.ndarray, B: np.ndarray, b, k: int, *, rho: float | None = None,
                  index: LabelIndex | None = None, tile_bytes: int = 2 * 2**20):
@@ -252,7 +271,7 @@ def screen_top_k(Z: np.ndarray, B: np.ndarray, b, k: int, *, rho: float | None =
     ``k``-th exact score minus :math:`2M_i` (a later label needs :math:`\tilde s \ge` it,
     hence :math:`\hat s \ge` it :math:`- 2M_i`). Memory: a tile and ``O(rows x k)``
     candidates, even when millions of labels tie. ``4 k`` above the rows of ``B``:
-    :func:`reference_top_k`.
+    :func:`few_rows_top_k` (with ``index``) or :func:`reference_top_k`.
 
     Parameters
     ----------
@@ -278,8 +297,10 @@ def screen_top_k(Z: np.ndarray, B: np.ndarray, b, k: int, *, rho: float | None =
     n = Z.shape[0]
     d2 = B.shape[0]
     if 4 * k > d2:
-        return reference_top_k(Z, B, b, k, position=None if index is None else index.position)
-    M = margins(Z, _row_norm_max(B, b) if rho is None else rho)
+        if index is None:
+            return reference_top_k(Z, B, b, k)
+        return few_rows_top_k(index, Z, k)
+    M = margins(Z, row_norm_max(B, b) if rho is None else rho)
     rows_t = max(1, min(n, 256))
     width = max(k, tile_bytes // (8 * rows_t))
     out_l, out_s = np.empty((n, k), dtype=np.int64), np.empty((n, k))
@@ -503,7 +524,7 @@ def build_index(B: np.ndarray, b=None, *, leaf_size: int = 256, min_leaf: int = 
     radius = np.maximum.reduceat(np.sqrt(sq_B + D[:, dim] ** 2), starts[:-1])
     radius_B = np.maximum.reduceat(np.sqrt(sq_B), starts[:-1])
     b_over = np.maximum(np.maximum.reduceat(D[:, dim], starts[:-1]), 0.0)
-    rho = max(_row_norm_max(R[:, :dim], R[:, dim]),
+    rho = max(row_norm_max(R[:, :dim], R[:, dim]),
               _round_up(np.sqrt(np.einsum("ij,ij->i", centers, centers).max()), dim))
     if not np.isfinite(rho):
         raise ValueError("label rows too large to bound their rounding errors")

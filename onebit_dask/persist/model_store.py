@@ -22,7 +22,9 @@ Each block is written, and read back, by the task that holds it (:func:`write_bl
 :func:`read_block` run through ``engine.map``): on Dask every worker reads and writes its
 own rows, so the path must be visible to the workers (a shared file system), and the
 label side never passes through the client. The root attrs are written last, so a store
-whose writer died is not taken for a model.
+whose writer died is not taken for a model; the metadata are then consolidated into the
+root's ``zarr.json`` (version 5), so that ``xarray.open_zarr`` reads the tops without a
+warning. The package itself reads every array's own metadata (``use_consolidated=False``).
 
 A store is written into a marked temporary directory next to ``PATH`` and moved into
 place (:mod:`onebit_dask.io.stores.atomic`): a kill at any point leaves ``PATH`` whole, or
@@ -55,13 +57,15 @@ from ..engine.blocks import THRESHOLD_SLOTS as LABEL_SLOTS, Block
 from ..io.stores import atomic, paths
 from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, attrs_digest,
                                      check_array, check_attrs_digest, check_stored_finite,
-                                     check_version, checked_codecs, format_attrs,
+                                     check_version, checked_codecs, consolidate,
+                                     format_attrs,
                                      unreadable_chunk)
 
 FORMAT = FORMAT_OF["model"]
-VERSION = 4  # 2: checksums, dimension names, rng_state integers as decimal strings;
+VERSION = 5  # 2: checksums, dimension names, rng_state integers as decimal strings;
 #             3: the feature map; 4: attrs_sha256, the digest of the attributes, and
-#             zstd chunks with their frame checksum
+#             zstd chunks with their frame checksum; 5: consolidated metadata (for
+#             xarray and other readers; the package reads each array's own)
 DIGEST_SINCE = 4  # the first version whose attributes carry their digest
 DIGESTED = ("format", "version", "params", "n_features_in", "n_labels", "n_steps",
             "n_samples_seen", "fit_s", "bounds", "history", "data", "rng_state",
@@ -244,6 +248,7 @@ def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
     sums["blocks"] = [w[2] for w in written]
     root.update_attributes(signed_attrs({**attrs, **format_attrs(FORMAT, VERSION),
                                          "versions": versions(), "checksums": sums}))
+    consolidate(path)  # after the commit: one more rewrite of the root's zarr.json
 
 
 def signed_attrs(attrs: dict) -> dict:
@@ -306,7 +311,8 @@ def read_attrs(path: str, name: str = "model") -> dict:
         raise FileNotFoundError(f"{name}={path!r} does not exist: give the path of a model "
                                 "written by OneBitMultiLabel.save or onebit-dask fit --save")
     try:
-        attrs = dict(zarr.open_group(path, mode="r", zarr_format=3).attrs)
+        attrs = dict(zarr.open_group(path, mode="r", zarr_format=3,
+                                     use_consolidated=False).attrs)
     except Exception as exc:  # zarr raises several types for a path that is not a group
         raise ModelStoreError(f"{name}={path!r} is not an onebit-dask model store (not a zarr "
                               f"v3 group: {type(exc).__name__})") from None
@@ -405,7 +411,7 @@ def read_top(path: str, attrs: dict):
     shape = (attrs["n_features_in"], _width(attrs))
     sums = attrs.get("checksums")
     try:
-        root = zarr.open_group(path, mode="r", zarr_format=3)
+        root = zarr.open_group(path, mode="r", zarr_format=3, use_consolidated=False)
         arrays = [root[name] for name in ("Q_top", "V_top")]
     except (OSError, KeyError, ValueError) as exc:
         raise DamagedStoreError(f"{where} is damaged: Q_top or V_top cannot be read "
@@ -435,7 +441,7 @@ def read_feature_map(path: str, attrs: dict):
     shapes = {"mean": (d1,), "scale": (d1,), "directions": (d1, q), "factors": (q,)}
     sums = attrs.get("checksums") or {}
     try:
-        root = zarr.open_group(path, mode="r", zarr_format=3)
+        root = zarr.open_group(path, mode="r", zarr_format=3, use_consolidated=False)
         arrays = {name: root[f"feature_{name}"] for name in FEATURE_ARRAYS}
     except (OSError, KeyError, ValueError) as exc:
         raise DamagedStoreError(f"{where} is damaged: its feature map cannot be read "

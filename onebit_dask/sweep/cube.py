@@ -36,7 +36,8 @@ from ..utils.warnings import ignored
 from ..utils.provenance import provenance
 from ..io.stores import atomic, paths
 from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
-                                     check_version, checked_codecs, group_attrs,
+                                     check_version, checked_codecs, consolidate as
+                                     consolidate_metadata, group_attrs,
                                      missing_chunk, newer_message, NewerFormatError,
                                      unreadable_chunk)
 from ..metrics.names import RANKING_KS
@@ -617,10 +618,8 @@ def set_attrs(path: str, **attrs) -> None:
 def consolidate(path: str) -> None:
     """Consolidate the metadata (once no cell is being written): ``xr.open_zarr(path)``
     then opens the cube without a warning."""
-    import zarr
-
     with _quiet_zarr():
-        zarr.consolidate_metadata(os.fspath(path))
+        consolidate_metadata(os.fspath(path))
 
 
 def _consolidated(path: str) -> bool:

@@ -108,6 +108,22 @@ def test_all_label_rows_equal():
         check(mips.top_k(index, Z, k, max_scan=1.0), brute(Z, B, b, k))
 
 
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_an_index_of_few_representatives_is_brute_force(k):
+    """Three distinct label rows over 500 labels (fewer than ``4 k`` representatives):
+    each scored once and expanded to its smallest labels, ties to the smaller label."""
+    rng = np.random.default_rng(k)
+    group = rng.integers(0, 3, size=500)
+    B = rng.integers(-2, 3, size=(3, 6)).astype(float)[group]
+    b = np.array([0.0, 1.0, 0.0])[group]
+    Z = rng.integers(-1, 2, size=(40, 6)).astype(float)
+    index = mips.build_index(B, b, leaf_size=32, min_leaf=4)
+    assert index.B.shape[0] == 3
+    ref = brute(Z, B, b, k)
+    check(mips.top_k(index, Z, k), ref)
+    check(mips.few_rows_top_k(index, Z, k, candidates=1), ref)  # a row at a time
+
+
 def test_non_finite_and_huge_query_rows_follow_brute_force():
     rng = np.random.default_rng(2)
     B, b, Z = model(rng, 400, 6, 7, "gauss")

@@ -37,7 +37,7 @@ def test_save_load_round_trip(reference, tmp_path):
     assert (model.n_features_in_, model.n_labels_) == (20, 30)
     # the store: tops, one group per label block (sizes differ by one), versions, no pickle
     root = zarr.open_group(path, mode="r")
-    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 4
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 5
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
@@ -170,6 +170,40 @@ def _flip_byte(file, at=0.6):
     open(file, "wb").write(bytes(raw))
 
 
+def test_xarray_opens_a_model_without_a_warning(reference, tmp_path):
+    """The metadata are consolidated (format 5): ``xr.open_zarr`` reads the tops under
+    warnings as errors."""
+    import warnings
+
+    import xarray as xr
+
+    path = reference.save(tmp_path / "model.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = xr.open_zarr(path)
+    np.testing.assert_array_equal(ds["Q_top"].values, reference.A_)
+    assert ds.attrs["n_labels"] == 30
+
+
+def test_a_model_of_format_4_loads_as_before(reference, tmp_path):
+    """Format 4 is format 5 without the consolidated metadata: it loads, without a
+    warning, to the same model."""
+    import warnings
+
+    from onebit_dask.persist.model_store import signed_attrs
+
+    path = reference.save(tmp_path / "model.zarr")
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    meta.pop("consolidated_metadata")
+    attrs = {k: v for k, v in meta["attributes"].items() if k != "attrs_sha256"}
+    meta["attributes"] = signed_attrs({**attrs, "version": 4})
+    json.dump(meta, open(meta_file, "w"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same_model(OneBitMultiLabel.load(path), reference)
+
+
 def _raw_attrs(path, edit):
     """Edit the root ``zarr.json``'s attributes by hand (``edit(attrs)``), as a user would,
     without signing them again."""
@@ -191,7 +225,7 @@ FORMAT_DAMAGES = {  # (damage, what the one line says)
     "removed attribute": (lambda p: _raw_attrs(p, lambda a: a.pop("data")),
                           r"its attributes \(params, history, .*\) differ from what was written"),
     "version 99": (lambda p: _raw_attrs(p, lambda a: a.update(version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v4\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v5\): "
                    r"upgrade onebit-dask$"),
 }
 

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from ...utils.errors import RunError
+from ...utils.warnings import ignored
 from . import paths
 
 ALL_CHUNKS = {"write_empty_chunks": True}  # a chunk that is absent is then a lost chunk
@@ -95,6 +96,18 @@ class DamagedStoreError(RunError):
 class NewerFormatError(DamagedStoreError):
     """A store of a format newer than this package reads (:func:`newer_message`): not
     damaged, but refused as one (exit status 1); nothing is to be deleted."""
+
+
+def consolidate(path) -> None:
+    """Consolidate the metadata of the zarr (v3) group at ``path`` into its root
+    ``zarr.json`` (``xarray.open_zarr`` then opens it without a warning), without zarr's
+    warnings that consolidated metadata are not yet part of the Zarr v3 specification and
+    that a file of the package's (a temporary's marker) is not part of the hierarchy."""
+    import zarr
+
+    with ignored(dict(message=".*[Cc]onsolidated metadata.*"),
+                 dict(message=".*is not recognized as a component of a Zarr hierarchy.*")):
+        zarr.consolidate_metadata(path, zarr_format=3)
 
 
 def format_attrs(fmt: str, version: int) -> dict:
