@@ -6,6 +6,8 @@ the install directory (a virtual environment inside another project's clone):
 - when the package directory is ``onebit_dask/`` at the top of a git work tree (a clone,
   an editable install), that tree's ``HEAD``, and whether its tracked files have local
   changes;
+- otherwise the commit written into the package when its wheel was built
+  (``onebit_dask/_revision.json``, by the build backend ``_build/backend.py``);
 - otherwise the commit recorded by pip at install time (``direct_url.json``'s
   ``vcs_info``, for ``pip install git+https://...``);
 - otherwise ``"unknown"``.
@@ -62,7 +64,23 @@ def revision() -> dict:
             return {"git_revision": head,
                     "source_tree_modified": "unknown" if status is None else
                     str(bool(status)).lower()}
+    built = _built_revision(package)
+    if built is not None:
+        return built
     return {"git_revision": _recorded_revision() or "unknown", "source_tree_modified": "unknown"}
+
+
+def _built_revision(package: str) -> dict | None:
+    """The revision the build backend wrote into the package, if it did."""
+    try:
+        with open(os.path.join(package, "_revision.json")) as fh:
+            found = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("git_revision"), str):
+        return None
+    return {"git_revision": found["git_revision"],
+            "source_tree_modified": str(found.get("source_tree_modified", "unknown"))}
 
 
 @functools.cache

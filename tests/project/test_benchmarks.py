@@ -174,3 +174,11 @@ def test_by_row_benchmark_smoke():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["by_row_s"] > 0 and out["gathered_s"] > 0
     assert out["max_score_difference"] < 1e-9  # the same fit to rounding
+
+
+def test_eval_benchmark_smoke():
+    # the benchmark exits 1 if the pieces differ from the tiled ones (AUCs, labels, scores)
+    proc = run_bench("bench_eval.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [row["rank"] for row in out["pieces"]] == [3]

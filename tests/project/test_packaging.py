@@ -137,8 +137,8 @@ def test_the_wheel_in_a_venv_of_its_own_runs_the_quickstart_outside_the_checkout
     wheels, venv, work = tmp_path / "wheels", tmp_path / "venv", tmp_path / "work"
     assert not str(tmp_path).startswith(str(ROOT))
     source = tmp_path / "source"  # a copy: the build leaves nothing in the checkout
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", "build", "dist", "*.egg-info", "*.zarr", "__pycache__", ".pytest_cache"))
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", "*.zarr", "__pycache__", ".pytest_cache"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
@@ -161,10 +161,16 @@ def test_the_wheel_in_a_venv_of_its_own_runs_the_quickstart_outside_the_checkout
     check = subprocess.run(
         [str(python), "-c", ("import onebit_dask, xarray as xr; ds = xr.open_zarr('q.zarr'); "
                              "print(onebit_dask.__file__); print(int(ds['done'].all())); "
-                             "print(ds.attrs['onebit_dask_version'])")],
+                             "print(ds.attrs['onebit_dask_version']); "
+                             "print(ds.attrs['git_revision'])")],
         cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    where, done, version = check.stdout.split()
+    where, done, version, revision = check.stdout.split()
     assert where.startswith(str(venv)) and done == "1"
     import onebit_dask
 
     assert version == onebit_dask.__version__
+    # the build wrote the commit into the wheel, and left the checkout's copy as it was
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert revision == (head or "unknown")  # a checkout that is no git work tree: unknown
+    assert not (source / "onebit_dask" / "_revision.json").exists()
