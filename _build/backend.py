@@ -5,8 +5,9 @@ package (``onebit_dask/_revision.json``), so that an installed wheel names its r
 ``build_wheel`` and ``build_sdist`` run ``git rev-parse HEAD`` and ``git status`` in the
 source directory; where that is no git work tree (an unpacked sdist), the file the sdist
 carries is kept, and without one the wheel has none (its revision is then pip's record
-of a VCS install, or ``"unknown"``). A file this backend wrote is removed after the
-build: the checkout is left as it was. Editable installs are setuptools' unchanged (the
+of a VCS install, or ``"unknown"``; a copy an earlier build left in ``build/lib`` is
+removed). A file this backend wrote is removed after the build. The sdist carries this
+file (``MANIFEST.in``). Editable installs are setuptools' unchanged (the
 package then reads the work tree's ``HEAD`` itself).
 """
 
@@ -36,10 +37,13 @@ def _revision_file():
     head = _git("rev-parse", "HEAD")
     top = _git("rev-parse", "--show-toplevel")
     ours = head and top and os.path.realpath(top) == os.path.realpath(os.getcwd())
-    if not ours:  # not a work tree of its own: keep what an sdist carries
+    if not ours:  # not a work tree of its own: keep what an sdist carries, nothing else
+        if not os.path.exists(REVISION_FILE):
+            with contextlib.suppress(FileNotFoundError):  # an earlier build's copy
+                os.remove(os.path.join("build", "lib", REVISION_FILE))
         yield
         return
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = _git("--no-optional-locks", "status", "--porcelain", "--untracked-files=no")
     with open(REVISION_FILE, "w") as fh:
         json.dump({"git_revision": head,
                    "source_tree_modified": "unknown" if status is None else

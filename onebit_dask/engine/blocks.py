@@ -462,8 +462,9 @@ def ranking_pieces(block: Block, Y_test, XA, k: int) -> Block:
     (:func:`~onebit_dask.ops.label_auc.label_aucs`: only the labels with both classes
     are scored, those with few positives by BLAS products and exact counting); the top
     ``k`` come from the block's label index (:func:`~onebit_dask.engine.topk.top_k`), the
-    labels and scores of brute force. Memory: a tile of
-    :data:`~onebit_dask.engine.topk.SCORE_BUDGET` bytes of scores at a time.
+    labels and scores of brute force. Memory: about two tiles of
+    :data:`~onebit_dask.engine.topk.SCORE_BUDGET` bytes of scores (a tile and its
+    transpose) at a time.
     """
     Bm = block.slots["B"]
     b = block.slots.get("b")

@@ -71,7 +71,7 @@ def label_aucs(Z: np.ndarray, B: np.ndarray, b, Y, *, tile_bytes: int = 64 * 2**
     b : ndarray of shape (p,) or None
         The labels' thresholds.
     Y : scipy.sparse matrix of shape (n, p)
-        The test labels (nonzero: positive).
+        The test labels (above 0: positive).
     tile_bytes : int
         Bytes of scores held at once (a tile of labels x ``n``; at least one label).
     limit : int, optional
@@ -84,10 +84,10 @@ def label_aucs(Z: np.ndarray, B: np.ndarray, b, Y, *, tile_bytes: int = 64 * 2**
     """
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     n, components = Z.shape
-    Yt = scipy.sparse.csr_matrix(Y.T, dtype=bool)
+    Yt = scipy.sparse.csr_matrix(Y.T > 0)
+    Yt.sum_duplicates()
     Yt.eliminate_zeros()
-    Yt.sort_indices()
-    P = np.diff(Yt.indptr)
+    P = np.diff(Yt.indptr).astype(np.int64)
     both = (P > 0) & (P < n)
     twice_rank = np.zeros(B.shape[0], dtype=np.int64)
     finite = np.ones(B.shape[0], dtype=bool)

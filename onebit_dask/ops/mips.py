@@ -244,7 +244,7 @@ def few_rows_top_k(index: LabelIndex, Z: np.ndarray, k: int, *, candidates: int 
     fitted model's many equal rows are one representative). About ``candidates`` pairs
     at a time (at least one row)."""
     n, p = Z.shape[0], index.B.shape[0]
-    rows_t = max(1, candidates // max(p * k, 1))
+    rows_t = max(1, candidates // max(int(np.minimum(index.counts, k).sum()), 1))
     out_l, out_s = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     for r in range(0, n, rows_t):
         S = tile_scores(Z[r: r + rows_t], index.B, index.b)

@@ -82,3 +82,27 @@ def test_a_label_with_a_non_finite_score_gets_nan():
     assert bits_equal(got[finite], definition(Z, B, b, Y)[finite])
     Z[5, 1] = np.inf  # every label has a non-finite score
     assert np.isnan(label_aucs(Z, B, b, Y)).all()
+
+
+def test_large_counts_duplicates_and_negative_entries():
+    """A zero row of ``B`` over 70 000 rows (its rank sum passes 2**31), a positive
+    stored twice, and ``-1`` entries (not positive): as the definition."""
+    rng = np.random.default_rng(3)
+    n = 70_000
+    Z = rng.standard_normal((n, 2))
+    B, b = np.array([[0.0, 0.0], [1.0, 0.5]]), np.array([0.3, 0.0])
+    Y = np.zeros((n, 2), dtype=np.int8)
+    Y[: n // 2] = 1
+    Y[n // 2: n // 2 + 10, 1] = -1
+    want = definition(Z, B, b, sp.csr_matrix(Y))
+    assert want[0] == 0.5
+    rows, cols = np.nonzero(Y > 0)
+    doubled = sp.coo_matrix((np.ones(rows.size + 5, dtype=np.int8),
+                             (np.r_[rows, rows[:5]], np.r_[cols, cols[:5]])), shape=(n, 2))
+    c = sp.csc_matrix(Y)  # the same, in CSC with column 0's first 5 entries stored twice
+    first = c.indices[: c.indptr[1]]
+    twice = sp.csc_matrix((np.r_[c.data[: c.indptr[1]], c.data[:5], c.data[c.indptr[1]:]],
+                           np.r_[first, first[:5], c.indices[c.indptr[1]:]],
+                           [0, c.indptr[1] + 5, c.indptr[2] + 5]), shape=(n, 2))
+    for labels in (sp.csr_matrix(Y), doubled, c, twice):
+        assert bits_equal(label_aucs(Z, B, b, labels), want)

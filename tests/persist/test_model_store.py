@@ -185,6 +185,16 @@ def test_xarray_opens_a_model_without_a_warning(reference, tmp_path):
     assert ds.attrs["n_labels"] == 30
 
 
+def test_the_package_reads_each_arrays_own_metadata(reference, tmp_path):
+    """The consolidated copy is for other readers: a wrong shape there changes nothing."""
+    path = reference.save(tmp_path / "model.zarr")
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    meta["consolidated_metadata"]["metadata"]["Q_top"]["shape"] = [1, 1]
+    json.dump(meta, open(meta_file, "w"))
+    assert_same_model(OneBitMultiLabel.load(path), reference)
+
+
 def test_a_model_of_format_4_loads_as_before(reference, tmp_path):
     """Format 4 is format 5 without the consolidated metadata: it loads, without a
     warning, to the same model."""

@@ -7,6 +7,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import tarfile
 import sys
 
 import pytest
@@ -123,7 +124,8 @@ def test_every_import_of_the_package_is_a_declared_dependency():
 @pytest.mark.integration
 @pytest.mark.slow
 def test_the_wheel_in_a_venv_of_its_own_runs_the_quickstart_outside_the_checkout(tmp_path):
-    """pip wheel (build isolation: only pyproject.toml's build requirements), install it
+    """An sdist (``python -m build``), a wheel from it (pip wheel, build isolation: only
+    pyproject.toml's build requirements), install it
     alone into a venv of its own, and run the quickstart by name from a directory outside
     the checkout, with nothing of the checkout on the path.
 
@@ -141,7 +143,14 @@ def test_the_wheel_in_a_venv_of_its_own_runs_the_quickstart_outside_the_checkout
         "build", "dist", "*.egg-info", "*.zarr", "__pycache__", ".pytest_cache"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
+    # the sdist (python -m build), then the wheel from the sdist, as an index would
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(wheels),
+                    str(source)], check=True, env=env, capture_output=True, timeout=600)
+    sdist = next(wheels.glob("onebit_dask-*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    assert {"_build/backend.py", "onebit_dask/_revision.json"} <= names
+    subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(wheels), str(sdist)],
                    check=True, env=env, capture_output=True, timeout=600)
     wheel = next(wheels.glob("onebit_dask-*.whl"))
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
