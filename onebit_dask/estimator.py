@@ -9,6 +9,7 @@ from numbers import Integral, Real
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import ndtr
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -312,6 +313,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``validation_fraction``, the best by ``validation_auc``; else the last).
     validation_score_ : ndarray of shape (n_iter + 1,)
         ``validation_auc`` after each iteration (only with ``validation_fraction``).
+    calibration_ : ndarray of shape (2,)
+        ``(alpha, beta)``, the link of :meth:`predict_proba`, fitted by maximum
+        likelihood on held-out bits at the end of ``fit`` (the validation bits, else up
+        to 65 536 bits of the batch after the last training batch:
+        :mod:`onebit_dask.fit.calibration`); not after ``partial_fit``.
     """
 
     def __init__(self, rank=3, *, batch_size=100_000, n_iter=10, step="auto", n_shards=4,
@@ -676,6 +682,41 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def _project(self, X) -> np.ndarray:
         """``phi(X) A_`` (``X A_`` for ``features="none"``), through the fitted map."""
         return project(X, self.A_, self.feature_map_)
+
+    @property
+    def calibration_(self) -> np.ndarray:
+        """``(alpha, beta)``: :meth:`predict_proba`'s link (see the class docstring)."""
+        return np.array(self._fitted_value(
+            "calibration_", "calibration", "fitted by partial_fit, or loaded from a store "
+            "saved without it: fit the model with fit to have predict_proba"))
+
+    def predict_proba(self, X, labels=None):
+        r"""Each label's probability of being positive,
+        ``P(y_ij = +1) = Phi(alpha phi(x_i)^T w_j + beta b_j)``.
+
+        The probit link of the thresholded model's bit ``sign(x^T w*_j + b*_j + xi g)``
+        (docs/ALGORITHM.md section 12): exact for the planted model with Gaussian noise,
+        where ``alpha = 1 / xi`` and ``beta = sqrt(1 + xi^2) / xi``; ``(alpha, beta) =
+        calibration_`` are fitted on held-out bits at the end of ``fit``. Marginal
+        probabilities of each label, as scikit-learn's ``OneVsRestClassifier`` gives them
+        for multi-label data (rows need not sum to one); dense ``(n, d2)`` by contract, as
+        :meth:`decision_function`.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n, d1)
+        labels : array-like of int, optional
+            Only these labels' columns, in the order given.
+
+        Returns
+        -------
+        ndarray of shape (n, d2), or (n, len(labels)), float64 in [0, 1]
+        """
+        self._check_fitted()
+        alpha, beta = self.calibration_
+        scores = self.decision_function(X, labels)
+        return ndtr(alpha * scores + (beta - alpha) * self._b_rows(
+            None if labels is None else np.asarray(labels)))
 
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,

@@ -23,17 +23,23 @@ def computed(history: list[dict]) -> list[dict]:
     return [{k: v for k, v in step.items() if k not in MEASURED} for step in history]
 
 
-def assert_same_fit(a, b, X=None, history: bool = True) -> None:
+def assert_same_fit(a, b, X=None, history: bool = True, link: bool = True) -> None:
     """Two fitted :class:`~onebit_dask.OneBitMultiLabel` are the same fit, bit for bit.
 
     Compared exactly: the factors ``Q_``, ``V_``, ``A_`` and ``B_``, ``n_steps_`` and
-    ``n_samples_seen_``, and (``history=True``) the histories without what is measured
-    (:func:`computed`). With features ``X`` (``n x d1``), also ``decision_function(X)``
+    ``n_samples_seen_``, ``calibration_`` (``link=True``: the link of ``predict_proba``,
+    or that neither has one; ``partial_fit`` and a checkpoint fit none), and
+    (``history=True``) the histories without what is measured (:func:`computed`). With
+    features ``X`` (``n x d1``), also ``decision_function(X)``
     and ``predict_top_k(X, 4)``.
     """
     for name in ("Q_", "V_", "A_", "B_"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert (a.n_steps_, a.n_samples_seen_) == (b.n_steps_, b.n_samples_seen_)
+    links = [getattr(m, "calibration_", None) for m in (a, b)]
+    assert not link or (links[0] is None) == (links[1] is None), links
+    if link and links[0] is not None:
+        np.testing.assert_array_equal(*links, err_msg="calibration_")
     if X is not None:
         np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
         k = min(4, a.n_labels_)

@@ -57,6 +57,17 @@ ONEBIT_FAILS = {
     "check_estimators_partial_fit_n_features": "as above",
     "check_dtype_object": "its y column is an object array: a label matrix must hold bool, "
                           "int or float",
+    "check_decision_proba_consistency": "fits a 1-D y of two classes: a label matrix is 2-D "
+                                        "(refused)",
+    "check_estimator_sparse_array": "expects predict_proba of shape (n, 2), a binary "
+                                    "classifier's, for its y of one column; a multi-label "
+                                    "classifier gives one column a label, (n, d2)",
+    "check_estimator_sparse_matrix": "as above",
+    "check_classifier_multioutput": "expects predict == round(predict_proba): predict "
+                                    "thresholds the score x^T w_j + b_j at 0 (each label "
+                                    "positive at its share), while predict_proba is 1/2 at "
+                                    "alpha x^T w_j + beta b_j = 0 (docs/ALGORITHM.md "
+                                    "section 12)",
 }
 
 ESTIMATORS = [

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..metrics import planted as metrics
 from . import select as progressive
+from .calibration import calibrate, held_out_pieces
 from .algorithm import init_dense, init_randomized, step
 from ..engine import placement
 from ..engine.blocks import Evaluation, StepModel
@@ -92,6 +93,7 @@ def fit_source(settings: FitSettings, state: FitState, engine, source, checkpoin
 
 
 def _run(settings, state, engine, source, checkpoint, heldout) -> None:
+    given = source  # as given; ``source`` is placed on the engine below
     first = 0  # the first iteration to run
     saved = None if checkpoint is None else checkpoint.resume(engine)
     if saved is not None:
@@ -165,6 +167,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     state.best_iteration = state.n_steps
     if validation is not None:
         _select(state, validation, engine)
+    calibrate(state, engine, held_out_pieces(given, settings, state) if validation is None
+              else validation.pieces(state.top.Q, state.feature_map))
     keep(state, engine)
 
 
@@ -192,6 +196,7 @@ def partial_step(settings: FitSettings, state: FitState, engine, shards) -> None
     advance(settings, state, engine, *prepare(engine, shards, state.bounds), None, None, None,
             shared_features(state, engine))
     state.best_iteration = state.n_steps
+    state.calibration = None  # the link was fitted to the model before this step
     keep(state, engine)
 
 

@@ -153,6 +153,10 @@ class FitState:
     asked : Asked or None
         Under chosen queries, the pairs asked and the positives found
         (:class:`~onebit_dask.data.queries.Asked`); not saved with the model.
+    calibration : list of float or None
+        ``[alpha, beta]``, the link of ``predict_proba`` fitted on held-out bits
+        (:mod:`onebit_dask.fit.calibration`); ``None`` after ``partial_fit`` and for a
+        model loaded from a store saved without it.
     blas : str or None
         The BLAS of the processes that fitted it
         (:func:`onebit_dask.provenance.blas_summary`); ``None`` for a model loaded from a
@@ -173,6 +177,7 @@ class FitState:
     history: list = field(default_factory=list)
     best_iteration: int | None = None
     validation_score: Any = None
+    calibration: list | None = None
     blas: str | None = None
     found_rows: int = 0
     asked: Any = None
@@ -208,7 +213,8 @@ def restore(state: FitState, saved: dict) -> None:
     (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
     ``state.rng``."""
     for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
-                 "data", "feature_map", "best_iteration", "validation_score", "blas"):
+                 "data", "feature_map", "best_iteration", "validation_score", "calibration",
+                 "blas"):
         setattr(state, name, saved[name])
     if saved["rng"] is not None:
         state.rng = saved["rng"]

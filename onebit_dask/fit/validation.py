@@ -44,6 +44,7 @@ import scipy.sparse
 
 from ..engine import blocks
 from ..engine.blocks import Block
+from ..ops.features import project
 from ..ops.kernels import one_blas_thread
 from ..metrics.planted import label_auc_sums
 from ..data.synthetic.problem import SyntheticProblem
@@ -118,17 +119,20 @@ class ValidationBits:
                       for lo, hi in zip(bounds[:-1], bounds[1:])]
         self._bits = [engine.share((self.labels[r], self.y[r])) for r in self._rows]
 
+    def pieces(self, A, feature_map=None) -> list:
+        """Each block's ``((labels, y), rows of phi(X) A)``: what its tasks score the bits
+        with (after :meth:`place`)."""
+        with one_blas_thread():
+            XA = project(self.X, A, feature_map)
+        return [(bits, XA[r]) for bits, r in zip(self._bits, self._rows)]
+
     def update(self, engine, A, top, iteration: int, feature_map=None) -> dict:
         """Score the current iterate (factor ``A``, client state ``top``; scores on
         ``phi(X)`` with a :class:`~onebit_dask.features.FeatureMap`); keep it when it
         beats the best so far (ties keep the earlier). Returns ``validation_auc`` (the
         macro AUC of the validation bits, the score) and ``validation_pairs_auc`` for the
         history."""
-        with one_blas_thread():
-            XA = np.asarray(self.X @ A) if feature_map is None else feature_map.product(
-                self.X, A)
-        outs = engine.map(validation_sums, per_block=[(bits, XA[r]) for bits, r in
-                                                       zip(self._bits, self._rows)])
+        outs = engine.map(validation_sums, per_block=self.pieces(A, feature_map))
         U, pairs, macro, n_labels = np.sum(outs, axis=0)
         score = macro / n_labels if n_labels else float("nan")
         if self.best[1] < 0 or score > self.best[0]:  # NaN: no pairs, keep the first

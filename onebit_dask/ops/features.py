@@ -378,5 +378,5 @@ def _leading(rows: RowChunks, mean, scale, q: int, random_state):
 def project(X, A: np.ndarray, feature_map: FeatureMap | None) -> np.ndarray:
     """``phi(X) A`` (``X A`` without a map), ``(n, l)`` float64, for predictions."""
     if feature_map is None:
-        return np.asarray(X.astype(np.float64) @ A)
+        return np.asarray(X.astype(np.float64, copy=False) @ A)
     return feature_map.product(X, A)

@@ -14,6 +14,7 @@ Layout of a model store (no pickle)::
                 dicts), data (what the model was fitted on: a synthetic problem's fields,
                 an observations store's path and shape, ...; None after partial_fit),
                 rng_state, feature_components (q, or None without a feature map),
+                calibration ([alpha, beta], predict_proba's link; version 6),
                 versions (package, numpy, zarr, python), checksums (the SHA-256 of
                 every array), in a checkpoint checkpoint = {"step": ..., "fingerprint": ...},
                 and attrs_sha256: the SHA-256 of all the others (:data:`DIGESTED`)
@@ -46,6 +47,7 @@ part; a path that is not a model store raises :class:`ModelStoreError`.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 
@@ -62,15 +64,17 @@ from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, attrs_
                                      unreadable_chunk)
 
 FORMAT = FORMAT_OF["model"]
-VERSION = 5  # 2: checksums, dimension names, rng_state integers as decimal strings;
+VERSION = 6  # 2: checksums, dimension names, rng_state integers as decimal strings;
 #             3: the feature map; 4: attrs_sha256, the digest of the attributes, and
 #             zstd chunks with their frame checksum; 5: consolidated metadata (for
-#             xarray and other readers; the package reads each array's own)
+#             xarray and other readers; the package reads each array's own); 6: calibration
 DIGEST_SINCE = 4  # the first version whose attributes carry their digest
 DIGESTED = ("format", "version", "params", "n_features_in", "n_labels", "n_steps",
             "n_samples_seen", "fit_s", "bounds", "history", "data", "rng_state",
             "feature_components", "best_iteration", "validation_score", "blas", "versions",
-            "checksums", "checkpoint")  # every attribute a model store or checkpoint has
+            "checksums", "checkpoint",
+            "calibration")  # every attribute a model store or checkpoint has
+SINCE = {"calibration": 6}  # attributes that a version before this one does not digest
 DIGESTED_TEXT = "params, history, bounds, rng_state, checksums and the rest"
 SLOTS = ("Q", "V", "B")
 CHUNK_ROWS = 65_536  # label rows per chunk of a block's arrays
@@ -261,7 +265,14 @@ def signed_attrs(attrs: dict) -> dict:
     if unknown:
         raise ValueError(f"the model store attributes {sorted(unknown)} are not in DIGESTED")
     attrs = json.loads(json.dumps(attrs))
-    return {**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)}
+    return {**attrs, "attrs_sha256": attrs_digest(attrs, digested(attrs.get("version",
+                                                                           VERSION)))}
+
+
+def digested(version: int) -> tuple:
+    """The attributes whose digest a store of ``version`` carries (:data:`DIGESTED`, less
+    those added later: :data:`SINCE`)."""
+    return tuple(k for k in DIGESTED if SINCE.get(k, 0) <= version)
 
 
 def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> None:
@@ -322,7 +333,7 @@ def read_attrs(path: str, name: str = "model") -> dict:
                               "writer was interrupted has none)")
     where = f"model store {path!r}"
     if check_version(attrs, VERSION, DIGEST_SINCE, where, lacks="a digest of its attributes"):
-        check_attrs_digest(attrs, DIGESTED, where, DIGESTED_TEXT)
+        check_attrs_digest(attrs, digested(attrs["version"]), where, DIGESTED_TEXT)
     check_attrs(attrs, where)
     return attrs
 
@@ -342,6 +353,15 @@ def check_attrs(attrs: dict, where: str) -> None:
                                 "of records")
     attr(attrs, "data", dict, where, optional=True)
     attr(attrs, "blas", str, where, optional=True)
+    for name, since in SINCE.items():
+        if attrs["version"] < since and name in attrs:
+            raise DamagedStoreError(f"{where} is damaged: it has the attribute {name!r}, which "
+                                    f"version {attrs['version']} stores do not have")
+    link = attr(attrs, "calibration", list, where, optional=True)
+    if link is not None and not (len(link) == 2 and all(
+            isinstance(v, float) and math.isfinite(v) for v in link)):
+        raise DamagedStoreError(f"{where} is damaged: the attribute calibration={link!r} is "
+                                "not two finite numbers")
     bounds = attr(attrs, "bounds", list, where)
     if (len(bounds) < 2 or not all(isinstance(b, int) and not isinstance(b, bool)
                                    for b in bounds)

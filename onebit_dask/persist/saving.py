@@ -101,7 +101,7 @@ def model_attrs(params: dict, state) -> dict:
         "feature_components": (None if state.feature_map is None
                                else state.feature_map.n_components),
         "best_iteration": state.best_iteration, "validation_score": state.validation_score,
-        "blas": state.blas,
+        "calibration": state.calibration, "blas": state.blas,
     })
 
 
@@ -120,7 +120,7 @@ def read_state(path: str, attrs: dict, engine) -> dict:
             "bounds": list(attrs["bounds"]), "data": attrs.get("data"), "rng": rng,
             "feature_map": feature_map, "top": top,
             "best_iteration": attrs.get("best_iteration"),  # None in an older store
-            "blas": attrs.get("blas"),
+            "blas": attrs.get("blas"), "calibration": attrs.get("calibration"),
             "validation_score": (None if attrs.get("validation_score") is None
                                  else np.asarray(attrs["validation_score"], dtype=float))}
 

@@ -37,7 +37,7 @@ def test_save_load_round_trip(reference, tmp_path):
     assert (model.n_features_in_, model.n_labels_) == (20, 30)
     # the store: tops, one group per label block (sizes differ by one), versions, no pickle
     root = zarr.open_group(path, mode="r")
-    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 5
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 6
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
@@ -196,8 +196,8 @@ def test_the_package_reads_each_arrays_own_metadata(reference, tmp_path):
 
 
 def test_a_model_of_format_4_loads_as_before(reference, tmp_path):
-    """Format 4 is format 5 without the consolidated metadata: it loads, without a
-    warning, to the same model."""
+    """Format 4 is format 6 without the consolidated metadata and predict_proba's link:
+    it loads, without a warning, to the same model without the link."""
     import warnings
 
     from onebit_dask.persist.model_store import signed_attrs
@@ -206,12 +206,18 @@ def test_a_model_of_format_4_loads_as_before(reference, tmp_path):
     meta_file = os.path.join(path, "zarr.json")
     meta = json.load(open(meta_file))
     meta.pop("consolidated_metadata")
-    attrs = {k: v for k, v in meta["attributes"].items() if k != "attrs_sha256"}
+    attrs = {k: v for k, v in meta["attributes"].items()
+             if k not in ("attrs_sha256", "calibration")}
     meta["attributes"] = signed_attrs({**attrs, "version": 4})
     json.dump(meta, open(meta_file, "w"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert_same_model(OneBitMultiLabel.load(path), reference)
+        model = OneBitMultiLabel.load(path)
+    assert not hasattr(model, "calibration_")
+    for name in ("A_", "B_", "intercept_"):
+        np.testing.assert_array_equal(getattr(model, name), getattr(reference, name))
+    np.testing.assert_array_equal(model.decision_function(X_NEW),
+                                  reference.decision_function(X_NEW))
 
 
 def _raw_attrs(path, edit):
@@ -235,7 +241,7 @@ FORMAT_DAMAGES = {  # (damage, what the one line says)
     "removed attribute": (lambda p: _raw_attrs(p, lambda a: a.pop("data")),
                           r"its attributes \(params, history, .*\) differ from what was written"),
     "version 99": (lambda p: _raw_attrs(p, lambda a: a.update(version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v5\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v6\): "
                    r"upgrade onebit-dask$"),
 }
 
@@ -301,7 +307,8 @@ def test_a_store_of_format_3_is_read_with_one_warning(stores, tmp_path, kind):
     """A store of the previous format (no ``attrs_sha256``) is read as before, with one
     warning; an attribute edited in it is then not detected (what format 4 adds)."""
     path = _copy_of(stores, kind, tmp_path)
-    _raw_attrs(path, lambda a: (a.update(version=3), a.pop("attrs_sha256")))
+    _raw_attrs(path, lambda a: (a.update(version=3), a.pop("attrs_sha256"),
+                                a.pop("calibration", None)))
     with pytest.warns(UserWarning, match="without a digest of its attributes") as seen:
         est = OneBitMultiLabel.load(path)
     assert len([w for w in seen if "older onebit-dask" in str(w.message)]) == 1
@@ -316,6 +323,42 @@ def test_a_store_of_format_3_is_read_with_one_warning(stores, tmp_path, kind):
             done = _resume(path)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["history"] == est.history_
+
+
+@pytest.mark.parametrize("kind", ["model", "checkpoint"])
+def test_a_store_of_format_5_is_read_without_a_link(stores, tmp_path, kind):
+    """A store of format 5 (before predict_proba's link) is read as before, its digest over
+    its own attributes, and has no ``calibration_``; one that carries the attribute, which
+    format 5 does not digest, is refused as damaged."""
+    from onebit_dask.io.stores.zarr_format import attrs_digest
+    from onebit_dask.persist.model_store import digested
+
+    def sign_as_5(attrs, link=None):
+        attrs.pop("calibration", None)
+        if link is not None:
+            attrs["calibration"] = link
+        attrs.update(version=5)
+        attrs["attrs_sha256"] = attrs_digest(attrs, digested(5))
+
+    path = _copy_of(stores, kind, tmp_path)
+    _raw_attrs(path, sign_as_5)
+    est = OneBitMultiLabel.load(path)
+    assert est.n_steps_ >= 0
+    with pytest.raises(AttributeError, match="calibration_"):
+        est.predict_proba(X_NEW)
+    _raw_attrs(path, lambda a: sign_as_5(a, [1.0, 1.0]))
+    with pytest.raises(DamagedStoreError, match="'calibration', which version 5"):
+        OneBitMultiLabel.load(path)
+
+
+def test_a_models_link_is_saved_and_checked(stores, tmp_path):
+    path = _copy_of(stores, "model", tmp_path)
+    link = json.load(open(os.path.join(path, "zarr.json")))["attributes"]["calibration"]
+    assert len(link) == 2 and link[0] > 0
+    np.testing.assert_array_equal(OneBitMultiLabel.load(path).calibration_, link)
+    _raw_attrs(path, lambda a: a.update(calibration=[link[0] * 2, link[1]]))
+    with pytest.raises(DamagedStoreError, match="attributes"):
+        OneBitMultiLabel.load(path)
 
 
 @pytest.mark.parametrize("kind", ["model", "checkpoint"])

@@ -1,0 +1,112 @@
+"""``predict_proba`` and its link fitted at the end of a fit
+(:mod:`onebit_dask.fit.calibration`): calibrated on a planted truth where the link is
+exact, the link the maximum likelihood of the held-out bits it names, and on real data
+better than each label's training share."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from scipy.special import ndtr
+
+from onebit_dask import OneBitMultiLabel, SyntheticProblem
+from onebit_dask.fit.calibration import CALIBRATION_BITS
+from onebit_dask.io.xc import read_xc
+from onebit_dask.ops.calibration import fit_link
+from tests.support.helpers import FILES
+
+XI = 0.5
+PROBLEM = SyntheticProblem(50, 40, 2, noise_std=XI, positive_rate=(0.05, 0.5), seed=1)
+PARAMS = dict(batch_size=20_000, n_iter=10, engine="local", random_state=0)
+ECE_BOUND = 0.01  # expected calibration error against the true probabilities
+RESOLUTION = 0.1  # Brier excess over the truth's, as a share of the label shares'
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return OneBitMultiLabel(2, **PARAMS).fit(PROBLEM)
+
+
+def _ece(P, truth, bins=10) -> float:
+    """Pairs binned by ``P``: the weighted ``|mean P - mean truth|`` (no sampling noise:
+    the truth is each pair's probability)."""
+    at = np.minimum((P * bins).astype(int), bins - 1).ravel()
+    gap = np.bincount(at, P.ravel(), bins) - np.bincount(at, truth.ravel(), bins)
+    return float(np.abs(gap).sum() / P.size)
+
+
+def test_probabilities_are_calibrated_on_the_planted_model(fitted):
+    """Against the exact ``P(y = +1 | x) = Phi((x^T w*_j + b*_j) / xi)`` of the test rows:
+    the probabilities are calibrated (their bins' means match the truth's), where the
+    scores read as a probit without the link are not, and they resolve the rows: the
+    expected Brier score's excess over the truth's, ``mean (P - P*)^2``, is at most a tenth
+    of the labels' true shares'."""
+    X, labels, _ = PROBLEM.test_set()
+    A, B = PROBLEM.truth
+    b = PROBLEM.truth_bias(0, PROBLEM.d2)[labels]
+    truth = ndtr((X @ A @ B[labels].T + b) / XI)
+    P = fitted.predict_proba(X, labels)
+    shares = np.broadcast_to(ndtr(b / np.sqrt(1 + XI ** 2)), truth.shape)
+    assert _ece(P, truth) <= ECE_BOUND
+    assert _ece(ndtr(fitted.decision_function(X, labels)), truth) > ECE_BOUND
+    excess = np.mean((P - truth) ** 2)
+    assert excess <= RESOLUTION * np.mean((shares - truth) ** 2)
+
+
+def test_the_link_is_the_maximum_likelihood_of_the_batch_after_the_fit(fitted):
+    """A dense reference: batch ``n_iter + 1`` drawn explicitly (at most CALIBRATION_BITS
+    bits), its projections from ``decision_function``, and the link fitted to them."""
+    shards = PROBLEM.batch(PARAMS["n_iter"] + 1, min(PARAMS["batch_size"], CALIBRATION_BITS),
+                           fitted.n_shards, sampler="explicit")
+    X, labels, y = (np.concatenate(a) for a in zip(*(shard.load() for shard in shards)))
+    rows = np.arange(len(labels))
+    b = fitted.intercept_[labels]
+    u = fitted.decision_function(X)[rows, labels] - b
+    link, _ = fit_link(u, b, y)
+    np.testing.assert_allclose(fitted.calibration_, link, rtol=1e-9)
+
+
+def test_predict_proba_of_some_labels(fitted):
+    X = PROBLEM.test_set().X[:50]
+    P = fitted.predict_proba(X)
+    assert P.shape == (50, PROBLEM.d2) and np.all((P >= 0) & (P <= 1))
+    np.testing.assert_array_equal(fitted.predict_proba(X, labels=[7, 3]), P[:, [7, 3]])
+    alpha, beta = fitted.calibration_
+    s = fitted.decision_function(X)
+    np.testing.assert_allclose(P, ndtr(alpha * s + (beta - alpha) * fitted.intercept_),
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="labels="):
+        fitted.predict_proba(X, labels=[PROBLEM.d2])
+
+
+def test_the_validation_bits_fit_the_link_when_there_are_some():
+    with_validation = OneBitMultiLabel(2, validation_fraction=0.25, **PARAMS).fit(PROBLEM)
+    assert with_validation.calibration_[0] > 0
+    assert not np.array_equal(with_validation.calibration_,
+                              OneBitMultiLabel(2, **PARAMS).fit(PROBLEM).calibration_)
+
+
+def test_partial_fit_leaves_no_link(fitted):
+    X, labels, y = PROBLEM.draw(20, 2000)
+    model = OneBitMultiLabel(2, **PARAMS).partial_fit(X, labels, y, n_labels=PROBLEM.d2)
+    with pytest.raises(AttributeError, match="partial_fit"):
+        model.predict_proba(X[:3])
+    refit = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM).partial_fit(X, labels, y)
+    assert not hasattr(refit, "calibration_")  # fitted to the model before the step
+
+
+def test_on_real_data_better_than_the_training_shares():
+    """emotions (tests/files, the whole MULAN set): one-bit feedback from the training
+    label matrix; on the test rows the Brier score of every label with a test positive
+    is below the one of its training share (the calibrated guess without features), and
+    the mean one too."""
+    X, Y = read_xc(os.path.join(FILES, "emotions_full_train.txt"))
+    X_test, Y_test = read_xc(os.path.join(FILES, "emotions_full_test.txt"))
+    Y, Y_test = Y.toarray() > 0, Y_test.toarray() > 0
+    model = OneBitMultiLabel(3, batch_size=2000, n_iter=5, random_state=0, engine="local")
+    P = model.fit(X, Y.astype(np.int8)).predict_proba(X_test)
+    brier = np.mean((P - Y_test) ** 2, axis=0)
+    base = np.mean((Y.mean(axis=0) - Y_test) ** 2, axis=0)
+    assert np.all(brier < base), (brier, base)
