@@ -45,10 +45,12 @@ from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = FORMAT_OF["cube"]
-FORMAT_VERSION = 6  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
+FORMAT_VERSION = 7  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
 #                     4: every chunk is written at creation, so a missing one is damage;
 #                     5: zstd chunks with their frame checksum, the attributes' digest;
-#                     6: a file cube's grid has the queries dimension
+#                     6: a file cube's grid has the queries dimension;
+#                     7: string coordinates of zarr's variable-length ``string`` data type,
+#                        ``units`` on the numeric coordinates
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
@@ -121,7 +123,8 @@ LATER_ATTRS = ("placement", "blas")  # set by the runner at the end of a run (se
 XARRAY_ATTRS = ("coordinates",)  # xarray's own, rewritten when a user appends with xarray
 CONVENTIONS = "CF-1.10"
 STRINGS = ("worker", "host", "engine")
-STRING_LENGTH = 64  # fixed-length strings (``ds.where`` cannot promote numpy's StringDType)
+STRING_LENGTH = 64  # the per-cell strings' fixed length: xarray opens a zarr ``string`` array
+#                    as numpy's StringDType, which ``Dataset.where`` cannot promote
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a planted cube's
 FILE_VARIABLES = {**FILE_ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a file cube's
 COORDS = {
@@ -141,7 +144,10 @@ COORDS = {
     "train": "the training set (a data file or CSR store), as the spec names it",
     "test": "the test set (a data file or CSR store), as the spec names it",
     "n_train": "training rows (instances)",
+    "dataset": "the spec's named dataset",
+    "positive_rate": "label priors: none (balanced), a positive rate or a range LO:HI of rates",
 }
+COORD_UNITS = "1"  # every numeric coordinate is a count, an index or a ratio
 
 
 def variables(spec) -> dict:
@@ -175,23 +181,33 @@ def cell_chunks(shape: tuple, n_iterations: int) -> tuple:
     return tuple(reversed(chunks))
 
 
+def _values(values) -> np.ndarray:
+    """``values`` as an array; strings as Python strings (dtype object), which xarray
+    writes as zarr's variable-length ``string`` data type."""
+    array = np.asarray(values)
+    return array.astype(object) if array.dtype.kind == "U" else array
+
+
 def _coords(spec: SweepSpec) -> xr.Dataset:
-    coords = {RENAMED.get(dim, dim): np.asarray(spec.grid[dim]) for dim in spec.dims}
+    coords = {RENAMED.get(dim, dim): _values(spec.grid[dim]) for dim in spec.dims}
     if spec.datasets:
         names = spec.grid["dataset"]
         for key in next(iter(spec.datasets.values())):
-            coords[key] = ("dataset", np.asarray([spec.datasets[n][key] for n in names]))
+            coords[key] = ("dataset", _values([spec.datasets[n][key] for n in names]))
         for key in next(iter((spec.sizes or {}).values()), ()):  # file datasets' sizes
-            coords[key] = ("dataset", np.asarray([spec.sizes[n][key] for n in names]))
+            coords[key] = ("dataset", _values([spec.sizes[n][key] for n in names]))
     if "noise" in spec.grid:
         noise = [parse_noise(label) for label in spec.grid["noise"]]
-        coords["noise_model"] = ("noise", np.asarray([m for m, _ in noise]))
+        coords["noise_model"] = ("noise", _values([m for m, _ in noise]))
         coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
     coords["iteration"] = np.arange(spec.n_iterations)
     ds = xr.Dataset(coords=coords)
     for name, text in COORDS.items():
         if name in ds:
             ds[name].attrs.update(long_name=text, description=text)
+    for name, coord in ds.coords.items():
+        if coord.dtype.kind in "iuf":
+            ds[name].attrs["units"] = COORD_UNITS
     planted = {} if spec.files else {"sampler": spec.fixed["sampler"]}
     ds.attrs.update(
         Conventions=CONVENTIONS,

@@ -366,7 +366,7 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
                           r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what "
                           r"was written"),
     "version 99": (lambda p: _cube_attrs(p, lambda a: a.update(format_version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v6\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v7\): "
                    r"upgrade onebit-dask$"),
 }
 
@@ -379,7 +379,7 @@ def test_a_swept_cube_is_signed_through_its_writes(swept, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         attrs = store.check_cube(swept)
-    assert attrs["format_version"] == 6 and {"placement", "blas"} <= set(
+    assert attrs["format_version"] == 7 and {"placement", "blas"} <= set(
         attrs["attrs_digested"])
     path = str(tmp_path / "cube.zarr")
     store.create(path, SPEC)
@@ -455,3 +455,71 @@ def test_a_cube_whose_format_version_was_lowered_is_refused(swept, tmp_path):
     with pytest.raises(store.DamagedStoreError, match=r"format_version=4 is older than the "
                                                        r"attributes' digest it carries"):
         report(path)
+
+
+# -- format 7: zarr's variable-length strings, units on the coordinates (issue 40) -------------
+def test_a_cube_reads_without_a_warning_and_its_strings_are_zarr_strings(cube):
+    """The coordinates' strings are zarr's variable-length ``string`` (fixed-length UTF-32
+    has no Zarr v3 specification); zarr and xarray read the cube without a warning."""
+    import warnings
+
+    import xarray as xr
+    import zarr
+
+    store.consolidate(cube)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        group = zarr.open_group(cube, mode="r")
+        for _, array in group.arrays():
+            array[...]
+        ds = xr.open_zarr(cube).load()
+    for name in ("estimator", "noise", "noise_model", "step"):
+        assert group[name].metadata.to_dict()["data_type"] == "string", name
+    assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
+    assert list(ds.sel(noise="flip=0.05")["noise_model"].values.ravel()) == ["flip"]
+
+
+def test_numeric_coordinates_have_units_and_long_names(cube):
+    import xarray as xr
+
+    ds = xr.open_zarr(cube, consolidated=False)
+    numeric = [name for name, coord in ds.coords.items() if coord.dtype.kind in "iuf"]
+    assert {"d1", "d2", "rank", "n_train", "noise_level", "batch_size", "n_iter", "seed",
+            "iteration"} <= set(numeric)
+    for name in numeric:
+        assert ds[name].attrs["units"] == "1" and ds[name].attrs["long_name"], name
+    for name in ("estimator", "noise", "noise_model", "step"):
+        assert "units" not in ds[name].attrs and ds[name].attrs["long_name"], name
+
+
+def test_a_cube_of_format_6_opens_as_before(cube):
+    """Format 6 stored its string coordinates as fixed-length UTF-32, without units: such
+    a cube opens (checked, no warning of an older format) and reads the same values."""
+    import json
+    import warnings
+
+    import zarr
+    from onebit_dask.io.stores.zarr_format import checked_codecs
+    from onebit_dask.utils.warnings import ignored
+
+    group = zarr.open_group(cube, mode="r+", use_consolidated=False)
+    with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
+        for name in ("estimator", "noise", "noise_model", "step"):
+            old = group[name]
+            values, dims = np.array(old[...].tolist()), old.metadata.dimension_names
+            attrs = {k: v for k, v in old.attrs.items() if k != "units"}
+            del group[name]
+            group.create_array(name, data=values, dimension_names=dims, attributes=attrs,
+                               **checked_codecs())
+    store.set_attrs(cube, format_version=6)
+    with open(os.path.join(cube, "noise", "zarr.json")) as fh:
+        assert json.load(fh)["data_type"]["name"] == "fixed_length_utf32"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ds = store.open_cube(cube)
+    assert ds.attrs["format_version"] == 6
+    assert list(ds["noise"].values) == ["none", "flip=0.05", "gaussian=0.3"]
+    assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
+    assert ds.where(ds["noise_model"].load() == "flip", drop=True).sizes["noise"] == 1
+    with pytest.raises(store.StoreError, match="older onebit-dask .*format 6.*--overwrite"):
+        store.check_output(cube, SPEC, False)
