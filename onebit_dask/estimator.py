@@ -248,9 +248,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         of them (``step="auto"`` is ``"moment"``, the other rules and thresholds other
         than ``"shares"`` are refused), and the history's bit counts describe the
         queries. Not
-        with given bits (observations, ``partial_fit``), CSR stores, planted problems,
-        ``validation_fraction`` (its pairs are of the training rows) nor ``checkpoint``
-        (the pairs asked are not written to a checkpoint).
+        with given bits (observations, ``partial_fit``), CSR stores, planted problems
+        nor ``validation_fraction`` (its pairs are of the training rows). A
+        ``checkpoint`` holds the pairs asked and the positives found: a resume asks the
+        same queries.
     query_top_k : int, default 20
         The ``K`` best unasked labels a chosen query draws from.
     query_explore : float in [0, 1), default 0.1
@@ -422,7 +423,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, source.d1, source.d2)
         check_source(self.features, source.planted)
-        self._check_queries(source, checkpoint)
+        self._check_queries(source)
         if eval_set is not None:
             if source.planted is not None:
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
@@ -451,9 +452,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             checkpoint = Checkpoint(checkpoint, checkpoint_every, params, data)
         return _Prepared(source, settings, heldout, checkpoint, data)
 
-    def _check_queries(self, source, checkpoint) -> None:
-        """Refuse a query policy where there are no queries to choose, or where a
-        checkpoint would have to hold the pairs asked."""
+    def _check_queries(self, source) -> None:
+        """Refuse a query policy where there are no queries to choose."""
         if self.queries == "uniform":
             return
         if not source.queryable:
@@ -463,11 +463,6 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                     "fixed, or read where the shards run")
             raise ValueError(f"queries={self.queries!r} is not allowed with {what}: pass "
                              "a label matrix (fit(X, Y) or an XC file), or queries='uniform'")
-        if checkpoint is not None:
-            raise ValueError(f"queries={self.queries!r} is not allowed with checkpoint: a "
-                             "checkpoint does not hold the pairs asked, so a resume could "
-                             "not ask the same queries; drop checkpoint, or pass "
-                             "queries='uniform'")
 
     def _fit_prepared(self, prepared: "_Prepared"):
         """The fit :meth:`_prepare` checked, on this estimator's engine."""

@@ -110,6 +110,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         batches = lambda t: placed.batch(t, settings.batch_size, settings.n_shards)  # noqa: E731
     else:  # batch t asks what the model after batch t - 1 chooses: no prefetch
         chosen = QueriedBatches(settings, source, placed)
+        if saved is not None:  # the pairs asked up to the checkpoint's batch
+            chosen.asked = saved["asked"]
         state.found_rows, state.asked = source.n, chosen.asked
         batches = lambda t: chosen(t, state, engine)  # noqa: E731
     source = placed

@@ -67,14 +67,16 @@ FORMAT = FORMAT_OF["model"]
 VERSION = 6  # 2: checksums, dimension names, rng_state integers as decimal strings;
 #             3: the feature map; 4: attrs_sha256, the digest of the attributes, and
 #             zstd chunks with their frame checksum; 5: consolidated metadata (for
-#             xarray and other readers; the package reads each array's own); 6: calibration
+#             xarray and other readers; the package reads each array's own); 6: calibration,
+#             and a checkpoint's pairs asked under chosen queries
 DIGEST_SINCE = 4  # the first version whose attributes carry their digest
 DIGESTED = ("format", "version", "params", "n_features_in", "n_labels", "n_steps",
             "n_samples_seen", "fit_s", "bounds", "history", "data", "rng_state",
             "feature_components", "best_iteration", "validation_score", "blas", "versions",
             "checksums", "checkpoint",
-            "calibration")  # every attribute a model store or checkpoint has
-SINCE = {"calibration": 6}  # attributes that a version before this one does not digest
+            "calibration", "queries_asked")  # every attribute a model store or checkpoint has
+SINCE = {"calibration": 6, "queries_asked": 6}  # attributes a version before does not digest
+KEY_CHUNK = 1 << 20  # pair keys per chunk of a checkpoint's asked_keys and asked_found
 DIGESTED_TEXT = "params, history, bounds, rng_state, checksums and the rest"
 SLOTS = ("Q", "V", "B")
 CHUNK_ROWS = 65_536  # label rows per chunk of a block's arrays
@@ -229,11 +231,12 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
-def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
-    """Write a whole store at ``path`` (a new, empty, marked directory): the tops and the
-    feature map (``None``: none) from this process, each block from the task that holds it
-    on ``engine``, then ``attrs`` (with the format and the checksums), which mark the store
-    complete."""
+def write_store(path: str, top, engine, attrs: dict, features=None, asked=None) -> None:
+    """Write a whole store at ``path`` (a new, empty, marked directory): the tops, the
+    feature map (``None``: none) and a checkpoint's pairs asked under chosen queries
+    (``asked``, :class:`~onebit_dask.data.queries.Asked`; ``None``: none) from this
+    process, each block from the task that holds it on ``engine``, then ``attrs`` (with the
+    format and the checksums), which mark the store complete."""
     root = zarr.open_group(path, mode="a", zarr_format=3)
     sums = {}
     arrays = [("Q_top", top.Q), ("V_top", top.V)]
@@ -243,6 +246,13 @@ def write_store(path: str, top, engine, attrs: dict, features=None) -> None:
         root.create_array(name, data=array, config=ALL_CHUNKS, **checked_codecs(),
                           dimension_names=TOP_DIMS[: array.ndim])
         sums[name] = digest(array)
+    if asked is not None:
+        for name, keys in (("asked_keys", asked.keys), ("asked_found", asked.found)):
+            root.create_array(name, data=keys, config=ALL_CHUNKS, **checked_codecs(),
+                              dimension_names=("pair",),
+                              chunks=(max(1, min(KEY_CHUNK, keys.size)),))
+            sums[name] = digest(keys)
+        attrs = {**attrs, "queries_asked": {"n_asked": asked.n_asked, "d2": asked.d2}}
     root.create_group("blocks")
     written = engine.map(write_block, path, per_block=list(range(len(attrs["bounds"]) - 1)))
     bounds = attrs["bounds"]
@@ -275,7 +285,8 @@ def digested(version: int) -> tuple:
     return tuple(k for k in DIGESTED if SINCE.get(k, 0) <= version)
 
 
-def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> None:
+def write_store_atomic(path: str, top, engine, attrs: dict, features=None,
+                       asked=None) -> None:
     """:func:`write_store` into a marked temporary next to ``path``, then moved into place
     (:func:`onebit_dask.io.stores.atomic.replace`); on any failure (a Ctrl-C too) the
     temporary is removed once the block writes on ``engine`` have ended, and what was at
@@ -289,13 +300,13 @@ def write_store_atomic(path: str, top, engine, attrs: dict, features=None) -> No
         if paths.exists(path):
             paths.remove(paths.join(path, "zarr.json"))
             paths.remove(path)
-        write_store(path, top, engine, attrs, features)
+        write_store(path, top, engine, attrs, features, asked)
         return
     atomic.recover(path, temporaries=True)
     tmp = atomic.temporary_name(path)
     try:
         atomic.make_temporary(tmp)
-        write_store(tmp, top, engine, attrs, features)
+        write_store(tmp, top, engine, attrs, features, asked)
         atomic.replace(tmp, path)
     except BaseException:
         try:  # the block writes still running on the workers (after a Ctrl-C) end first
@@ -357,6 +368,7 @@ def check_attrs(attrs: dict, where: str) -> None:
         if attrs["version"] < since and name in attrs:
             raise DamagedStoreError(f"{where} is damaged: it has the attribute {name!r}, which "
                                     f"version {attrs['version']} stores do not have")
+    attr(attrs, "queries_asked", dict, where, optional=True)
     link = attr(attrs, "calibration", list, where, optional=True)
     if link is not None and not (len(link) == 2 and all(
             isinstance(v, float) and math.isfinite(v) for v in link)):
@@ -477,6 +489,48 @@ def read_feature_map(path: str, attrs: dict):
         if name in ("scale", "factors") and np.any(values[name] <= 0):
             raise DamagedStoreError(f"{where} is damaged: {part} holds values <= 0")
     return FeatureMap(**values)
+
+
+def read_asked(path: str, attrs: dict):
+    """A checkpoint's pairs asked under chosen queries
+    (:class:`~onebit_dask.data.queries.Asked`), or ``None`` when it holds none: the keys
+    checked for dtype, checksum, strict order and range, the positives found among them."""
+    from ..data.queries import Asked
+
+    meta = attrs.get("queries_asked")
+    if meta is None:
+        return None
+    where = f"model store {path!r}"
+    n_asked = attr(meta, "n_asked", int, where + " (queries_asked)", low=0)
+    d2 = attr(meta, "d2", int, where + " (queries_asked)", low=1)
+    if d2 != attrs["n_labels"]:
+        raise DamagedStoreError(f"{where} is damaged: queries_asked.d2={d2} is not "
+                                f"n_labels={attrs['n_labels']}")
+    sums = attrs.get("checksums") or {}
+    try:
+        root = zarr.open_group(path, mode="r", zarr_format=3, use_consolidated=False)
+        arrays = {name: root[name] for name in ("asked_keys", "asked_found")}
+    except (OSError, KeyError, ValueError) as exc:
+        raise DamagedStoreError(f"{where} is damaged: its pairs asked cannot be read "
+                                f"({type(exc).__name__}: {exc})") from None
+    values = {}
+    for name, array in arrays.items():
+        check_array(array, where, name, dtype=np.int64)
+        values[name] = read_values(array, where, name)
+        keys = values[name]
+        if digest(keys) != sums.get(name):
+            raise DamagedStoreError(f"{where} is damaged: {name} differs from what was written "
+                                    "(its SHA-256 does not match the checksums)")
+        if keys.ndim != 1 or np.any(keys[1:] <= keys[:-1]) or (keys.size and keys[0] < 0):
+            raise DamagedStoreError(f"{where} is damaged: {name} is not sorted distinct "
+                                    "pair keys")
+    keys, found = values["asked_keys"], values["asked_found"]
+    if keys.size > n_asked or not np.isin(found, keys).all():
+        raise DamagedStoreError(f"{where} is damaged: its positives found are not among its "
+                                "pairs asked, or more pairs than asked")
+    asked = Asked(d2)
+    asked.keys, asked.found, asked.n_asked = keys, found, n_asked
+    return asked
 
 
 def read_blocks(path: str, engine, attrs: dict) -> None:

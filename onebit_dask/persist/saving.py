@@ -121,6 +121,7 @@ def read_state(path: str, attrs: dict, engine) -> dict:
             "feature_map": feature_map, "top": top,
             "best_iteration": attrs.get("best_iteration"),  # None in an older store
             "blas": attrs.get("blas"), "calibration": attrs.get("calibration"),
+            "asked": model_io.read_asked(path, attrs),
             "validation_score": (None if attrs.get("validation_score") is None
                                  else np.asarray(attrs["validation_score"], dtype=float))}
 
@@ -265,6 +266,7 @@ class Checkpoint:
                  "checkpoint": {"step": state.n_steps, "fingerprint": self.fingerprint}}
         if self.lock is not None:
             self.lock.check()
-        model_io.write_store_atomic(self.path, state.top, engine, attrs, state.feature_map)
+        model_io.write_store_atomic(self.path, state.top, engine, attrs, state.feature_map,
+                                    state.asked)
         if engine.keeps_lineage:
             model_io.read_blocks(self.path, engine, model_io.read_attrs(self.path))
