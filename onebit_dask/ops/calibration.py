@@ -44,7 +44,8 @@ def link_probabilities(u, b, link) -> np.ndarray:
 
 
 def fit_link(u, b, y, prior_scale: float = PRIOR_SCALE):
-    r"""Maximum a posteriori ``(alpha, beta)`` of ``P(y = +1) = Phi(alpha u + beta b)``.
+    r"""Maximum a posteriori ``(alpha, beta)`` of ``P(y = +1) = Phi(alpha u + beta b)``,
+    ``alpha >= 0``.
 
     Newton's method with step halving on the concave objective
 
@@ -57,6 +58,12 @@ def fit_link(u, b, y, prior_scale: float = PRIOR_SCALE):
     ``-sum_i lambda_i (t_i + lambda_i) z_i z_i^T - I / s^2`` with ``t_i = y_i theta^T z_i``
     and ``lambda_i = phi(t_i) / Phi(t_i)`` (the inverse Mills ratio). Where every ``b_i``
     is 0 (a model without thresholds) ``beta`` is 0 and only ``alpha`` is fitted.
+
+    ``alpha = cos theta / r`` is negative only for a model worse than chance (module
+    docstring); few positive bits (a rare label's share times the bits) can still put the
+    unconstrained maximum there. The objective is concave, so the maximum over
+    ``alpha >= 0`` is then on ``alpha = 0``: ``beta`` alone is fitted, and the
+    probabilities are the thresholds' shares.
 
     Parameters
     ----------
@@ -73,7 +80,7 @@ def fit_link(u, b, y, prior_scale: float = PRIOR_SCALE):
         ``(alpha, beta)``.
     covariance : ndarray of shape (2, 2)
         The inverse of the negative Hessian at the estimate (the asymptotic covariance;
-        zeros in ``beta``'s row and column where it is not fitted).
+        zeros in the row and column of a number not fitted).
     """
     u = np.asarray(u, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -83,21 +90,35 @@ def fit_link(u, b, y, prior_scale: float = PRIOR_SCALE):
                          f"{b.shape}, {y.shape}")
     if u.size == 0:
         raise ValueError("no bits to fit the link on: give at least one")
+    Z = np.stack([u, b], axis=1) * y[:, None]
     fitted = [0, 1] if np.any(b != 0) else [0]
-    Z = np.stack([u, b], axis=1)[:, fitted] * y[:, None]
-    precision = 1.0 / prior_scale ** 2
+    link, covariance = _maximise(Z, fitted, 1.0 / prior_scale ** 2)
+    if link[0] < 0 and 1 in fitted:
+        link, covariance = _maximise(Z, [1], 1.0 / prior_scale ** 2)
+    elif link[0] < 0:
+        link, covariance = np.zeros(2), np.zeros((2, 2))
+    return link, covariance
+
+
+def _maximise(Z, fitted, precision):
+    """Newton's maximum of the penalised log-likelihood over the columns ``fitted`` of
+    ``Z`` (the others held at 0); ``(link, covariance)`` as :func:`fit_link` returns."""
+    Z = Z[:, fitted]
 
     def objective(theta):
         return float(log_ndtr(Z @ theta).sum() - 0.5 * precision * theta @ theta)
 
+    def hessian(theta):
+        t = Z @ theta
+        lam = np.exp(_log_phi(t) - log_ndtr(t))
+        curvature = (Z * (lam * (t + lam))[:, None]).T @ Z + precision * np.eye(len(fitted))
+        return Z.T @ lam - precision * theta, curvature
+
     theta = np.ones(len(fitted))
     value = objective(theta)
     for _ in range(MAX_ITER):
-        t = Z @ theta
-        lam = np.exp(_log_phi(t) - log_ndtr(t))
-        gradient = Z.T @ lam - precision * theta
-        hessian = (Z * (lam * (t + lam))[:, None]).T @ Z + precision * np.eye(len(fitted))
-        delta = np.linalg.solve(hessian, gradient)
+        gradient, curvature = hessian(theta)
+        delta = np.linalg.solve(curvature, gradient)
         step = 1.0
         while True:
             candidate = theta + step * delta
@@ -108,12 +129,9 @@ def fit_link(u, b, y, prior_scale: float = PRIOR_SCALE):
         theta, change, value = candidate, new - value, new
         if abs(change) <= TOL * max(1.0, abs(value)):
             break
-    t = Z @ theta
-    lam = np.exp(_log_phi(t) - log_ndtr(t))
-    hessian = (Z * (lam * (t + lam))[:, None]).T @ Z + precision * np.eye(len(fitted))
     link, covariance = np.zeros(2), np.zeros((2, 2))
     link[fitted] = theta
-    covariance[np.ix_(fitted, fitted)] = np.linalg.inv(hessian)
+    covariance[np.ix_(fitted, fitted)] = np.linalg.inv(hessian(theta)[1])
     return link, covariance
 
 

@@ -76,3 +76,18 @@ def test_separated_bits_give_a_finite_steep_link():
 def test_bad_input_is_refused(u, b, y, match):
     with pytest.raises(ValueError, match=match):
         fit_link(u, b, y)
+
+
+def test_a_link_of_anti_aligned_scores_is_the_shares():
+    """``alpha`` is kept at 0 or above (a model worse than chance): scores whose bits say
+    the opposite give ``alpha = 0`` and ``beta`` of the shares alone, the maximum of the
+    objective on that boundary (checked against the unconstrained 1-D maximum in
+    ``beta``)."""
+    u, b, y = _planted_bits(0.5, m=50_000)
+    link, covariance = fit_link(-u, b, y)
+    assert link[0] == 0 and covariance[0, 0] == 0
+    alone, _ = fit_link(b, np.zeros_like(b), y)  # Phi(beta b): b in the first column
+    np.testing.assert_allclose(link[1], alone[0], rtol=1e-9)
+    _, _, y0 = _planted_bits(0.5, m=2000, seed=4)
+    no_threshold, _ = fit_link(-y0.astype(float), np.zeros(y0.size), y0)
+    assert np.array_equal(no_threshold, [0.0, 0.0])
