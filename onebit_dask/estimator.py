@@ -316,8 +316,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``validation_auc`` after each iteration (only with ``validation_fraction``).
     calibration_ : ndarray of shape (2,)
         ``(alpha, beta)``, the link of :meth:`predict_proba`, fitted by maximum
-        likelihood on held-out bits at the end of ``fit`` (the validation bits, else up
-        to 65 536 bits of the batch after the last training batch:
+        likelihood on held-out bits at the end of ``fit`` (the validation bits, else the
+        batch after the last training batch, scored by the label blocks:
         :mod:`onebit_dask.fit.calibration`); not after ``partial_fit``.
     """
 

@@ -8,35 +8,41 @@ threshold ``b_{j_i}``, and the client fits ``(alpha, beta)`` to their bits by ma
 likelihood.
 
 The bits are the validation bits where the fit has them (``validation_fraction``);
-otherwise up to :data:`CALIBRATION_BITS` bits of batch ``n_iter + 1``, the batch after the
-last training batch (:func:`held_out_pieces`): a planted problem's explicit draws, fresh;
-a label matrix's uniform pairs; given rows (arrays, observation stores) after the
-training rows, which cycle back to training bits when the data hold fewer than
-``n_iter + 2`` batches.
+otherwise batch ``n_iter + 1``, the batch after the last training batch
+(:func:`held_out_batch`), read and scored by the blocks as a training batch is (the
+client gets three numbers a bit): a planted problem's explicit draws, fresh (at most
+:data:`CALIBRATION_NUMBERS` feature numbers); a label matrix's uniform pairs; given rows
+(arrays, observation stores) after the training rows, which cycle back to training bits
+when the data hold fewer than ``n_iter + 2`` batches.
 """
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
 
 from ..data.synthetic.problem import SyntheticProblem
-from ..engine.blocks import Block
+from ..engine.blocks import Block, StepModel
 from ..ops.calibration import fit_link
-from ..ops.features import project
 from ..ops.kernels import one_blas_thread
 
-CALIBRATION_BITS = 65_536  # held-out bits the link is fitted on at most
-CALIBRATION_NUMBERS = 2 ** 24  # and at most this many feature numbers drawn (d1 a bit)
-CHUNK_ROWS = 1024  # rows projected at a time
+CALIBRATION_NUMBERS = 2 ** 24  # feature numbers a planted problem's explicit draw holds
 
 
-def bit_scores(block: Block, piece) -> Block:
-    """``out = (u, b, y)`` for the block's bits: ``piece = ((labels, y), XA_rows)`` as
-    :func:`~onebit_dask.fit.validation.validation_sums` takes it; ``b`` is 0 without
-    thresholds."""
+def bit_projections(block: Block, data, model: StepModel) -> Block:
+    """``out = (u, b, y)`` for the block's bits of a batch: ``u_i = phi(x_i)^T A B_{j_i}``
+    (the scores without the thresholds, as :func:`~onebit_dask.engine.blocks.bit_auc`
+    takes them: ``data.scored(model, B)``), ``b_{j_i}`` (0 without thresholds) and the
+    bits."""
+    labels, y, u = data.scored(model, block.slots["B"])
+    b = block.slots["b"][labels - block.lo] if "b" in block.slots else np.zeros_like(u)
+    return block.evolve(out=(u, b, y))
+
+
+def validation_projections(block: Block, piece) -> Block:
+    """:func:`bit_projections` for the validation bits: ``piece = ((labels, y), XA_rows)``
+    as :func:`~onebit_dask.fit.validation.validation_sums` takes it."""
     (labels, y), XA_rows = piece
     at = labels - block.lo
     u = np.einsum("ij,ij->i", XA_rows, block.slots["B"][at])
@@ -44,46 +50,35 @@ def bit_scores(block: Block, piece) -> Block:
     return block.evolve(out=(u, b, y))
 
 
-def held_out_pieces(source, settings, state) -> list:
-    """Each block's ``((labels, y), rows of phi(X) A)`` for the bits of batch ``n_iter + 1``
-    of ``source`` (the fit's, before it was placed on the engine), read one shard at a
-    time: at most :data:`CALIBRATION_BITS` bits and :data:`CALIBRATION_NUMBERS` feature
-    numbers; a source of fresh batches (a planted problem, a label matrix) draws that
-    many, one of given rows keeps the first share of each shard of the batch."""
+def held_out_batch(source, settings, d1: int) -> list:
+    """The shards of batch ``n_iter + 1`` of ``source`` (placed on the engine), the batch
+    after the last training batch: a planted problem's explicit draws of at most
+    ``batch_size`` and :data:`CALIBRATION_NUMBERS` ``/ d1`` bits (at least 1024), a data
+    source's batch as a training batch would be."""
     t, size = settings.n_iter + 1, settings.batch_size
-    wanted = min(size, CALIBRATION_BITS, max(1024, CALIBRATION_NUMBERS // state.d1))
     problem = source.planted
     if isinstance(problem, SyntheticProblem):
-        shards = problem.batch(t, wanted, settings.n_shards, sampler="explicit")
-    elif source.n_batches(size) is None:
-        shards = source.batch(t, wanted, settings.n_shards)
-    else:
-        shards = source.batch(t, size, settings.n_shards)
-    share = min(1.0, wanted / sum(shard.n_obs for shard in shards))
-    parts = []
-    for shard in shards:
-        X, labels, y = shard.load()
-        keep = math.ceil(share * labels.shape[0])
-        with one_blas_thread():  # in row chunks: no float64 copy of a float32 shard
-            XA = np.concatenate([np.empty((0, state.width))] + [
-                project(X[i:min(i + CHUNK_ROWS, keep)], state.top.Q, state.feature_map)
-                for i in range(0, keep, CHUNK_ROWS)])
-        parts.append((XA, np.asarray(labels[:keep], dtype=np.int64),
-                      np.where(np.asarray(y[:keep]) > 0, 1, -1)))
-    XA, labels, y = (np.concatenate(p) for p in zip(*parts))
-    bounds = state.bounds
-    rows = [np.flatnonzero((labels >= lo) & (labels < hi))
-            for lo, hi in zip(bounds[:-1], bounds[1:])]
-    return [((labels[r], y[r]), XA[r]) for r in rows]
+        wanted = min(size, max(1024, CALIBRATION_NUMBERS // d1))
+        return problem.batch(t, wanted, settings.n_shards, sampler="explicit")
+    return source.batch(t, size, settings.n_shards)
 
 
-def calibrate(state, engine, pieces) -> None:
-    """Fit ``state.calibration = [alpha, beta]`` on the bits of ``pieces`` (each block's,
-    :func:`held_out_pieces` or :meth:`ValidationBits.pieces
-    <onebit_dask.fit.validation.ValidationBits.pieces>`) with the blocks' current model;
-    its time counts as training time."""
+def calibrate(state, engine, shards=None, validation=None, features=None) -> None:
+    """Fit ``state.calibration = [alpha, beta]`` with the blocks' current model on the bits
+    of ``shards`` (:func:`held_out_batch`), read and scored where the blocks live as a
+    training batch is, or on the ``validation`` bits
+    (:class:`~onebit_dask.fit.validation.ValidationBits`); ``features``: the shared
+    feature map. Its time counts as training time."""
     start = time.perf_counter()
-    outs = engine.map(bit_scores, per_block=pieces)
+    with one_blas_thread():
+        if validation is not None:
+            outs = engine.map(validation_projections,
+                              per_block=validation.pieces(state.top.Q, state.feature_map))
+        else:
+            model = StepModel(state.top.Q, None, False, features)
+            data = engine.prepare(shards, state.bounds)
+            outs = engine.map(bit_projections, model,
+                              per_block=engine.by_block(data, model, scored=True))
     u, b, y = (np.concatenate(parts) for parts in zip(*outs))
     link, _ = fit_link(u, b, y)
     state.calibration = [float(v) for v in link]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..metrics import planted as metrics
 from . import select as progressive
-from .calibration import calibrate, held_out_pieces
+from .calibration import calibrate, held_out_batch
 from .algorithm import init_dense, init_randomized, step
 from ..engine import placement
 from ..engine.blocks import Evaluation, StepModel
@@ -93,7 +93,6 @@ def fit_source(settings: FitSettings, state: FitState, engine, source, checkpoin
 
 
 def _run(settings, state, engine, source, checkpoint, heldout) -> None:
-    given = source  # as given; ``source`` is placed on the engine below
     first = 0  # the first iteration to run
     saved = None if checkpoint is None else checkpoint.resume(engine)
     if saved is not None:
@@ -169,8 +168,10 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     state.best_iteration = state.n_steps
     if validation is not None:
         _select(state, validation, engine)
-    calibrate(state, engine, held_out_pieces(given, settings, state) if validation is None
-              else validation.pieces(state.top.Q, state.feature_map))
+    if validation is not None:
+        calibrate(state, engine, validation=validation)
+    else:
+        calibrate(state, engine, held_out_batch(source, settings, state.d1), features=features)
     keep(state, engine)
 
 
