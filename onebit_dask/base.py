@@ -94,16 +94,33 @@ class FactorPredictor(ClassifierMixin):
         Returns
         -------
         ndarray of shape (n, d2), or (n, len(labels)), float64
+            A dask array (chunked by the rows of ``X``) for a dask array ``X``.
         """
         self._check_fitted()
-        X = self._validate_X(X, reset=False)
         if labels is not None:
             labels = np.asarray(labels)
             if labels.dtype.kind not in "iu" or labels.ndim != 1 or (
                     labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
                 raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
                                  f"of integers in [0, {self.n_labels_})")
+        if callable(getattr(X, "__dask_graph__", None)):  # a dask array (dask not imported)
+            return self._per_chunk(X, labels)
+        X = self._validate_X(X, reset=False)
         return self._project(X) @ self._B_rows(labels).T + self._b_rows(labels)
+
+    def _per_chunk(self, X, labels):
+        """``decision_function`` of a dask array ``X``, lazily, chunk of rows by chunk of
+        rows (the columns in one chunk). The label rows are gathered here, once: the
+        graph's tasks only read the model (tasks may run in threads at once)."""
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {X.shape}, but the estimator was fitted with "
+                             f"{self.n_features_in_} features: pass a dask array of shape "
+                             f"(n_samples, {self.n_features_in_})")
+        X = X.rechunk({1: -1})
+        B, b = self._B_rows(labels), self._b_rows(labels)
+        return X.map_blocks(
+            lambda rows: self._project(self._validate_X(rows, reset=False)) @ B.T + b,
+            dtype=np.float64, chunks=(X.chunks[0], (B.shape[0],)))
 
     def _project(self, X) -> np.ndarray:
         """``X A_`` of shape ``(n, l)``, float64: the rows in the factor's space."""
@@ -124,6 +141,7 @@ class FactorPredictor(ClassifierMixin):
         Returns
         -------
         ndarray of shape (n, d2), or (n, len(labels)), int64 in {0, 1}
+            A dask array for a dask array ``X``.
         """
         return (self.decision_function(X, labels) >= 0).astype(np.int64)
 

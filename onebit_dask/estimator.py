@@ -706,6 +706,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Returns
         -------
         ndarray of shape (n, d2), or (n, len(labels)), float64 in [0, 1]
+            A dask array for a dask array ``X`` (as :meth:`decision_function`).
         """
         self._check_fitted()
         alpha, beta = self.calibration_

@@ -330,3 +330,40 @@ def test_partial_fit_on_a_label_matrix_checks_its_labels():
     first = OneBitMultiLabel(1, random_state=0).partial_fit(X, labels, np.ones(600),
                                                             classes=np.arange(12))
     assert first.n_labels_ == 12  # bits with classes: classes give d2
+
+
+def _dask_case():
+    problem = SyntheticProblem(30, 20, 2, noise_std=0.5, positive_rate=(0.1, 0.5), seed=0)
+    est = OneBitMultiLabel(2, batch_size=5000, n_iter=3, engine="local", random_state=0)
+    X = problem.test_set().X[:1000]
+    return est.fit(problem), X
+
+
+def test_a_dask_array_gives_a_dask_array_chunk_by_chunk():
+    """decision_function, predict and predict_proba of a dask array ``X``: lazy, chunked by
+    its rows, the numbers of the NumPy call (each row is scored alone either way), under
+    dask's threaded scheduler (tasks at once: the label rows are gathered once, before);
+    a wrong width is refused before anything is computed."""
+    import dask.array as da
+
+    est, X = _dask_case()
+    Xd = da.from_array(X, chunks=(300, 10))
+    for name in ("decision_function", "predict", "predict_proba"):
+        lazy = getattr(est, name)(Xd)
+        assert isinstance(lazy, da.Array) and lazy.chunks[0] == (300, 300, 300, 100)
+        np.testing.assert_array_equal(lazy.compute(scheduler="threads"),
+                                      getattr(est, name)(X))
+    np.testing.assert_array_equal(est.decision_function(Xd, labels=[3, 1]).compute(),
+                                  est.decision_function(X, labels=[3, 1]))
+    with pytest.raises(ValueError, match=r"X has shape \(1000, 29\).*30 features"):
+        est.predict(Xd[:, 1:])
+
+
+@pytest.mark.integration
+def test_a_dask_array_on_the_users_cluster(client2):
+    import dask.array as da
+
+    est, X = _dask_case()
+    with client2.as_current():
+        on_cluster = est.predict_proba(da.from_array(X, chunks=(250, 30))).compute()
+    np.testing.assert_array_equal(on_cluster, est.predict_proba(X))
