@@ -50,8 +50,9 @@ FORMAT_VERSION = 7  # 3: the spec's ``method`` is the cube's ``estimator`` dimen
 #                     5: zstd chunks with their frame checksum, the attributes' digest;
 #                     6: a file cube's grid has the queries dimension;
 #                     7: string coordinates of zarr's variable-length ``string`` data type,
-#                        ``units`` on the numeric coordinates
+#                        ``units`` on the numeric coordinates, their values' digest
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
+COORDS_CHECKED_SINCE = 7  # the first format with the coordinates' digest (coords_sha256)
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
@@ -202,6 +203,7 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
         coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
     coords["iteration"] = np.arange(spec.n_iterations)
     ds = xr.Dataset(coords=coords)
+    ds.attrs["coords_sha256"] = {name: coord_digest(ds[name].values) for name in ds.coords}
     for name, text in COORDS.items():
         if name in ds:
             ds[name].attrs.update(long_name=text, description=text)
@@ -219,6 +221,34 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **provenance())
     return ds
+
+
+def coord_digest(values) -> str:
+    """SHA-256 of a coordinate's values as JSON (strings of either zarr type, integers and
+    floats read back alike)."""
+    import hashlib
+
+    text = json.dumps(np.asarray(values).tolist(), default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _coords_problem(group, digests) -> str | None:
+    """What is wrong with the coordinates recorded in ``coords_sha256`` (format 7 on): one
+    missing, or whose values differ from those written (a chunk gone, which reads as the
+    fill value, or edited)."""
+    if not isinstance(digests, dict):
+        return f"the attribute coords_sha256={digests!r} is not a mapping"
+    for name, digest in digests.items():
+        if name not in group:
+            return f"the coordinate {name!r} is missing"
+        try:
+            values = group[name][...]
+        except Exception as exc:  # zarr and its codecs raise several types
+            return f"the coordinate {name!r} cannot be read ({type(exc).__name__})"
+        if coord_digest(values) != digest:
+            return (f"the coordinate {name!r} differs from what was written (a chunk missing "
+                    "or edited)")
+    return None
 
 
 def _quiet_zarr():
@@ -332,6 +362,8 @@ def cube_problem(group, attrs: dict) -> str | None:
     checked = isinstance(version, int) and version >= CHECKED_SINCE
     if checked:
         problem = _attrs_problem(attrs)
+        if problem is None and version >= COORDS_CHECKED_SINCE:
+            problem = _coords_problem(group, attrs.get("coords_sha256"))
         if problem is not None:
             return problem
     if not isinstance(version, int) or version < 4:
@@ -638,14 +670,6 @@ def consolidate(path: str) -> None:
         consolidate_metadata(os.fspath(path))
 
 
-def _consolidated(path: str) -> bool:
-    try:
-        with open(os.path.join(os.fspath(path), "zarr.json")) as fh:
-            return json.load(fh).get("consolidated_metadata") is not None
-    except (OSError, ValueError):
-        return False
-
-
 def open_cube(path) -> xr.Dataset:
     """The result cube as an xarray Dataset (lazy), once :func:`check_cube` has found it
     whole (every chunk of the package's arrays is decoded once); a cube of format 2 or
@@ -659,7 +683,7 @@ def open_cube(path) -> xr.Dataset:
     path = os.fspath(path)
     check_cube(path)
     with _quiet_zarr():
-        ds = xr.open_zarr(path, consolidated=_consolidated(path))
+        ds = xr.open_zarr(path, consolidated=False)  # each array's own, as checked
     if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
         ds = ds.rename({old: new for old, new in RENAMED.items() if old in ds.dims})
     return ds

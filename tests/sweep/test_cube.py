@@ -365,6 +365,9 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
     "removed attribute": (lambda p: _cube_attrs(p, lambda a: a.pop("spec_text")),
                           r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what "
                           r"was written"),
+    "missing coordinate chunk": (lambda p: os.remove(os.path.join(p, "step", "c", "0")),
+                                 r"is damaged.{1,2}the coordinate 'step' differs from what "
+                                 r"was written \(a chunk missing or edited\)"),
     "version 99": (lambda p: _cube_attrs(p, lambda a: a.update(format_version=99)),
                    r"was written by a newer onebit-dask \(format v99, this reads up to v7\): "
                    r"upgrade onebit-dask$"),
@@ -410,6 +413,25 @@ def test_a_damaged_cube_is_refused_in_one_line(swept, tmp_path, case):
     done = run_main("report", path)
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done
     assert path in done.stderr and re.search(message, done.stderr.strip()), done.stderr
+
+
+def test_the_consolidated_copy_is_not_what_the_package_reads(swept, tmp_path):
+    """An edit of the root's consolidated metadata (the byte order of auc's chunks) does
+    not change what open_cube reads: each array's own metadata, as checked."""
+    import json
+
+    path = _copy_cube(swept, tmp_path)
+    before = store.open_cube(path)["auc"].values
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    meta["consolidated_metadata"] = meta.get("consolidated_metadata") or {
+        "kind": "inline", "must_understand": False,
+        "metadata": {"auc": json.load(open(os.path.join(path, "auc", "zarr.json")))}}
+    auc = meta["consolidated_metadata"]["metadata"]["auc"]
+    auc["codecs"] = [dict(c, configuration={"endian": "big"}) if c["name"] == "bytes" else c
+                     for c in auc["codecs"]]
+    json.dump(meta, open(meta_file, "w"))
+    np.testing.assert_array_equal(store.open_cube(path)["auc"].values, before)
 
 
 def test_a_cube_of_format_4_is_read_with_one_warning(swept, tmp_path):
