@@ -9,12 +9,14 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import ClassifierMixin
 from sklearn.metrics import roc_auc_score
+from sklearn.utils import check_array
 from sklearn.utils.validation import (
     _check_feature_names,
     check_is_fitted,
     validate_data,
 )
 
+from .ops.features import project
 from .utils.checks import check_finite
 from .utils.validation import FLOAT_DTYPES, check_sign_matrix, validate_params
 
@@ -110,21 +112,20 @@ class FactorPredictor(ClassifierMixin):
 
     def _per_chunk(self, X, labels):
         """``decision_function`` of a dask array ``X``, lazily, chunk of rows by chunk of
-        rows (the columns in one chunk). The label rows are gathered here, once: the
-        graph's tasks only read the model (tasks may run in threads at once)."""
+        rows (the columns in one chunk). The graph carries the factor ``A_``, the feature
+        map and the label rows, gathered here once, not the estimator."""
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}, but the estimator was fitted with "
                              f"{self.n_features_in_} features: pass a dask array of shape "
                              f"(n_samples, {self.n_features_in_})")
         X = X.rechunk({1: -1})
         B, b = self._B_rows(labels), self._b_rows(labels)
-        return X.map_blocks(
-            lambda rows: self._project(self._validate_X(rows, reset=False)) @ B.T + b,
-            dtype=np.float64, chunks=(X.chunks[0], (B.shape[0],)))
+        return X.map_blocks(chunk_scores, self.A_, getattr(self, "feature_map_", None), B, b,
+                            dtype=np.float64, chunks=(X.chunks[0], (B.shape[0],)))
 
     def _project(self, X) -> np.ndarray:
         """``X A_`` of shape ``(n, l)``, float64: the rows in the factor's space."""
-        return np.asarray(X.astype(np.float64) @ self.A_)
+        return project(X, self.A_, None)
 
     def _B_rows(self, labels=None) -> np.ndarray:
         """Rows of ``B_`` at ``labels`` (all rows for ``None``), in the order given."""
@@ -188,6 +189,15 @@ class FactorPredictor(ClassifierMixin):
             raise MemoryError(f"coef_ would have {size} entries (> {DENSE_LIMIT}): use the factors "
                               "A_ and B_ (W = A_ @ B_.T) or decision_function")
         return self.A_ @ self.B_.T
+
+
+def chunk_scores(rows, A, feature_map, B, b):
+    """``phi(rows) A B^T + b`` of one chunk of a dask array's rows (dense or CSR; none
+    gives none), checked as ``decision_function`` checks ``X``."""
+    rows = check_array(rows, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_all_finite=False,
+                       ensure_min_samples=0)
+    check_finite(rows)
+    return project(rows, A, feature_map) @ B.T + b
 
 
 def dense_factors(W: np.ndarray):

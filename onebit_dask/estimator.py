@@ -682,8 +682,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def calibration_(self) -> np.ndarray:
         """``(alpha, beta)``: :meth:`predict_proba`'s link (see the class docstring)."""
         return np.array(self._fitted_value(
-            "calibration_", "calibration", "fitted by partial_fit, or loaded from a store "
-            "saved without it: fit the model with fit to have predict_proba"))
+            "calibration_", "calibration", "fitted by partial_fit, loaded from a checkpoint "
+            "(the training state) or from a store saved without it: fit the model with fit "
+            "to have predict_proba"))
 
     def predict_proba(self, X, labels=None):
         r"""Each label's probability of being positive,

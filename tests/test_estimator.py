@@ -367,3 +367,20 @@ def test_a_dask_array_on_the_users_cluster(client2):
     with client2.as_current():
         on_cluster = est.predict_proba(da.from_array(X, chunks=(250, 30))).compute()
     np.testing.assert_array_equal(on_cluster, est.predict_proba(X))
+
+
+def test_a_dask_graph_carries_the_factors_not_the_estimator(monkeypatch):
+    """The graph of a dask array's scores holds ``A_``, the feature map and the label
+    rows: the estimator is never pickled (its label blocks may live on a cluster), and a
+    chunk without rows (a filtered dask array) gives no rows."""
+    import dask.array as da
+
+    est, X = _dask_case()
+    expected = est.predict_proba(X)
+    monkeypatch.setattr(OneBitMultiLabel, "__getstate__",
+                        lambda self: pytest.fail("the estimator was pickled"))
+    keep = np.ones(X.shape[0], dtype=bool)
+    keep[:100] = False  # the first chunk loses every row
+    Xd = da.from_array(X, chunks=(100, 30))[da.from_array(keep, chunks=100)]
+    got = est.predict_proba(Xd).compute(scheduler="threads")
+    np.testing.assert_array_equal(got, expected[100:])

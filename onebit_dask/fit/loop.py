@@ -168,7 +168,6 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     state.best_iteration = state.n_steps
     if validation is not None:
         _select(state, validation, engine)
-    if validation is not None:
         calibrate(state, engine, validation=validation)
     else:
         calibrate(state, engine, held_out_batch(source, settings, state.d1), features=features)

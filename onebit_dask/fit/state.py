@@ -152,7 +152,8 @@ class FitState:
         model estimates (``docs/ALGORITHM.md`` section 11); 0 otherwise.
     asked : Asked or None
         Under chosen queries, the pairs asked and the positives found
-        (:class:`~onebit_dask.data.queries.Asked`); not saved with the model.
+        (:class:`~onebit_dask.data.queries.Asked`); written to a checkpoint, not saved
+        with the model.
     calibration : list of float or None
         ``[alpha, beta]``, the link of ``predict_proba`` fitted on held-out bits
         (:mod:`onebit_dask.fit.calibration`); ``None`` after ``partial_fit`` and for a

@@ -29,18 +29,11 @@ separated (a noise-free fit).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
+from scipy.special import log_ndtr
 
 PRIOR_SCALE = 1000.0  # standard deviation of the normal prior on alpha and beta
 TOL = 1e-10  # Newton stops when a step changes the penalised log-likelihood by less
 MAX_ITER = 100
-
-
-def link_probabilities(u, b, link) -> np.ndarray:
-    r"""``Phi(alpha u + beta b)`` for ``link = (alpha, beta)``; ``u`` and ``b`` broadcast
-    (``u`` the projections ``x^T w_j``, ``b`` the thresholds)."""
-    alpha, beta = link
-    return ndtr(alpha * np.asarray(u, dtype=np.float64) + beta * np.asarray(b, np.float64))
 
 
 def fit_link(u, b, y, prior_scale: float = PRIOR_SCALE):

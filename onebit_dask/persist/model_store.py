@@ -154,6 +154,11 @@ def digest(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array, dtype="<f8").tobytes()).hexdigest()
 
 
+def key_digest(keys: np.ndarray) -> str:
+    """SHA-256 of integer keys as little-endian int64 (exact beyond 2**53)."""
+    return hashlib.sha256(np.ascontiguousarray(keys, dtype="<i8").tobytes()).hexdigest()
+
+
 def read_values(array, where: str, part: str) -> np.ndarray:
     """All of ``array`` (the array ``part`` of the store ``where``); a chunk that cannot be
     decoded (bytes changed, truncated, empty) is a :class:`DamagedStoreError` naming it."""
@@ -251,7 +256,7 @@ def write_store(path: str, top, engine, attrs: dict, features=None, asked=None) 
             root.create_array(name, data=keys, config=ALL_CHUNKS, **checked_codecs(),
                               dimension_names=("pair",),
                               chunks=(max(1, min(KEY_CHUNK, keys.size)),))
-            sums[name] = digest(keys)
+            sums[name] = key_digest(keys)
         attrs = {**attrs, "queries_asked": {"n_asked": asked.n_asked, "d2": asked.d2}}
     root.create_group("blocks")
     written = engine.map(write_block, path, per_block=list(range(len(attrs["bounds"]) - 1)))
@@ -275,8 +280,7 @@ def signed_attrs(attrs: dict) -> dict:
     if unknown:
         raise ValueError(f"the model store attributes {sorted(unknown)} are not in DIGESTED")
     attrs = json.loads(json.dumps(attrs))
-    return {**attrs, "attrs_sha256": attrs_digest(attrs, digested(attrs.get("version",
-                                                                           VERSION)))}
+    return {**attrs, "attrs_sha256": attrs_digest(attrs, digested(attrs["version"]))}
 
 
 def digested(version: int) -> tuple:
@@ -494,7 +498,7 @@ def read_feature_map(path: str, attrs: dict):
 def read_asked(path: str, attrs: dict):
     """A checkpoint's pairs asked under chosen queries
     (:class:`~onebit_dask.data.queries.Asked`), or ``None`` when it holds none: the keys
-    checked for dtype, checksum, strict order and range, the positives found among them."""
+    checked for dtype, checksum, strict order and sign, the positives found among them."""
     from ..data.queries import Asked
 
     meta = attrs.get("queries_asked")
@@ -518,7 +522,7 @@ def read_asked(path: str, attrs: dict):
         check_array(array, where, name, dtype=np.int64)
         values[name] = read_values(array, where, name)
         keys = values[name]
-        if digest(keys) != sums.get(name):
+        if key_digest(keys) != sums.get(name):
             raise DamagedStoreError(f"{where} is damaged: {name} differs from what was written "
                                     "(its SHA-256 does not match the checksums)")
         if keys.ndim != 1 or np.any(keys[1:] <= keys[:-1]) or (keys.size and keys[0] < 0):

@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtr
 
 from onebit_dask import SyntheticProblem
-from onebit_dask.ops.calibration import fit_link, link_probabilities
+from onebit_dask.ops.calibration import fit_link
 
 Z_LEVEL = 4.0  # |estimate - truth| <= 4 standard errors: two-sided level 6e-5 a number
 
@@ -65,7 +65,7 @@ def test_separated_bits_give_a_finite_steep_link():
     link, covariance = fit_link(u, np.zeros_like(u), np.sign(u))
     assert np.isfinite(link).all() and np.isfinite(covariance).all()
     assert link[0] > 10  # steeper than any noisy bits' link
-    p = link_probabilities(u, 0.0, link)
+    p = ndtr(link[0] * u)
     assert np.all((p > 0.5) == (u > 0))
 
 
