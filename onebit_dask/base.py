@@ -16,7 +16,6 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .ops.features import project
 from .utils.checks import check_finite
 from .utils.validation import FLOAT_DTYPES, check_sign_matrix, validate_params
 
@@ -125,7 +124,7 @@ class FactorPredictor(ClassifierMixin):
 
     def _project(self, X) -> np.ndarray:
         """``X A_`` of shape ``(n, l)``, float64: the rows in the factor's space."""
-        return project(X, self.A_, None)
+        return np.asarray(X.astype(np.float64, copy=False) @ self.A_)
 
     def _B_rows(self, labels=None) -> np.ndarray:
         """Rows of ``B_`` at ``labels`` (all rows for ``None``), in the order given."""
@@ -197,7 +196,9 @@ def chunk_scores(rows, A, feature_map, B, b):
     rows = check_array(rows, accept_sparse="csr", dtype=FLOAT_DTYPES, ensure_all_finite=False,
                        ensure_min_samples=0)
     check_finite(rows)
-    return project(rows, A, feature_map) @ B.T + b
+    XA = (np.asarray(rows.astype(np.float64, copy=False) @ A) if feature_map is None
+          else feature_map.product(rows, A))  # as ops.features.project
+    return XA @ B.T + b
 
 
 def dense_factors(W: np.ndarray):
