@@ -29,6 +29,7 @@ from ..data.synthetic.problem import SyntheticProblem
 from ..engine.blocks import Block, StepModel
 from ..ops.calibration import fit_link
 from ..ops.kernels import one_blas_thread
+from .validation import projections
 
 CALIBRATION_NUMBERS = 2 ** 24  # feature numbers a planted problem's explicit draw holds
 CALIBRATION_BITS = 2 ** 18  # bits the client gathers (three numbers each) at most
@@ -55,10 +56,7 @@ def validation_projections(block: Block, piece) -> Block:
     """:func:`bit_projections` for the validation bits: ``piece = ((labels, y), XA_rows)``
     as :func:`~onebit_dask.fit.validation.validation_sums` takes it."""
     (labels, y), XA_rows = piece
-    at = labels - block.lo
-    u = np.einsum("ij,ij->i", XA_rows, block.slots["B"][at])
-    b = block.slots["b"][at] if "b" in block.slots else np.zeros_like(u)
-    return block.evolve(out=(u, b, y))
+    return block.evolve(out=(*projections(block, labels, XA_rows), y))
 
 
 def forget(block: Block) -> Block:

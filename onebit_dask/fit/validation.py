@@ -54,17 +54,22 @@ BEST = "best_"
 
 
 # -- block functions (run where the blocks live, through engine.map) ------------------------
+def projections(block: Block, labels, XA_rows):
+    """``(u, b)`` of bits of the block's ``labels`` (global) whose rows are ``XA_rows``
+    (``x_i^T A``): ``u_i = x_i^T A B_{j_i}`` and the threshold ``b_{j_i}`` (0 without
+    thresholds)."""
+    at = labels - block.lo
+    u = np.einsum("ij,ij->i", XA_rows, block.slots["B"][at])
+    return u, block.slots["b"][at] if "b" in block.slots else np.zeros_like(u)
+
+
 def validation_sums(block: Block, piece) -> Block:
     """``out`` = :func:`~onebit_dask.metrics.label_auc_sums` of the block's validation
     bits: ``piece = ((labels, y), XA_rows)``, global labels in the block and their rows
     ``x_i^T A``."""
     (labels, y), XA_rows = piece
-    B = block.slots["B"]
-    at = labels - block.lo
-    scores = np.einsum("ij,ij->i", XA_rows, B[at])
-    if "b" in block.slots:
-        scores = scores + block.slots["b"][at]
-    return block.evolve(out=label_auc_sums(labels, y, scores))
+    u, b = projections(block, labels, XA_rows)
+    return block.evolve(out=label_auc_sums(labels, y, u + b))
 
 
 # -- the client's side ------------------------------------------------------------------
