@@ -113,7 +113,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             chosen.asked = saved["asked"]
         state.found_rows, state.asked = source.n, chosen.asked
         batches = lambda t: chosen(t, state, engine)  # noqa: E731
-    source = placed
+    given, source = source, placed  # the data as given (here) and as the engine holds them
     problem, planted = source.planted, None
     if problem is not None:
         test_set = problem.test_set()
@@ -124,7 +124,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         ranking = (heldout, source.propensities())
     validation = None
     if settings.validation_fraction is not None:
-        validation = ValidationBits(source, settings.n_iter + 1, settings.batch_size,
+        validation = ValidationBits(given, settings.n_iter + 1, settings.batch_size,
                                     settings.n_shards, settings.validation_fraction)
         validation.place(engine, state.bounds)
     n_iter = settings.n_iter

@@ -93,7 +93,8 @@ class ValidationBits:
     Parameters
     ----------
     source : Source
-        The fit's source (:mod:`onebit_dask.data.source`).
+        The fit's source as given, not placed on the engine: the bits are read here
+        (:mod:`onebit_dask.data.source`).
     t : int
         The batch the bits come from (``n_iter + 1``).
     batch_size, n_shards : int

@@ -8,6 +8,7 @@ import pickle
 import signal
 import threading
 
+import numpy as np
 import pytest
 from distributed import Client
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -87,6 +88,21 @@ def test_fit_on_arrays_on_dask_equals_in_process(client2, step):
     n_active = a.history_[-1]["n_active"]
     residual = step == "paper" or a.history_[-1].get("branch") == "refine"
     assert 0 < n_active < 6000 if residual else n_active == 6000
+
+
+def test_validation_bits_of_a_label_matrix_on_dask_equal_in_process(client2):
+    """The validation bits are read from the label matrix as given (the client's copy),
+    not from the futures the engine holds: the same selected iterate, link and model as
+    in-process."""
+    X, signs = PROBLEM.full_observation(600)
+    Y = (signs > 0).astype(np.int8)
+    params = dict(batch_size=4000, n_iter=3, n_shards=3, random_state=0,
+                  validation_fraction=0.5)
+    a = OneBitMultiLabel(2, **params).fit(X, Y)
+    with client2.as_current():
+        b = OneBitMultiLabel(2, engine="dask", **params).fit(X, Y)
+    assert_same_fit(a, b, link=True)
+    assert all("validation_auc" in h for h in b.history_)
 
 
 class TaskSpecSizes(SchedulerPlugin):
