@@ -97,6 +97,11 @@ class FactorPredictor(ClassifierMixin):
         ndarray of shape (n, d2), or (n, len(labels)), float64
             A dask array (chunked by the rows of ``X``) for a dask array ``X``.
         """
+        labels = self._checked_labels(labels)
+        return self._scores(X, labels, self._b_rows(labels))
+
+    def _checked_labels(self, labels):
+        """``labels`` as an array (``None`` stays ``None``), after the fitted check."""
         self._check_fitted()
         if labels is not None:
             labels = np.asarray(labels)
@@ -104,12 +109,17 @@ class FactorPredictor(ClassifierMixin):
                     labels.size and (labels.min() < 0 or labels.max() >= self.n_labels_)):
                 raise ValueError(f"labels={labels!r} is not allowed: labels must be a 1-D array "
                                  f"of integers in [0, {self.n_labels_})")
-        if callable(getattr(X, "__dask_graph__", None)):  # a dask array (dask not imported)
-            return self._per_chunk(X, labels)
-        X = self._validate_X(X, reset=False)
-        return self._project(X) @ self._B_rows(labels).T + self._b_rows(labels)
+        return labels
 
-    def _per_chunk(self, X, labels):
+    def _scores(self, X, labels, b):
+        """``decision_function`` with the thresholds ``b`` at ``labels`` given (gathered
+        once by the caller)."""
+        if callable(getattr(X, "__dask_graph__", None)):  # a dask array (dask not imported)
+            return self._per_chunk(X, labels, b)
+        X = self._validate_X(X, reset=False)
+        return self._project(X) @ self._B_rows(labels).T + b
+
+    def _per_chunk(self, X, labels, b):
         """``decision_function`` of a dask array ``X``, lazily, chunk of rows by chunk of
         rows (the columns in one chunk). The graph carries the factor ``A_``, the feature
         map and the label rows, gathered here once, not the estimator."""
@@ -118,7 +128,7 @@ class FactorPredictor(ClassifierMixin):
                              f"{self.n_features_in_} features: pass a dask array of shape "
                              f"(n_samples, {self.n_features_in_})")
         X = X.rechunk({1: -1})
-        B, b = self._B_rows(labels), self._b_rows(labels)
+        B = self._B_rows(labels)
         return X.map_blocks(chunk_scores, self.A_, getattr(self, "feature_map_", None), B, b,
                             dtype=np.float64, chunks=(X.chunks[0], (B.shape[0],)))
 

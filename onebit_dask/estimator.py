@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import ndtr
 from sklearn.base import BaseEstimator
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .fit import loop as fitting
@@ -94,6 +95,16 @@ class _Prepared(NamedTuple):
     heldout: Any
     checkpoint: Any
     data: dict
+
+
+def _has_link(estimator) -> bool:
+    """Whether ``predict_proba`` is offered: before a fit (it then says "not fitted"), and
+    after a fit that fitted the link (``calibration_``), not after ``partial_fit`` alone, a
+    checkpoint or a store without it; scikit-learn's scorers then use the scores."""
+    state = estimator.__dict__.get("_state")
+    if state is not None and state.top is not None:
+        estimator.calibration_  # without a link: the AttributeError that says why (the cause)
+    return True
 
 
 class OneBitMultiLabel(FactorPredictor, BaseEstimator):
@@ -686,6 +697,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             "(the training state) or from a store saved without it: fit the model with fit "
             "to have predict_proba"))
 
+    @available_if(_has_link)
     def predict_proba(self, X, labels=None):
         r"""Each label's probability of being positive,
         ``P(y_ij = +1) = Phi(alpha phi(x_i)^T w_j + beta b_j)``.
@@ -709,11 +721,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ndarray of shape (n, d2), or (n, len(labels)), float64 in [0, 1]
             A dask array for a dask array ``X`` (as :meth:`decision_function`).
         """
-        self._check_fitted()
+        labels = self._checked_labels(labels)
         alpha, beta = self.calibration_
-        scores = self.decision_function(X, labels)
-        return ndtr(alpha * scores + (beta - alpha) * self._b_rows(
-            None if labels is None else np.asarray(labels)))
+        b = self._b_rows(labels)
+        return ndtr(alpha * self._scores(X, labels, b) + (beta - alpha) * b)
 
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,

@@ -93,10 +93,14 @@ def test_the_validation_bits_fit_the_link_when_there_are_some():
 def test_partial_fit_leaves_no_link(fitted):
     X, labels, y = PROBLEM.draw(20, 2000)
     model = OneBitMultiLabel(2, **PARAMS).partial_fit(X, labels, y, n_labels=PROBLEM.d2)
-    with pytest.raises(AttributeError, match="partial_fit"):
+    with pytest.raises(AttributeError, match="predict_proba") as refused:
         model.predict_proba(X[:3])
+    assert "partial_fit" in str(refused.value.__cause__)  # says why there is none
+    assert not hasattr(model, "predict_proba")  # scikit-learn's scorers use the scores
+    assert hasattr(OneBitMultiLabel(2), "predict_proba")  # before a fit: "not fitted"
     refit = OneBitMultiLabel(2, **PARAMS).fit(PROBLEM).partial_fit(X, labels, y)
     assert not hasattr(refit, "calibration_")  # fitted to the model before the step
+    assert not hasattr(refit, "predict_proba")
 
 
 def test_on_real_data_better_than_the_training_shares():
