@@ -135,7 +135,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             f"after its fork at iteration {fork}, where the two branches are not written "
             "(a checkpoint of a fit whose step='auto' meant 'moment'): resume it with "
             "step='moment', or start again with another checkpoint path")
-    with StepProgress(n_iter + 1, enabled=settings.progress) as bar:
+    with StepProgress(n_iter + 1, done=first, enabled=settings.progress) as bar:
         upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
         for t in range(first, n_iter + 1):
             current = upcoming

@@ -24,6 +24,8 @@ class StepProgress:
     ----------
     total : int
         Steps of the fit (``n_iter + 1``).
+    done : int, default 0
+        Steps already done (those a resumed checkpoint holds): the bar starts there.
     enabled : bool, default True
         Draw the bar (``OneBitMultiLabel(progress=...)``); whether stderr is a terminal
         does not matter.
@@ -31,19 +33,19 @@ class StepProgress:
         Where to draw (``sys.stderr`` at the start of the fit by default).
     """
 
-    def __init__(self, total: int, *, enabled: bool = True, stream=None):
+    def __init__(self, total: int, *, done: int = 0, enabled: bool = True, stream=None):
         self.total = total
         self.enabled = enabled
         self.stream = stream
-        self.done = 0
+        self.done = done
         self.bar = None
 
     def __enter__(self):
         if self.enabled and _watched(self.stream or sys.stderr):
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=self.total, desc="step", unit="step", file=self.stream,
-                            dynamic_ncols=True, leave=True)
+            self.bar = tqdm(total=self.total, initial=self.done, desc="step", unit="step",
+                            file=self.stream, dynamic_ncols=True, leave=True)
         return self
 
     def update(self, record: dict) -> None:

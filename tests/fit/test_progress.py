@@ -4,6 +4,8 @@ a pipe, a log file), and nothing with progress=False."""
 import re
 import sys
 
+import pytest
+
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 
 
@@ -53,3 +55,28 @@ def test_a_log_file_gets_one_plain_line_a_step(tmp_path):
     with StepProgress(3, stream=terminal) as progress:
         progress.update({"n_samples": 1000, "fit_s": 0.5})
     assert "\r" in "".join(terminal.parts)
+
+
+def test_a_resumed_fit_counts_on_from_its_checkpoint(tmp_path, capsys, monkeypatch):
+    """A fit stopped after its checkpoint of iteration 2 and resumed shows steps 4/5 and
+    5/5, not 1/5."""
+    from onebit_dask.persist import Checkpoint
+
+    problem = SyntheticProblem(20, 10, 2, seed=1, n_test=200)
+    est = OneBitMultiLabel(2, batch_size=2000, n_iter=4, random_state=0, progress=True)
+    checkpoint = str(tmp_path / "ck.zarr")
+    write = Checkpoint.write
+
+    def stop_after_iteration_2(self, state, engine):
+        write(self, state, engine)
+        if state.n_steps == 2:
+            raise RuntimeError("stopped")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Checkpoint, "write", stop_after_iteration_2)
+        with pytest.raises(RuntimeError, match="stopped"):
+            est.fit(problem, checkpoint=checkpoint)
+    capsys.readouterr()
+    est.fit(problem, checkpoint=checkpoint)
+    steps = re.findall(r"step (\d+)/5", capsys.readouterr().err)
+    assert steps == ["4", "5"], steps
