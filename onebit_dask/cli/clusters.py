@@ -16,7 +16,8 @@ A config is a YAML mapping::
 :func:`load_cluster_config` checks the whole file and raises one error naming
 the key (:class:`ClusterConfigError`): keys and types, for SLURM/PBS the memory
 size, the walltime and worker flags dask-jobqueue sets itself, for SSH asyncssh's
-connection options and the known-hosts file (host keys are always checked).
+connection options and the known-hosts file (host keys are always checked), and the
+workers' threads and counts and every port as a local config's.
 :func:`cluster_spec` shows what would be started (a job script, the operator's
 cluster spec, keyword arguments) without starting anything; :func:`make_cluster`
 starts it (a SLURM job is first offered to ``sbatch --test-only``) and raises
@@ -74,6 +75,12 @@ _KINDS = {
 _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (str, list),
                       "username": str, "connect_timeout": (int, float, str),
                       "config": (str, list)}
+# SSHCluster's worker_options (keyword arguments of distributed.Nanny and Worker) checked
+# here, with their types, and the ports of its worker_options and scheduler_options
+# (distributed.Scheduler's); the other options are passed unchecked
+_SSH_WORKER_TYPES = {"n_workers": int, "nthreads": int}
+_SSH_PORTS = {"worker_options": ("port", "worker_port", "scheduler_port"),
+              "scheduler_options": ("port",)}
 _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
         "allow_insecure": bool}
 # keyword arguments of the cluster classes that are not options of a config: set by the
@@ -265,6 +272,7 @@ def _check_ssh_connect(where: str, connect: dict, hosts: list) -> None:
                 prefix="options.connect_options.",
                 allowed_text="the options of asyncssh.SSHClientConnectionOptions, e.g. port, "
                              "username, known_hosts, client_keys")
+    _check_port(where, "options.connect_options.port", connect.get("port"), free=False)
     files = connect.get("known_hosts", [])
     for file in [files] if isinstance(files, str) else files:
         if not isinstance(file, str) or not os.path.isfile(os.path.expanduser(file)):
@@ -275,13 +283,58 @@ def _check_ssh_connect(where: str, connect: dict, hosts: list) -> None:
     _check_ssh_host_keys(where, connect, hosts)
 
 
+def _check_threads(where: str, name: str, threads) -> None:
+    """Threads per worker ``name=threads`` (when given) must be >= 1."""
+    if threads is not None and threads < 1:
+        raise ClusterConfigError(f"{where}: {name}={threads} is not allowed: it must be >= 1")
+
+
+def _check_port(where: str, name: str, port, free: bool = True) -> None:
+    """A port ``name=port`` given as a number must be 1-65535, or 0 (a free one) where
+    ``free``."""
+    if not isinstance(port, int) or isinstance(port, bool):
+        return
+    if not (0 if free else 1) <= port <= 65535:
+        raise ClusterConfigError(f"{where}: {name}={port} is not allowed: give a port 1-65535"
+                                 + (", or 0 for a free one" if free else ""))
+
+
+def _check_dashboard_port(where: str, name: str, address) -> None:
+    """The port of a dashboard address ``name=address`` (``HOST:PORT``, ``:PORT`` or a
+    port number) must be 1-65535, or 0 for a free one."""
+    if isinstance(address, int) and not isinstance(address, bool):
+        _check_port(where, name, address)
+        return
+    if not isinstance(address, str):
+        return
+    port = address.rpartition(":")[2]
+    if not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        raise ClusterConfigError(f"{where}: {name}={address!r} is not allowed: give HOST:PORT "
+                                 "with a port 1-65535, or 0 for a free one")
+
+
+def _check_ssh_options(where: str, options: dict) -> None:
+    """The SSH cluster's worker and scheduler options, checked as a local cluster's: the
+    types of :data:`_SSH_WORKER_TYPES`, threads per worker and the ports (the workers'
+    count is checked with the other configs' counts)."""
+    workers = options.get("worker_options") or {}
+    for key, expected in _SSH_WORKER_TYPES.items():
+        if key in workers:
+            _check_type(where, f"options.worker_options.{key}", workers[key], expected)
+    _check_threads(where, "options.worker_options.nthreads", workers.get("nthreads"))
+    for section, keys in _SSH_PORTS.items():
+        given = options.get(section) or {}
+        for key in keys:
+            _check_port(where, f"options.{section}.{key}", given.get(key))
+        if "dashboard_address" in given:
+            _check_dashboard_port(where, f"options.{section}.dashboard_address",
+                                  given["dashboard_address"])
+
+
 def _check_local(where: str, options: dict) -> None:
     """The local cluster's options that LocalCluster would take and fail on only while
     starting (or never): threads per worker, the memory limit, the ports."""
-    threads = options.get("threads_per_worker")
-    if threads is not None and threads < 1:
-        raise ClusterConfigError(f"{where}: options.threads_per_worker={threads} is not "
-                                 "allowed: it must be >= 1")
+    _check_threads(where, "options.threads_per_worker", options.get("threads_per_worker"))
     memory = options.get("memory_limit")
     if isinstance(memory, int) and memory < 0:
         raise ClusterConfigError(f"{where}: options.memory_limit={memory} is not allowed: "
@@ -299,13 +352,11 @@ def _check_local(where: str, options: dict) -> None:
         if size < 0:
             raise ClusterConfigError(f"{where}: options.memory_limit={memory!r} is not allowed: "
                                      "give a size >= 0 (0: no limit), such as '4GiB', or 'auto'")
-    port = options.get("scheduler_port")
-    if port is not None and not 0 <= port <= 65535:
-        raise ClusterConfigError(f"{where}: options.scheduler_port={port} is not allowed: "
-                                 "give a port 1-65535, or 0 for a free one")
+    _check_port(where, "options.scheduler_port", options.get("scheduler_port"))
     dashboard = options.get("dashboard_address")
     host = options.get("host", "127.0.0.1")
     if dashboard is not None:
+        _check_dashboard_port(where, "options.dashboard_address", dashboard)
         listen, _, port = dashboard.rpartition(":")
         if listen == "":
             raise ClusterConfigError(f"{where}: options.dashboard_address={dashboard!r} names no "
@@ -320,6 +371,9 @@ def _check_local(where: str, options: dict) -> None:
 
 def _check_worker_counts(where: str, data: dict, options: dict, allow_large: bool) -> None:
     counts = {f"options.{k}": options[k] for k in ("n_workers",) if k in options}
+    workers = options.get("worker_options")
+    if isinstance(workers, dict) and "n_workers" in workers:  # an SSH config's, each worker host's
+        counts["options.worker_options.n_workers"] = workers["n_workers"]
     if "scale" in data:
         counts["scale"] = data["scale"]
     if data.get("adapt"):
@@ -373,11 +427,15 @@ def parse_cluster_config(data, where: str = "<config>", *,
     if kind == "local":
         _check_local(where, options)
     if kind == "ssh":
+        _check_ssh_options(where, options)
         _check_ssh_connect(where, options.get("connect_options", {}), options["hosts"])
-    for key in ("n_workers", "processes", "cores"):
-        value = options.get(key)
+    counts = {f"options.{k}": options.get(k) for k in ("n_workers", "processes", "cores")}
+    if kind == "ssh":
+        counts["options.worker_options.n_workers"] = \
+            (options.get("worker_options") or {}).get("n_workers")
+    for name, value in counts.items():
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            raise ClusterConfigError(f"{where}: options.{key}={value} is not allowed: it must "
+            raise ClusterConfigError(f"{where}: {name}={value} is not allowed: it must "
                                      "be >= 1 (a cluster without workers would wait forever)")
     if "scale" in data and data["scale"] < 1:
         raise ClusterConfigError(f"{where}: scale={data['scale']} is not allowed: it must be "

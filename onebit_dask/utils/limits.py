@@ -21,7 +21,8 @@ Soft limits (allowed with ``--allow-large``, ``allow_large=True``, when a user m
 - a sweep grid at most :data:`MAX_CELLS` cells, and a cube at most
   :data:`MAX_CUBE_VALUES` values per metric (cells x iterations);
 - the workers or jobs one command starts at most :data:`MAX_WORKERS` (``--workers``, a
-  cluster config's ``n_workers``, ``scale`` and ``adapt.maximum``, ``--adapt``).
+  cluster config's ``n_workers``, an SSH config's ``worker_options.n_workers``, ``scale``
+  and ``adapt.maximum``, ``--adapt``).
 """
 
 from __future__ import annotations

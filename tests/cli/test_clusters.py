@@ -324,6 +324,16 @@ def test_a_command_loads_its_cluster_config_once(tmp_path, monkeypatch, capsys):
      "options.dashboard_address='0.0.0.0:8787'"),
     ("{host: 127.0.0.1, dashboard_address: '192.0.2.2:0'}",
      "options.dashboard_address='192.0.2.2:0'"),
+    ("{host: 127.0.0.1, dashboard_address: '127.0.0.1:abc'}",
+     "options.dashboard_address='127.0.0.1:abc' is not allowed: give HOST:PORT with a port "
+     "1-65535, or 0 for a free one"),
+    ("{host: 127.0.0.1, dashboard_address: '127.0.0.1:99999'}",
+     "options.dashboard_address='127.0.0.1:99999' is not allowed: give HOST:PORT with a port "
+     "1-65535"),
+    ("{host: 127.0.0.1, dashboard_address: ':99999'}",
+     "options.dashboard_address=':99999' is not allowed: give HOST:PORT with a port 1-65535"),
+    ("{host: 127.0.0.1, dashboard_address: '127.0.0.1:'}",
+     "options.dashboard_address='127.0.0.1:' is not allowed: give HOST:PORT with a port"),
 ])
 def test_local_options_that_would_fail_while_starting_exit_2(tmp_path, options, key):
     """Refused with one line naming the key before anything starts (LocalCluster found
@@ -350,6 +360,66 @@ def test_worker_counts_beyond_the_limit_need_allow_large(tmp_path, text, key):
     with pytest.raises(ClusterConfigError, match=re.escape(key) + ".*--allow-large"):
         load_cluster_config(path)
     assert load_cluster_config(path, allow_large=True).kind == text.split()[1]
+
+
+@pytest.mark.parametrize("options, key", [
+    ("worker_options: {nthreads: 0}",
+     "options.worker_options.nthreads=0 is not allowed: it must be >= 1"),
+    ("worker_options: {nthreads: -2}",
+     "options.worker_options.nthreads=-2 is not allowed: it must be >= 1"),
+    ("worker_options: {nthreads: '2'}",
+     "options.worker_options.nthreads='2' has type str, expected int"),
+    ("worker_options: {n_workers: 0}",
+     "options.worker_options.n_workers=0 is not allowed: it must be >= 1"),
+    ("worker_options: {n_workers: 100000}",
+     "options.worker_options.n_workers=100000 is not allowed: a command starts at most 256 "
+     "workers"),
+    ("worker_options: {port: 99999}",
+     "options.worker_options.port=99999 is not allowed: give a port 1-65535, or 0 for a "
+     "free one"),
+    ("worker_options: {worker_port: 70000}", "options.worker_options.worker_port=70000"),
+    ("worker_options: {dashboard_address: ':99999'}",
+     "options.worker_options.dashboard_address=':99999' is not allowed: give HOST:PORT with "
+     "a port 1-65535"),
+    ("scheduler_options: {port: 99999}",
+     "options.scheduler_options.port=99999 is not allowed: give a port 1-65535"),
+    ("scheduler_options: {port: 8786, dashboard_address: ':99999'}",
+     "options.scheduler_options.dashboard_address=':99999' is not allowed"),
+    ("scheduler_options: {dashboard_address: 'localhost:abc'}",
+     "options.scheduler_options.dashboard_address='localhost:abc' is not allowed"),
+    ("connect_options: {port: 99999}",
+     "options.connect_options.port=99999 is not allowed: give a port 1-65535"),
+    ("connect_options: {port: 0}",
+     "options.connect_options.port=0 is not allowed: give a port 1-65535"),
+])
+def test_ssh_options_are_checked_as_a_local_clusters_exit_2(tmp_path, options, key):
+    """An SSH config's threads, worker count and ports are refused as a local config's,
+    with one line naming the key, before anything starts."""
+    pytest.importorskip("asyncssh")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions:\n  hosts: [a, b]\n  {options}\n")
+    if not options.startswith("connect_options"):
+        path.write_text(path.read_text() + f"  connect_options: {{known_hosts: {known}}}\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(key)):
+        load_cluster_config(path)
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+def test_ssh_worker_count_beyond_the_limit_needs_allow_large(tmp_path):
+    pytest.importorskip("asyncssh")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions: {{hosts: [a, b], worker_options: {{n_workers: 257}}, "
+                    f"connect_options: {{known_hosts: {known}}}}}\n")
+    with pytest.raises(ClusterConfigError, match=r"options.worker_options.n_workers=257 .*"
+                                                 r"--allow-large"):
+        load_cluster_config(path)
+    config = load_cluster_config(path, allow_large=True)
+    assert config.options["worker_options"] == {"n_workers": 257}
 
 
 def test_workers_flag_and_adapt_beyond_the_limit_exit_2():
