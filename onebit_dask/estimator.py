@@ -9,8 +9,10 @@ from numbers import Integral, Real
 from typing import Any, NamedTuple
 
 import numpy as np
+import scipy.sparse
 from scipy.special import ndtr
 from sklearn.base import BaseEstimator
+from sklearn.metrics import roc_auc_score
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -22,7 +24,8 @@ from .data.arrays import ArraySource
 from .fit.heldout import HeldOut
 from .ops.thresholds import THRESHOLDS
 from .data.inputs import as_source
-from .data.label_matrix import check_label_count, check_label_matrix, uniform_batch
+from .data.label_matrix import (binary_target, check_label_count, check_label_matrix,
+                                uniform_batch)
 from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
@@ -359,6 +362,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     _parameter_constraints = PARAMETER_CONSTRAINTS
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.single_output = True  # a 1-D binary y: one label (classes_)
+        return tags
+
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, Y=None, bits=None, *, n_labels=None, eval_set=None, checkpoint=None,
             checkpoint_every=None):
@@ -376,15 +384,18 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             matrix). Otherwise the features, ``(n, d1)``, dense or
             ``scipy.sparse`` (kept sparse: the cost of a step follows the batch's
             non-zeros).
-        Y : array-like or scipy.sparse matrix of shape (n, d2), or of int of shape (n,)
+        Y : array-like or scipy.sparse matrix of shape (n, d2), or of shape (n,)
             A 2-D 0/1 indicator (bool, int or float) is a label matrix: batch ``t``
             draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid
             (``queries="uniform"``; else as ``queries`` says) and
             observes ``y = 2 Y_ij - 1`` (the paper's Sec. 5.2 on these data,
             :mod:`onebit_dask.data.label_matrix`); the batches are seeded by
             ``random_state`` (an int seeds them as a :class:`FullObservationProblem`
-            with that seed; ``None`` draws fresh ones). With ``bits``: the observed
-            label of each row, in ``[0, d2)``.
+            with that seed; ``None`` draws fresh ones). A 1-D ``y`` of two classes
+            without ``bits`` is a binary target: the label matrix of one label
+            ``y == classes_[1]``, with scikit-learn's binary classifier outputs
+            (:meth:`predict` of the classes, :meth:`predict_proba` of shape
+            ``(n, 2)``). With ``bits``: the observed label of each row, in ``[0, d2)``.
         bits : array-like of shape (n,), optional
             The observed bit of each row: ``-1``/``+1``, ``0``/``1`` or booleans
             (single-label observations ``(X, Y, bits)``, used in order, ``batch_size``
@@ -480,6 +491,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         source = prepared.source
         self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
                                       prepared.data))
+        self._state.classes = source.classes
         engine = placement.engine_named(self.engine)
         fitting.fit_source(prepared.settings, self._state, engine, source, prepared.checkpoint,
                            prepared.heldout)
@@ -499,17 +511,18 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n, d1)
-        Y : array-like or sparse matrix of shape (n, d2), or of int of shape (n,)
-            A 2-D 0/1 indicator (label matrix) without ``bits``; with ``bits`` the
-            observed label of each row, in ``[0, d2)``.
+        Y : array-like or sparse matrix of shape (n, d2), or of shape (n,)
+            A 2-D 0/1 indicator (label matrix) without ``bits``, or a 1-D binary target
+            (as in :meth:`fit`; its two classes from ``classes`` or from the first
+            batch); with ``bits`` the observed label of each row, in ``[0, d2)``.
         bits : array-like of shape (n,), optional
             The observed bit of each row: ``-1``/``+1``, ``0``/``1`` or booleans.
         n_labels : int, optional
             ``d2``: required on the first call with ``bits`` (unless ``classes`` gives
             it); later calls and label matrices may repeat it.
-        classes : array-like of shape (d2,), optional
+        classes : array-like of shape (d2,) or (2,), optional
             scikit-learn's ``partial_fit`` argument: one entry per label (a label
-            matrix's columns), checked against ``d2``.
+            matrix's columns), checked against ``d2``; a binary target's two classes.
 
         Returns
         -------
@@ -526,6 +539,18 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         first = not hasattr(self, "A_")
         self._validate_params()
         X = self._validate_X(X, reset=first)
+        binary = None  # a 1-D target's two classes
+        if bits is None and not scipy.sparse.issparse(Y) and np.asarray(Y).ndim == 1:
+            if not first and self._state.classes is None:
+                raise ValueError("a 1-D y is not allowed: this model was started on a label "
+                                 "matrix; pass a 2-D (n, d2) 0/1 label matrix Y")
+            known = classes if first else self._state.classes
+            if not first and classes is not None and not np.array_equal(
+                    np.unique(np.asarray(classes)), known):
+                raise ValueError(f"classes={classes!r} is not allowed: this model was started "
+                                 f"with the classes {known.tolist()!r}")
+            binary, Y = binary_target(Y, X.shape[0], known)
+            classes = None  # a binary target's one label
         if bits is None:
             Y = check_label_matrix(Y, X.shape[0])
             n_labels, given = check_label_count(n_labels, classes, Y.shape[1], "Y.shape[1]")
@@ -553,6 +578,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
         engine = placement.engine_named(self.engine)
         if first:
+            state.classes = binary
             self._begin(state)
             fitting.map_features(settings, self._state, lambda: X,
                                  lambda: (shard.load() for shard in shards))
@@ -697,6 +723,88 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             "(the training state) or from a store saved without it: fit the model with fit "
             "to have predict_proba"))
 
+    @property
+    def classes_(self) -> np.ndarray:
+        """A binary target's two classes (``fit(X, y)`` with a 1-D ``y``); else ``[0, 1]``,
+        the values of each label's indicator (as in ``predict``)."""
+        self._check_fitted()
+        classes = self._state.classes
+        return np.array([0, 1]) if classes is None else classes
+
+    def decision_function(self, X, labels=None):
+        """Scores ``X W`` plus the thresholds, as :meth:`FactorPredictor.decision_function`;
+        for a binary target (``classes_`` of a 1-D ``y``) without ``labels``, shape
+        ``(n,)``: ``z = alpha s + (beta - alpha) b``, the argument of
+        :meth:`predict_proba`'s probit ``P(classes_[1]) = Phi(z)`` (the score ``s`` of the
+        one label itself when the fit has no link), so that ``predict``, the sign of ``z``,
+        is the class of the larger probability.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n, d1)
+        labels : array-like of int, optional
+            Only these labels' columns, in the order given.
+
+        Returns
+        -------
+        ndarray of shape (n, d2), (n, len(labels)) or, for a binary target, (n,); float64
+            A dask array for a dask array ``X``.
+        """
+        if labels is not None or self.__dict__.get("_state") is None or (
+                self._state.classes is None):
+            return super().decision_function(X, labels)
+        self._check_fitted()
+        if self._state.calibration is None:
+            return self._scores(X, None, self._b_rows())[:, 0]
+        return self._linked(X, None)[:, 0]
+
+    def predict(self, X, labels=None):
+        """The multi-label indicator, as :meth:`FactorPredictor.predict`; for a binary
+        target without ``labels``, shape ``(n,)``: ``classes_[1]`` where
+        :meth:`decision_function` is positive, else ``classes_[0]``.
+
+        Returns
+        -------
+        ndarray of shape (n, d2), (n, len(labels)) or, for a binary target, (n,)
+            A dask array for a dask array ``X``.
+        """
+        scores = self.decision_function(X, labels)
+        if scores.ndim == 2:
+            return (scores >= 0).astype(np.int64)
+        positive = (scores > 0).astype(np.intp)
+        if callable(getattr(positive, "__dask_graph__", None)):
+            return positive.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
+        return self.classes_.take(positive)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Macro-averaged ROC AUC, as :meth:`FactorPredictor.score`; for a binary target
+        and a 1-D ``y`` of its classes, the ROC AUC of :meth:`decision_function`.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n, d1)
+        y : array-like of shape (n, d2), or (n,) of ``classes_`` for a binary target
+        sample_weight : array-like of shape (n,), optional
+
+        Returns
+        -------
+        float
+        """
+        self._check_fitted()
+        if self._state.classes is None or scipy.sparse.issparse(y) or np.asarray(y).ndim != 1:
+            return super().score(X, y, sample_weight)
+        X = self._validate_X(X, reset=False)
+        _, Y = binary_target(y, X.shape[0], self._state.classes)
+        return float(roc_auc_score(Y.toarray()[:, 0], self.decision_function(X),
+                                   sample_weight=sample_weight))
+
+    def _linked(self, X, labels):
+        """``alpha s + (beta - alpha) b`` of the labels (the probit's argument), the
+        thresholds ``b`` gathered once."""
+        alpha, beta = self.calibration_
+        b = self._b_rows(labels)
+        return alpha * self._scores(X, labels, b) + (beta - alpha) * b
+
     @available_if(_has_link)
     def predict_proba(self, X, labels=None):
         r"""Each label's probability of being positive,
@@ -719,12 +827,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Returns
         -------
         ndarray of shape (n, d2), or (n, len(labels)), float64 in [0, 1]
+            For a binary target without ``labels``, ``(n, 2)``: the probabilities of
+            ``classes_[0]`` and ``classes_[1]`` (scikit-learn's binary classifiers').
             A dask array for a dask array ``X`` (as :meth:`decision_function`).
         """
         labels = self._checked_labels(labels)
-        alpha, beta = self.calibration_
-        b = self._b_rows(labels)
-        return ndtr(alpha * self._scores(X, labels, b) + (beta - alpha) * b)
+        positive = ndtr(self._linked(X, labels))
+        if labels is not None or self._state.classes is None:
+            return positive
+        return np.concatenate([1.0 - positive, positive], axis=1)  # dask's for a dask array
 
     def predict_top_k(self, X, k: int = 5):
         """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,

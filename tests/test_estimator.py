@@ -311,8 +311,8 @@ def test_partial_fit_on_a_label_matrix_steps_on_uniform_pairs_of_its_grid():
 
 def test_partial_fit_on_a_label_matrix_checks_its_labels():
     X, Y = label_matrix_stream()
-    with pytest.raises(ValueError, match=r"Y has shape \(600,\): Y must be a 2-D"):
-        OneBitMultiLabel(1).partial_fit(X, Y[:, 0])
+    with pytest.raises(ValueError, match=r"Only binary classification is supported"):
+        OneBitMultiLabel(1).partial_fit(X, Y[:, 0] + 2 * Y[:, 1])  # 1-D: binary targets only
     with pytest.raises(ValueError, match=r"len\(classes\)=5 and Y.shape\[1\]=12 disagree"):
         OneBitMultiLabel(1).partial_fit(X, Y, classes=np.arange(5))
     with pytest.raises(ValueError, match=r"n_labels=11 and Y.shape\[1\]=12 disagree"):

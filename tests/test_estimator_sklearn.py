@@ -34,9 +34,9 @@ from onebit_dask.estimator import check_params
 LABEL_MATRIX_FIT = "bits" in inspect.signature(OneBitMultiLabel.fit).parameters
 
 # -- scikit-learn's estimator checks ---------------------------------------------------------
-# Every estimator is a multi-label classifier (tags: multi_label, multi_output, not
-# single_output): the checks pass it y as an (n, 1) column, a label matrix with one label.
-# The checks below cannot apply to a multi-label indicator and fail for these reasons.
+# The baselines are multi-label classifiers (tags: multi_label, multi_output, not
+# single_output): the checks pass them y as an (n, 1) column, a label matrix with one
+# label. The checks below cannot apply to a multi-label indicator and fail for these reasons.
 NOT_A_LABEL_MATRIX = {
     "check_estimators_dtypes": "its y column holds 1 and 2: not a 0/1, -1/+1 or boolean "
                                "label matrix (refused, naming the entry)",
@@ -50,24 +50,15 @@ NOT_A_LABEL_MATRIX = {
                                                   "than 'Only binary classification is "
                                                   "supported.'",
 }
+# OneBitMultiLabel also takes a 1-D y of two classes (a binary target, one label): the
+# checks pass it 1-D, and all of those above pass for it.
 ONEBIT_FAILS = {
-    **NOT_A_LABEL_MATRIX,
-    "check_n_features_in_after_fitting": "calls partial_fit(X, y, classes=...) with a 1-D y "
-                                         "of classes: a label matrix is 2-D (refused)",
-    "check_estimators_partial_fit_n_features": "as above",
-    "check_dtype_object": "its y column is an object array: a label matrix must hold bool, "
-                          "int or float",
-    "check_decision_proba_consistency": "fits a 1-D y of two classes: a label matrix is 2-D "
-                                        "(refused)",
-    "check_estimator_sparse_array": "expects predict_proba of shape (n, 2), a binary "
-                                    "classifier's, for its y of one column; a multi-label "
-                                    "classifier gives one column a label, (n, d2)",
-    "check_estimator_sparse_matrix": "as above",
-    "check_classifier_multioutput": "expects predict == round(predict_proba): predict "
-                                    "thresholds the score x^T w_j + b_j at 0 (each label "
-                                    "positive at its share), while predict_proba is 1/2 at "
-                                    "alpha x^T w_j + beta b_j = 0 (docs/ALGORITHM.md "
-                                    "section 12)",
+    "check_classifier_multioutput": "expects predict == round(predict_proba) of a label "
+                                    "matrix: predict thresholds the score x^T w_j + b_j at 0 "
+                                    "(each label positive at its share), while predict_proba "
+                                    "is 1/2 at alpha x^T w_j + beta b_j = 0 (docs/ALGORITHM.md "
+                                    "section 12); a binary target's predict is the class of "
+                                    "the larger probability",
 }
 
 ESTIMATORS = [
@@ -181,7 +172,9 @@ def test_tags_of_a_multilabel_classifier():
     tags = get_tags(OneBitMultiLabel())
     assert tags.estimator_type == "classifier"
     assert tags.classifier_tags.multi_label and not tags.classifier_tags.multi_class
-    assert tags.target_tags.multi_output and not tags.target_tags.single_output
+    assert tags.target_tags.multi_output
+    assert tags.target_tags.single_output  # a 1-D binary y (tests/test_binary_target.py)
+    assert not get_tags(OneVsAll()).target_tags.single_output  # label matrices only
     assert tags.input_tags.sparse
     assert not get_tags(OneVsRestSVM()).input_tags.sparse  # dense solvers
 

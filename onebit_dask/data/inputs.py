@@ -11,7 +11,7 @@ from ..utils.checks import as_generator, check_seed
 from ..utils.validation import check_features, check_observations
 from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
-from .label_matrix import LabelMatrixSource, check_label_matrix, check_learnable
+from .label_matrix import LabelMatrixSource, binary_target, check_label_matrix, check_learnable
 from .synthetic.source import ProblemSource
 from ..io import detect
 from ..io.stores import paths
@@ -38,6 +38,8 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
     * ``X`` and a 2-D 0/1 ``Y`` (dense or sparse): a label matrix
       (:class:`~onebit_dask.data.label_matrix.LabelMatrixSource`, batches seeded by
       :func:`batch_seed` of ``random_state``);
+    * ``X`` and a 1-D ``Y`` of two classes (a binary target): a label matrix of one
+      label, ``Y == classes[1]``, the source's ``classes`` (:func:`binary_target`);
     * ``X``, 1-D integer labels ``Y`` and their ``bits`` (-1/+1): single-label observations
       (:class:`~onebit_dask.data.arrays.ArraySource`).
 
@@ -76,28 +78,23 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
                          "matrix, fit(X, Y), or single-label observations and their bits, "
                          "fit(X, labels, bits)")
     if bits is not None:
-        if np.ndim(Y) != 1:
-            raise ValueError(f"Y has shape {np.shape(Y)} with bits given: fit(X, labels, bits) "
-                             "takes 1-D labels; drop bits to fit a 2-D 0/1 label matrix Y")
+        if np.asarray(Y).ndim != 1:
+            raise ValueError(f"Y has shape {np.asarray(Y).shape} with bits given: fit(X, labels, "
+                             "bits) takes 1-D labels; drop bits to fit a 2-D 0/1 label matrix Y")
         X, labels, y, d2 = check_observations(X, Y, bits, n_labels=n_labels)
         return ArraySource(X, labels, y, d2)
     X = check_features(X, training=True)  # X first, as scikit-learn's estimators
-    if not scipy.sparse.issparse(Y) and np.ndim(Y) == 1:
-        from sklearn.utils.multiclass import type_of_target
-
-        try:
-            kind = type_of_target(Y)
-        except ValueError:
-            kind = "unknown"
-        raise ValueError(f"Unknown label type: Y is 1-D ({kind}) and bits=None: a 1-D Y is "
-                         "the observed label of each row; pass their bits too, fit(X, labels, "
-                         "bits), or a 2-D (n, d2) 0/1 label matrix Y, one column per class")
+    classes = None
+    if not scipy.sparse.issparse(Y) and np.asarray(Y).ndim == 1:
+        classes, Y = binary_target(Y, X.shape[0])
     Y = check_label_matrix(Y, X.shape[0])
     check_learnable(X, Y)
     if n_labels is not None and n_labels != Y.shape[1]:
         raise ValueError(f"n_labels={n_labels!r} is not allowed: Y has {Y.shape[1]} columns; "
                          "omit n_labels with a label matrix")
-    return LabelMatrixSource(X, Y, batch_seed(random_state))
+    source = LabelMatrixSource(X, Y, batch_seed(random_state))
+    source.classes = classes
+    return source
 
 
 

@@ -69,6 +69,54 @@ def check_label_matrix(Y, n: int, name: str = "Y"):
     return out
 
 
+def binary_target(y, n: int, classes=None):
+    """``(classes, Y)`` of a 1-D binary target ``y`` of ``n`` entries: its two classes
+    (sorted, scikit-learn's ``classes_``) and the one-label matrix ``Y = 1[y == classes[1]]``
+    (CSR, int8, ``(n, 1)``).
+
+    ``classes``: the two classes the target may hold (``partial_fit``'s argument, or a
+    model's ``classes_``); by default those ``y`` holds, which must be two. A target of
+    another kind is refused in scikit-learn's words: ``"Unknown label type: ..."``,
+    ``"Only binary classification is supported. ..."``.
+    """
+    from sklearn.utils.multiclass import type_of_target
+
+    y = np.asarray(y)
+    if y.shape[0] != n:
+        raise ValueError(f"y has {y.shape[0]} entries, but X has {n} rows: pass one class a "
+                         "row")
+    kind = type_of_target(y, input_name="y")
+    forms = ("a 1-D y without bits is a binary target (two classes, one label); pass a 2-D "
+             "(n, d2) 0/1 label matrix Y, one column per label, or single-label observations "
+             "and their bits, fit(X, labels, bits)")
+    if kind == "multiclass":
+        raise ValueError("Only binary classification is supported. The type of the target "
+                         f"is multiclass ({np.unique(y).size} classes): {forms}")
+    if kind != "binary":
+        raise ValueError(f"Unknown label type: {kind}: {forms}")
+    if classes is None:
+        classes = np.unique(y)
+        if classes.size != 2:
+            raise ValueError(f"y holds only the class {classes.tolist()[0]!r}: a classifier "
+                             "can't train when only one class is present; pass rows of both "
+                             "classes")
+    else:
+        classes = np.unique(np.asarray(classes))
+        if classes.size != 2:
+            raise ValueError(f"classes={classes!r} is not allowed with a 1-D y: give its two "
+                             "classes")
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if unknown.size:
+            raise ValueError(f"y holds the class {unknown.tolist()[0]!r}, not one of classes="
+                             f"{classes.tolist()!r}")
+    if not (classes.dtype.kind in "biuU" or (classes.dtype.kind == "f"
+                                             and np.isfinite(classes).all())
+            or all(isinstance(c, str) for c in classes)):
+        raise ValueError(f"y holds the classes {classes!r}: give classes that are integers, "
+                         "finite numbers, booleans or strings")
+    return classes, scipy.sparse.csr_matrix((y == classes[1]).reshape(-1, 1), dtype=np.int8)
+
+
 def check_label_count(n_labels, classes, d2: int | None, where: str | None):
     """``(d2, name)`` from what a call gives: ``n_labels`` (an integer >= 1),
     scikit-learn's ``classes`` (one entry per label) and a label matrix's ``d2`` columns

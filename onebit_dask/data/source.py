@@ -30,6 +30,9 @@ class Source(Protocol):
     row_numbers : float
         The numbers one row of features holds: ``d1`` for dense features, the mean stored
         entries a row for sparse ones (what the size limits count for a batch).
+    classes : ndarray of shape (2,) or None
+        The two classes of a binary target (``fit(X, y)`` with a 1-D ``y``), whose one
+        label is ``y == classes[1]``; ``None`` for labels ``0 .. d2 - 1``.
     """
 
     d1: int
@@ -37,6 +40,7 @@ class Source(Protocol):
     n: int | None
     planted: Any
     row_numbers: float
+    classes: Any
 
     def n_batches(self, batch_size: int) -> int | None:
         """Distinct batches of ``batch_size`` the data hold (``None``: fresh forever)."""
@@ -75,6 +79,7 @@ class BaseSource:
 
     planted = None
     n = None  # a source that holds its rows sets n
+    classes = None  # a binary target's two classes (as_source sets them)
     queryable = False  # whether a query policy may choose the pairs (a label matrix)
 
     @property

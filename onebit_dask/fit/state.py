@@ -158,6 +158,9 @@ class FitState:
         ``[alpha, beta]``, the link of ``predict_proba`` fitted on held-out bits
         (:mod:`onebit_dask.fit.calibration`); ``None`` after ``partial_fit`` and for a
         model loaded from a store saved without it.
+    classes : ndarray of shape (2,) or None
+        A binary target's two classes (the model's one label is ``y == classes[1]``);
+        ``None`` for a multi-label model.
     blas : str or None
         The BLAS of the processes that fitted it
         (:func:`onebit_dask.provenance.blas_summary`); ``None`` for a model loaded from a
@@ -179,6 +182,7 @@ class FitState:
     best_iteration: int | None = None
     validation_score: Any = None
     calibration: list | None = None
+    classes: Any = None
     blas: str | None = None
     found_rows: int = 0
     asked: Any = None
@@ -212,7 +216,7 @@ def new_state(d1: int, d2: int, n_shards: int, random_state, data: dict | None =
 def restore(state: FitState, saved: dict) -> None:
     """Set ``state`` from a saved model's or checkpoint's state
     (:func:`onebit_dask.persist.read_state`); a saved ``rng`` of ``None`` keeps
-    ``state.rng``."""
+    ``state.rng``. A resumed fit keeps its own target's ``classes``."""
     for name in ("d1", "d2", "n_steps", "n_samples_seen", "history", "fit_s", "bounds",
                  "data", "feature_map", "best_iteration", "validation_score", "calibration",
                  "blas"):
@@ -224,6 +228,6 @@ def restore(state: FitState, saved: dict) -> None:
 
 def restored(saved: dict) -> FitState:
     """A fitted model's state from :func:`onebit_dask.persist.read_state`."""
-    state = FitState(saved["d1"], saved["d2"], saved["bounds"])
+    state = FitState(saved["d1"], saved["d2"], saved["bounds"], classes=saved["classes"])
     restore(state, saved)
     return state

@@ -15,6 +15,7 @@ Layout of a model store (no pickle)::
                 an observations store's path and shape, ...; None after partial_fit),
                 rng_state, feature_components (q, or None without a feature map),
                 calibration ([alpha, beta], predict_proba's link; version 6),
+                classes (a binary target's two classes, or null; version 7),
                 versions (package, numpy, zarr, python), checksums (the SHA-256 of
                 every array), in a checkpoint checkpoint = {"step": ..., "fingerprint": ...},
                 and attrs_sha256: the SHA-256 of all the others (:data:`DIGESTED`)
@@ -64,18 +65,20 @@ from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attr, attrs_
                                      unreadable_chunk)
 
 FORMAT = FORMAT_OF["model"]
-VERSION = 6  # 2: checksums, dimension names, rng_state integers as decimal strings;
+VERSION = 7  # 2: checksums, dimension names, rng_state integers as decimal strings;
 #             3: the feature map; 4: attrs_sha256, the digest of the attributes, and
 #             zstd chunks with their frame checksum; 5: consolidated metadata (for
 #             xarray and other readers; the package reads each array's own); 6: calibration,
-#             and a checkpoint's pairs asked under chosen queries
+#             and a checkpoint's pairs asked under chosen queries; 7: classes (a
+#             binary target's)
 DIGEST_SINCE = 4  # the first version whose attributes carry their digest
 DIGESTED = ("format", "version", "params", "n_features_in", "n_labels", "n_steps",
             "n_samples_seen", "fit_s", "bounds", "history", "data", "rng_state",
             "feature_components", "best_iteration", "validation_score", "blas", "versions",
             "checksums", "checkpoint",
-            "calibration", "queries_asked")  # every attribute a model store or checkpoint has
-SINCE = {"calibration": 6, "queries_asked": 6}  # attributes a version before does not digest
+            "calibration", "queries_asked", "classes")  # every attribute a store may have
+# the attributes that versions before these do not digest
+SINCE = {"calibration": 6, "queries_asked": 6, "classes": 7}
 KEY_CHUNK = 1 << 20  # pair keys per chunk of a checkpoint's asked_keys and asked_found
 DIGESTED_TEXT = "params, history, bounds, rng_state, checksums and the rest"
 SLOTS = ("Q", "V", "B")
@@ -378,6 +381,13 @@ def check_attrs(attrs: dict, where: str) -> None:
             isinstance(v, float) and math.isfinite(v) for v in link)):
         raise DamagedStoreError(f"{where} is damaged: the attribute calibration={link!r} is "
                                 "not two finite numbers")
+    classes = attr(attrs, "classes", list, where, optional=True)
+    if classes is not None and not (
+            d2 == 1 and len(classes) == 2 and classes[0] != classes[1]
+            and len({type(c) for c in classes}) == 1
+            and all(isinstance(c, (str, int, float)) for c in classes)):
+        raise DamagedStoreError(f"{where} is damaged: the attribute classes={classes!r} is not "
+                                "the two distinct classes of a one-label model")
     bounds = attr(attrs, "bounds", list, where)
     if (len(bounds) < 2 or not all(isinstance(b, int) and not isinstance(b, bool)
                                    for b in bounds)

@@ -102,6 +102,7 @@ def model_attrs(params: dict, state) -> dict:
                                else state.feature_map.n_components),
         "best_iteration": state.best_iteration, "validation_score": state.validation_score,
         "calibration": state.calibration, "blas": state.blas,
+        "classes": None if state.classes is None else state.classes.tolist(),
     })
 
 
@@ -121,6 +122,8 @@ def read_state(path: str, attrs: dict, engine) -> dict:
             "feature_map": feature_map, "top": top,
             "best_iteration": attrs.get("best_iteration"),  # None in an older store
             "blas": attrs.get("blas"), "calibration": attrs.get("calibration"),
+            "classes": (None if attrs.get("classes") is None
+                        else np.asarray(attrs["classes"])),
             "asked": model_io.read_asked(path, attrs),
             "validation_score": (None if attrs.get("validation_score") is None
                                  else np.asarray(attrs["validation_score"], dtype=float))}

@@ -69,7 +69,11 @@ def test_bad_label_matrices(planted):
         est.fit(X, half)
     with pytest.raises(ValueError, match="Y has 299 rows, but X has 300"):
         est.fit(X, Y[1:])
-    with pytest.raises(ValueError, match="Y is 1-D .* and bits=None: .*fit\\(X, labels, bits\\)"):
+    with pytest.raises(ValueError, match="Only binary classification is supported.*a 1-D y "
+                                         "without bits is a binary target.*fit\\(X, labels, "
+                                         "bits\\)"):
+        est.fit(X, np.arange(300) % 12)  # observed labels without their bits
+    with pytest.raises(ValueError, match="only one class is present"):
         est.fit(X, np.zeros(300, dtype=int))
     with pytest.raises(ValueError, match="with bits given"):
         est.fit(X, Y, np.ones(300))

@@ -37,7 +37,7 @@ def test_save_load_round_trip(reference, tmp_path):
     assert (model.n_features_in_, model.n_labels_) == (20, 30)
     # the store: tops, one group per label block (sizes differ by one), versions, no pickle
     root = zarr.open_group(path, mode="r")
-    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 6
+    assert root.attrs["format"] == "onebit-dask/model" and root.attrs["version"] == 7
     assert set(root.attrs["versions"]) >= {"onebit_dask", "numpy", "zarr"}
     assert root.attrs["data"] == {"kind": "SyntheticProblem", "d1": 20, "d2": 30, "rank": 2,
                                   "flip": 0.02, "noise_std": 0.0, "seed": 3, "n_test": 300,
@@ -196,7 +196,8 @@ def test_the_package_reads_each_arrays_own_metadata(reference, tmp_path):
 
 
 def test_a_model_of_format_4_loads_as_before(reference, tmp_path):
-    """Format 4 is format 6 without the consolidated metadata and predict_proba's link:
+    """Format 4 is format 7 without the consolidated metadata, predict_proba's link and
+    a binary target's classes:
     it loads, without a warning, to the same model without the link."""
     import warnings
 
@@ -207,7 +208,7 @@ def test_a_model_of_format_4_loads_as_before(reference, tmp_path):
     meta = json.load(open(meta_file))
     meta.pop("consolidated_metadata")
     attrs = {k: v for k, v in meta["attributes"].items()
-             if k not in ("attrs_sha256", "calibration")}
+             if k not in ("attrs_sha256", "calibration", "classes")}
     meta["attributes"] = signed_attrs({**attrs, "version": 4})
     json.dump(meta, open(meta_file, "w"))
     with warnings.catch_warnings():
@@ -241,7 +242,7 @@ FORMAT_DAMAGES = {  # (damage, what the one line says)
     "removed attribute": (lambda p: _raw_attrs(p, lambda a: a.pop("data")),
                           r"its attributes \(params, history, .*\) differ from what was written"),
     "version 99": (lambda p: _raw_attrs(p, lambda a: a.update(version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v6\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v7\): "
                    r"upgrade onebit-dask$"),
 }
 
@@ -308,7 +309,7 @@ def test_a_store_of_format_3_is_read_with_one_warning(stores, tmp_path, kind):
     warning; an attribute edited in it is then not detected (what format 4 adds)."""
     path = _copy_of(stores, kind, tmp_path)
     _raw_attrs(path, lambda a: (a.update(version=3), a.pop("attrs_sha256"),
-                                a.pop("calibration", None)))
+                                a.pop("calibration", None), a.pop("classes", None)))
     with pytest.warns(UserWarning, match="without a digest of its attributes") as seen:
         est = OneBitMultiLabel.load(path)
     assert len([w for w in seen if "older onebit-dask" in str(w.message)]) == 1
@@ -335,6 +336,7 @@ def test_a_store_of_format_5_is_read_without_a_link(stores, tmp_path, kind):
 
     def sign_as_5(attrs, link=None):
         attrs.pop("calibration", None)
+        attrs.pop("classes", None)
         if link is not None:
             attrs["calibration"] = link
         attrs.update(version=5)
