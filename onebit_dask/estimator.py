@@ -4,6 +4,7 @@ checks and API. The fit loop is :mod:`onebit_dask.fitting`; where the label bloc
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any, NamedTuple
@@ -30,6 +31,7 @@ from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
 from .engine.placement import use_client
+from .io.stores import paths
 from .fit.steps import RULES, STEPS
 from .ops.features import KINDS as FEATURE_KINDS, check_feature_params, check_source, project
 from .data.synthetic.problem import FullObservationProblem, SyntheticProblem
@@ -369,7 +371,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, Y=None, bits=None, *, n_labels=None, eval_set=None, checkpoint=None,
-            checkpoint_every=None):
+            checkpoint_every=None, storage_options=None):
         """Learn from a problem's fresh batches, a label matrix or given observations.
 
         Parameters
@@ -421,6 +423,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             refused. On Dask the workers must see the path.
         checkpoint_every : int, optional
             Iterations between checkpoints (default 1); only with ``checkpoint``.
+        storage_options : dict, optional
+            fsspec's options for the URLs given as ``X`` and ``checkpoint``, used in this
+            process only (as :meth:`save`'s): Dask workers that read the shards or write
+            the blocks use their own fsspec configuration. ``X`` and ``checkpoint`` may
+            also be zarr or fsspec store objects (their URLs and options).
 
         Returns
         -------
@@ -429,12 +436,19 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         if checkpoint is None and checkpoint_every is not None:
             raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
                              "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
+        given = storage_options
+        if paths.is_store(X):
+            X, storage_options = paths.location(X, given, "X")
+        if paths.is_store(checkpoint):
+            checkpoint, storage_options = paths.location(checkpoint, given, "checkpoint")
         self._set_feature_names(X)
         self._validate_params()  # the table, before the data are read
-        source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
-        return self._fit_prepared(self._prepare(source, eval_set=eval_set,
-                                                checkpoint=checkpoint,
-                                                checkpoint_every=checkpoint_every))
+        with paths.options(storage_options, *(p for p in (X, checkpoint)
+                                              if isinstance(p, (str, os.PathLike)))):
+            source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
+            return self._fit_prepared(self._prepare(source, eval_set=eval_set,
+                                                    checkpoint=checkpoint,
+                                                    checkpoint_every=checkpoint_every))
 
     def _prepare(self, source, *, eval_set=None, heldout=None, checkpoint=None,
                  checkpoint_every=None) -> "_Prepared":
@@ -887,7 +901,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         return fitting.planted_metrics(problem, test_set, self.A_, self.n_labels_, outs)
 
     # -- persistence -------------------------------------------------------------------------
-    def save(self, path, *, overwrite=False) -> str:
+    def save(self, path, *, overwrite=False, storage_options=None) -> str:
         """Write the fitted model to a zarr (v3) store at ``path`` (no pickle).
 
         Each label block is written by the task that holds it (on Dask, by its worker:
@@ -896,9 +910,15 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
 
         Parameters
         ----------
-        path : str or os.PathLike
+        path : str, os.PathLike, zarr FsspecStore or LocalStore, or fsspec FSMap
+            A local path or a URL (``s3://...``), or a store object (its URL and its
+            file system's options).
         overwrite : bool, default False
             Replace a model store at ``path``; anything else there is never replaced.
+        storage_options : dict, optional
+            fsspec's options for a URL (credentials, ``endpoint_url``), used in this
+            process only: Dask workers in other processes, which write their blocks,
+            use their own fsspec configuration (docs/STORES.md).
 
         Returns
         -------
@@ -908,27 +928,38 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._check_fitted()
         from . import persist
 
-        return persist.save(path, overwrite, self.get_params(deep=False), self._state,
-                            self._live_blocks())
+        path, storage_options = paths.location(path, storage_options)
+        with paths.options(storage_options, path):
+            return persist.save(path, overwrite, self.get_params(deep=False), self._state,
+                                self._live_blocks())
 
     @classmethod
-    def load(cls, path, engine="auto"):
+    def load(cls, path, engine="auto", storage_options=None):
         """A model written by :meth:`save` (or a checkpoint of ``fit``).
 
         Parameters
         ----------
-        path : str or os.PathLike
+        path : str, os.PathLike, zarr FsspecStore or LocalStore, or fsspec FSMap
+            As :meth:`save`'s.
         engine : {"auto", "local", "dask"}, default "auto"
             Where the label blocks are read, as the constructor's ``engine``:
             ``"local"`` in this process; ``"dask"`` each block by a worker of the current
             default client (and kept there when the model is large); ``"auto"`` on the
             default client if there is one. The loaded model has this ``engine``.
+        storage_options : dict, optional
+            As :meth:`save`'s (Dask workers that read their blocks use their own).
 
         Returns
         -------
         OneBitMultiLabel
             Predicts exactly as the saved model (same ``A_``, ``B_``, scores).
         """
+        path, storage_options = paths.location(path, storage_options)
+        with paths.options(storage_options, path):
+            return cls._load(path, engine)
+
+    @classmethod
+    def _load(cls, path, engine):
         from . import persist
 
         from .io.stores.zarr_format import DamagedStoreError

@@ -183,7 +183,7 @@ def write_block(block: Block, s: int, path: str) -> Block:
     """Write the block's ``Q``, ``V``, ``B`` rows (and a thresholded model's ``b``, ``p``,
     ``v``) into ``PATH/blocks/<s>``; the block is unchanged,
     ``out = (lo, hi, {slot: sha256})``."""
-    group = zarr.open_group(_block_path(path, s), mode="w", zarr_format=3,
+    group = zarr.open_group(paths.store(_block_path(path, s)), mode="w", zarr_format=3,
                             attributes={"lo": block.lo, "hi": block.hi})
     sums = {}
     for name in SLOTS + tuple(n for n in LABEL_SLOTS if n in block.slots):
@@ -202,7 +202,8 @@ def read_block(block: Block, part: tuple, path: str) -> Block:
     where = f"model store {path!r}"
     names = SLOTS + (LABEL_SLOTS if thresholded else ())
     try:
-        group = zarr.open_group(_block_path(path, s), mode="r", zarr_format=3)
+        group = zarr.open_group(paths.store(_block_path(path, s), read_only=True), mode="r",
+                                zarr_format=3)
         stored = (group.attrs.get("lo"), group.attrs.get("hi"))
         arrays = {name: group[name] for name in names}
     except (OSError, KeyError, ValueError, FileNotFoundError) as exc:
@@ -245,7 +246,7 @@ def write_store(path: str, top, engine, attrs: dict, features=None, asked=None) 
     (``asked``, :class:`~onebit_dask.data.queries.Asked`; ``None``: none) from this
     process, each block from the task that holds it on ``engine``, then ``attrs`` (with the
     format and the checksums), which mark the store complete."""
-    root = zarr.open_group(path, mode="a", zarr_format=3)
+    root = zarr.open_group(paths.store(path), mode="a", zarr_format=3)
     sums = {}
     arrays = [("Q_top", top.Q), ("V_top", top.V)]
     if features is not None:
@@ -340,8 +341,8 @@ def read_attrs(path: str, name: str = "model") -> dict:
         raise FileNotFoundError(f"{name}={path!r} does not exist: give the path of a model "
                                 "written by OneBitMultiLabel.save or onebit-dask fit --save")
     try:
-        attrs = dict(zarr.open_group(path, mode="r", zarr_format=3,
-                                     use_consolidated=False).attrs)
+        attrs = dict(zarr.open_group(paths.store(path, read_only=True), mode="r",
+                                     zarr_format=3, use_consolidated=False).attrs)
     except Exception as exc:  # zarr raises several types for a path that is not a group
         raise ModelStoreError(f"{name}={path!r} is not an onebit-dask model store (not a zarr "
                               f"v3 group: {type(exc).__name__})") from None
@@ -457,7 +458,8 @@ def read_top(path: str, attrs: dict):
     shape = (attrs["n_features_in"], _width(attrs))
     sums = attrs.get("checksums")
     try:
-        root = zarr.open_group(path, mode="r", zarr_format=3, use_consolidated=False)
+        root = zarr.open_group(paths.store(path, read_only=True), mode="r", zarr_format=3,
+                                use_consolidated=False)
         arrays = [root[name] for name in ("Q_top", "V_top")]
     except (OSError, KeyError, ValueError) as exc:
         raise DamagedStoreError(f"{where} is damaged: Q_top or V_top cannot be read "
@@ -487,7 +489,8 @@ def read_feature_map(path: str, attrs: dict):
     shapes = {"mean": (d1,), "scale": (d1,), "directions": (d1, q), "factors": (q,)}
     sums = attrs.get("checksums") or {}
     try:
-        root = zarr.open_group(path, mode="r", zarr_format=3, use_consolidated=False)
+        root = zarr.open_group(paths.store(path, read_only=True), mode="r", zarr_format=3,
+                                use_consolidated=False)
         arrays = {name: root[f"feature_{name}"] for name in FEATURE_ARRAYS}
     except (OSError, KeyError, ValueError) as exc:
         raise DamagedStoreError(f"{where} is damaged: its feature map cannot be read "
@@ -522,7 +525,8 @@ def read_asked(path: str, attrs: dict):
                                 f"n_labels={attrs['n_labels']}")
     sums = attrs.get("checksums") or {}
     try:
-        root = zarr.open_group(path, mode="r", zarr_format=3, use_consolidated=False)
+        root = zarr.open_group(paths.store(path, read_only=True), mode="r", zarr_format=3,
+                                use_consolidated=False)
         arrays = {name: root[name] for name in ("asked_keys", "asked_found")}
     except (OSError, KeyError, ValueError) as exc:
         raise DamagedStoreError(f"{where} is damaged: its pairs asked cannot be read "

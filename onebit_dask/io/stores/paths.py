@@ -4,12 +4,99 @@
 A ``file://`` URL is a local path. Other URLs are opened through zarr's store API
 (``zarr.open_group(url)`` uses :class:`zarr.storage.FsspecStore`); their options
 (credentials, an ``endpoint_url``) come from fsspec's configuration, e.g. the
-environment variable ``FSSPEC_S3_ENDPOINT_URL`` or ``fsspec.config.conf["s3"]``.
+environment variable ``FSSPEC_S3_ENDPOINT_URL`` or ``fsspec.config.conf["s3"]``, or
+from the ``storage_options`` a call gives (:func:`options`), which hold in this process
+only: they never enter a task graph, so Dask workers in other processes reach a URL with
+their own configuration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+
+_OPTIONS: dict[str, list[dict]] = {}  # URL -> the storage_options given for it (a stack)
+_LOCK = threading.Lock()
+STORE_TYPES = ("FsspecStore", "LocalStore", "FSMap")  # zarr's and fsspec's store objects
+
+
+def is_store(target) -> bool:
+    """Whether ``target`` is a store object :func:`location` reads (not a path)."""
+    return type(target).__name__ in STORE_TYPES
+
+
+def location(target, storage_options=None, name: str = "path"):
+    """``(path, storage_options)`` of a store target: a path or URL (``str`` or
+    ``os.PathLike``), a :class:`zarr.storage.FsspecStore`, a
+    :class:`zarr.storage.LocalStore` or an fsspec ``FSMap``, whose URL and file system's
+    options it gives (``storage_options`` must then be ``None``)."""
+    if isinstance(target, (str, os.PathLike)):
+        return target, storage_options
+    fs = getattr(target, "fs", None) if is_store(target) else None
+    root = getattr(target, "path", None) if fs is not None else None
+    if fs is not None and root is None:
+        root = getattr(target, "root", None)  # an FSMap
+    if fs is None and type(target).__name__ == "LocalStore":
+        return os.fspath(target.root), storage_options
+    if fs is None or root is None:
+        raise TypeError(f"{name}={target!r} is not allowed: give a path or URL (str or "
+                        "os.PathLike), a zarr FsspecStore or LocalStore, or an fsspec FSMap")
+    if storage_options is not None:
+        raise TypeError(f"storage_options is not allowed with {name}={target!r}: the store "
+                        "carries its file system's options")
+    url = fs.unstrip_protocol(root)
+    if not is_url(normalise(url)):
+        return url, None
+    # how zarr's FsspecStore drives the file system, not where it is
+    return url, {k: v for k, v in fs.storage_options.items() if k not in ("asynchronous", "loop")}
+
+
+@contextlib.contextmanager
+def options(storage_options, *targets):
+    """Within the block, the URLs under each of ``targets`` open with ``storage_options``
+    in this process (fsspec's; ``None`` or ``{}``: fsspec's configuration alone)."""
+    if not storage_options:
+        yield
+        return
+    if not isinstance(storage_options, dict):
+        raise TypeError(f"storage_options={storage_options!r} is not allowed: give a dict of "
+                        "fsspec options (e.g. {'endpoint_url': ..., 'key': ...})")
+    urls = [normalise(t) for t in targets if t is not None]
+    urls = [u for u in urls if is_url(u)]
+    if not urls:
+        raise ValueError("storage_options is not allowed without a URL: local paths take "
+                         "none; give an s3://, gs://, ... URL, or drop storage_options")
+    with _LOCK:
+        for url in urls:
+            _OPTIONS.setdefault(url, []).append(dict(storage_options))
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for url in urls:
+                _OPTIONS[url].pop()
+                if not _OPTIONS[url]:
+                    del _OPTIONS[url]
+
+
+def options_for(url: str) -> dict:
+    """The ``storage_options`` :func:`options` gives ``url`` (or a URL it is under)."""
+    with _LOCK:
+        under = [p for p in _OPTIONS if url == p or url.startswith(p + "/")]
+        return dict(_OPTIONS[max(under, key=len)][-1]) if under else {}
+
+
+def store(path: str, *, read_only: bool = False):
+    """What zarr opens ``path`` (as :func:`normalise` returns it) with: the path itself,
+    or, for a URL given ``storage_options``, a :class:`zarr.storage.FsspecStore` with
+    them."""
+    given = options_for(path) if is_url(path) else {}
+    if not given:
+        return path
+    from zarr.storage import FsspecStore
+
+    return FsspecStore.from_url(path, storage_options=given, read_only=read_only)
 
 
 def is_url(path: str) -> bool:
@@ -35,7 +122,7 @@ def join(base: str, *parts: str) -> str:
 def _fs(url: str):
     import fsspec
 
-    return fsspec.core.url_to_fs(url)
+    return fsspec.core.url_to_fs(url, **options_for(url))
 
 
 def exists(path: str) -> bool:

@@ -107,7 +107,7 @@ def consolidate(path) -> None:
 
     with ignored(dict(message=".*[Cc]onsolidated metadata.*"),
                  dict(message=".*is not recognized as a component of a Zarr hierarchy.*")):
-        zarr.consolidate_metadata(path, zarr_format=3)
+        zarr.consolidate_metadata(paths.store(os.fspath(path)), zarr_format=3)
 
 
 def format_attrs(fmt: str, version: int) -> dict:
@@ -126,7 +126,8 @@ def group_attrs(path) -> dict | None:
         import zarr
 
         try:
-            return dict(zarr.open_group(path, mode="r", zarr_format=3).attrs)
+            return dict(zarr.open_group(paths.store(path.rstrip("/"), read_only=True), mode="r",
+                                        zarr_format=3).attrs)
         except Exception:  # zarr raises several types for a path that is not a group
             return None
     try:

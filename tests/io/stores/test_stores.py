@@ -218,6 +218,43 @@ def test_s3_model_and_observations(s3):
         OneBitMultiLabel.load(url)
 
 
+def test_storage_options_reach_a_bucket_fsspec_is_not_configured_for(s3, monkeypatch):
+    """Without fsspec's configuration or credentials in the environment, ``save``,
+    ``load`` and a checkpoint of ``fit`` reach the bucket with the ``storage_options``
+    they are given, or with a zarr ``FsspecStore`` or an fsspec ``FSMap`` that carries
+    them; without them the bucket is not reached. Local paths take none."""
+    import fsspec
+
+    endpoint = fsspec.config.conf["s3"]["endpoint_url"]
+    monkeypatch.delitem(fsspec.config.conf, "s3")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key)
+    options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+    params = dict(PARAMS, n_shards=1)
+    fitted = OneBitMultiLabel(2, **params).fit(PROBLEM)
+    with pytest.raises(Exception):  # no endpoint, no credentials: not this server
+        fitted.save("s3://bucket/options.zarr")
+    assert not s3.exists("bucket/options.zarr/zarr.json")
+    assert fitted.save("s3://bucket/options.zarr", storage_options=options).startswith("s3://")
+    loaded = OneBitMultiLabel.load("s3://bucket/options.zarr", storage_options=options)
+    np.testing.assert_array_equal(loaded.B_, fitted.B_)
+    store = zarr.storage.FsspecStore.from_url("s3://bucket/object.zarr", storage_options=options)
+    fitted.save(store)
+    mapper = fsspec.filesystem("s3", **options).get_mapper("bucket/object.zarr")
+    np.testing.assert_array_equal(OneBitMultiLabel.load(mapper).B_, fitted.B_)
+    resumed = OneBitMultiLabel(2, **params).fit(PROBLEM, checkpoint="s3://bucket/ck.zarr",
+                                                storage_options=options)
+    np.testing.assert_array_equal(resumed.B_, fitted.B_)
+    checkpoint = OneBitMultiLabel.load("s3://bucket/ck.zarr", storage_options=options)
+    np.testing.assert_array_equal(checkpoint.B_, fitted.B_)
+    with pytest.raises(ValueError, match="storage_options is not allowed without a URL"):
+        fitted.save("local.zarr", storage_options=options)
+    with pytest.raises(TypeError, match="storage_options is not allowed with path="):
+        fitted.save(store, storage_options=options)
+    with pytest.raises(TypeError, match="path=.* is not allowed: give a path or URL"):
+        fitted.save(zarr.storage.MemoryStore())
+
+
 def test_fit_reads_an_observations_store_at_a_url():
     """``fit("memory://...")`` reads the store through zarr's store API and equals the fit
     of the same observations in memory, bit for bit."""
