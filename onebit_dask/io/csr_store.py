@@ -9,8 +9,10 @@ values all 1 and not stored)::
         X/data     (nnz_x,)  float64  value of each entry
         Y/indptr   (n + 1,)  int64
         Y/indices  (nnz_y,)  int32    label of each entry, in [0, d2)
-        attrs: {"format": "onebit-dask/csr", "version": 2, "n": n, "d1": d1, "d2": d2,
-                "nnz_x": nnz_x, "nnz_y": nnz_y, "attrs_sha256": SHA-256 of those}
+        attrs: {"format": "onebit-dask/csr", "version": 3, "n": n, "d1": d1, "d2": d2,
+                "nnz_x": nnz_x, "nnz_y": nnz_y,
+                "arrays_sha256": {name: SHA-256 of the array's metadata},
+                "attrs_sha256": SHA-256 of those}
 
 ``indptr`` is chunked by ``chunk_rows`` rows and the entries by ``chunk_nnz``, so
 reading rows ``[lo, hi)`` (:meth:`CsrStore.rows`, what a worker calls) reads the
@@ -31,8 +33,12 @@ itself would read a missing chunk as zeros) and that the row pointers it reads a
 consistent, and raises :class:`~onebit_dask.io.stores.zarr_format.DamagedStoreError`
 naming the store and the part otherwise. Version 2 writes each chunk with zstd's
 checksum and the attributes with their digest, so changed bytes and edited sizes are
-refused the same way; a version-1 store is read as before, with one warning. A value
-that is not finite names the store and its row.
+refused the same way. Version 3 adds the digest of each array's metadata under it
+(``arrays_sha256``, :func:`~onebit_dask.io.stores.zarr_format.array_digest`): an edit of an
+array's ``zarr.json`` that changes how its numbers are read (the byte order, the data
+type, the chunk grid, the fill value) is refused too, naming the array. A version-2 store
+is read as before (without that check, and without a warning), a version-1 store with one
+warning. A value that is not finite names the store and its row.
 """
 
 from __future__ import annotations
@@ -47,15 +53,18 @@ from . import FORMAT_OF
 from ..utils.checks import check_int
 from .stores import atomic, paths
 from .stores.lock import StoreLock
-from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
+from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
+                                  attrs_digest, check_added, check_arrays_digest,
                                   check_attrs_digest, check_version, checked_codecs,
                                   format_attrs, group_attrs, missing_chunk)
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = FORMAT_OF["csr"]
-VERSION = 2
+VERSION = 3
 CHECKED_SINCE = 2  # the first version with chunk checksums and the attributes' digest
-DIGESTED = ("format", "version", "n", "d1", "d2", "nnz_x", "nnz_y")
+ARRAYS_CHECKED_SINCE = 3  # the first version with the arrays' metadata digest (arrays_sha256)
+DIGESTED = ("format", "version", "n", "d1", "d2", "nnz_x", "nnz_y", "arrays_sha256")
+DIGESTED_V2 = ("format", "version", "n", "d1", "d2", "nnz_x", "nnz_y")
 _ARRAYS = {  # name: (dtype kind, dimension name, length key)
     "X/indptr": ("i", "row_pointer", "n"), "X/indices": ("i", "x_entry", "nnz_x"),
     "X/data": ("f", "x_entry", "nnz_x"), "Y/indptr": ("i", "row_pointer", "n"),
@@ -116,8 +125,10 @@ class CsrStore:
             raise ValueError(f"data={self.path!r} is not a CSR store (attrs format="
                              f"{attrs.get('format')!r}; expected {FORMAT!r})")
         where = f"the CSR store data={self.path!r}"
-        if check_version(attrs, VERSION, CHECKED_SINCE, where):
-            check_attrs_digest(attrs, DIGESTED, where)
+        checked = check_version(attrs, VERSION, CHECKED_SINCE, where)
+        arrays_checked = check_added(attrs, "arrays_sha256", ARRAYS_CHECKED_SINCE, where)
+        if checked:
+            check_attrs_digest(attrs, DIGESTED if arrays_checked else DIGESTED_V2, where)
         try:
             self.n, self.d1, self.d2, self.nnz_x, self.nnz_y = (
                 int(attrs[key]) for key in ("n", "d1", "d2", "nnz_x", "nnz_y"))
@@ -134,6 +145,8 @@ class CsrStore:
                 shown = (array.dtype, array.shape) if isinstance(array, zarr.Array) else "group"
                 raise _damaged(self.path, f"the array {name} has (dtype, shape) {shown}; "
                                f"expected kind {kind!r} and shape ({lengths[length]},)")
+        if arrays_checked:
+            check_arrays_digest(group, attrs.get("arrays_sha256"), where)
 
     def __repr__(self) -> str:
         return f"CsrStore({self.path!r}, n={self.n}, d1={self.d1}, d2={self.d2})"
@@ -224,7 +237,7 @@ def _write(tmp: str, src: str, sizes, chunk_rows: int, chunk_nnz: int) -> None:
         arrays["Y/indices"].append(Y.indices.astype(arrays["Y/indices"].dtype))
         n, nnz_x, nnz_y = n + X.shape[0], nnz_x + X.nnz, nnz_y + Y.nnz
     attrs = {**format_attrs(FORMAT, VERSION), "n": n, "d1": sizes.d1, "d2": sizes.d2,
-             "nnz_x": nnz_x, "nnz_y": nnz_y}
+             "nnz_x": nnz_x, "nnz_y": nnz_y, "arrays_sha256": arrays_digests(group, _ARRAYS)}
     group.attrs.update({**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)})
 
 

@@ -7,9 +7,11 @@ Layout of an observations store (a zarr group)::
         X       (n, d1) float32 or float64, chunked by rows
         labels  (n,)    int64, the observed label of each row, in [0, n_labels)
         y       (n,)    int8, the observed bit, -1 or +1
-        attrs:  {"format": "onebit-dask/observations", "version": 3, "n_labels": d2,
+        attrs:  {"format": "onebit-dask/observations", "version": 4, "n_labels": d2,
                  "n_rows": n, "n_features": d1,
-                 "attrs_sha256": SHA-256 of format, version, n_labels, n_rows, n_features}
+                 "arrays_sha256": {name: SHA-256 of the array's metadata},
+                 "attrs_sha256": SHA-256 of format, version, n_labels, n_rows, n_features,
+                                 arrays_sha256}
 
 Version 2 writes each chunk with zstd's checksum and the attributes with their digest
 (:func:`~onebit_dask.io.stores.zarr_format.checked_codecs`,
@@ -17,7 +19,11 @@ Version 2 writes each chunk with zstd's checksum and the attributes with their d
 be read, and an edited ``n_labels`` is refused, each as a damaged store. Version 3 adds
 the arrays' shape under the digest (``n_rows``, ``n_features``): an array's shape edited
 in its own ``zarr.json`` (which zarr would read as fewer rows) is refused as damage too.
-A version-2 store is read as before (without that check, and without a warning); a
+Version 4 adds the digest of each array's metadata under it (``arrays_sha256``,
+:func:`~onebit_dask.io.stores.zarr_format.array_digest`): any other edit of an array's
+``zarr.json`` that changes how its numbers are read (the byte order, the data type, the
+chunk grid, the fill value) is refused as damage, naming the array. A version-2 or 3
+store is read as before (without the checks it lacks, and without a warning); a
 version-1 store (no checksums) with one warning; a newer version is refused.
 
 Every chunk of the three arrays is written, even one equal to the fill value, so
@@ -50,15 +56,18 @@ import zarr
 from . import FORMAT_OF
 from ..utils.checks import check_finite, check_int
 from .stores import atomic, paths
-from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
+from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
+                                 attrs_digest, check_added, check_arrays_digest,
                                  check_attrs_digest, check_version, checked_codecs,
                                  chunk_rows, format_attrs, group_attrs, missing_chunk)
 
 FORMAT = FORMAT_OF["observations"]
-VERSION = 3
+VERSION = 4
 CHECKED_SINCE = 2  # the first version with chunk checksums and the attributes' digest
 SHAPED_SINCE = 3  # the first version with the arrays' shape under the digest
-DIGESTED = ("format", "version", "n_labels", "n_rows", "n_features")
+ARRAYS_CHECKED_SINCE = 4  # the first version with the arrays' metadata digest (arrays_sha256)
+DIGESTED = ("format", "version", "n_labels", "n_rows", "n_features", "arrays_sha256")
+DIGESTED_V3 = ("format", "version", "n_labels", "n_rows", "n_features")
 DIGESTED_V2 = ("format", "version", "n_labels")
 DIMS = {"X": ("row", "feature"), "labels": ("row",), "y": ("row",)}
 
@@ -163,7 +172,7 @@ def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None
                            config=ALL_CHUNKS, dimension_names=DIMS[name],
                            **checked_codecs())[:] = data
     attrs = {**format_attrs(FORMAT, VERSION), "n_labels": int(n_labels), "n_rows": int(n),
-             "n_features": int(d1)}
+             "n_features": int(d1), "arrays_sha256": arrays_digests(group, DIMS)}
     group.attrs.update({**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED)})
 
 
@@ -198,13 +207,17 @@ def open_observations(path) -> Observations:
     attrs = group.attrs.asdict()
     checked = check_version(attrs, VERSION, CHECKED_SINCE, where)
     shaped = attrs["version"] >= SHAPED_SINCE
+    arrays_checked = check_added(attrs, "arrays_sha256", ARRAYS_CHECKED_SINCE, where)
     if checked:
-        check_attrs_digest(attrs, DIGESTED if shaped else DIGESTED_V2, where)
+        check_attrs_digest(attrs, DIGESTED if arrays_checked else DIGESTED_V3 if shaped
+                           else DIGESTED_V2, where)
     missing = {"X", "labels", "y"} - set(group.array_keys())
     if missing:
         raise ValueError(f"data={path!r} lacks the arrays {sorted(missing)}")
     if shaped:
         _check_shapes(group, attrs, where)
+    if arrays_checked:
+        check_arrays_digest(group, attrs.get("arrays_sha256"), where)
     X = group["X"]
     if X.ndim != 2:
         raise ValueError(f"data={path!r}: X has shape {X.shape}: an observations store's "

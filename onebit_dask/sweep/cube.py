@@ -16,8 +16,10 @@ and before a sweep resumes): every chunk of the arrays the package wrote is zstd
 its frame checksum and present; the attributes the package wrote (the spec, its
 fingerprint, the fixed settings, the provenance; their names in ``attrs_digested``) have
 their SHA-256 in ``attrs_sha256``, signed again whenever the runner changes them
-(:func:`set_attrs`, under the store's lock). Arrays and attributes a user adds are not
-checked.
+(:func:`set_attrs`, under the store's lock); the metadata of each array the package wrote
+(its ``zarr.json``: shape, data type, chunk grid, codecs with their byte order, fill
+value) has its SHA-256 in ``arrays_sha256``, under that digest. Arrays and attributes a
+user adds are not checked.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from ..io import FORMAT_OF
 from ..utils.warnings import ignored
 from ..utils.provenance import provenance
 from ..io.stores import atomic, paths
-from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, attrs_digest,
+from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
+                                     arrays_problem, attrs_digest, check_added,
                                      check_version, checked_codecs, consolidate as
                                      consolidate_metadata, group_attrs,
                                      missing_chunk, newer_message, NewerFormatError,
@@ -45,14 +48,16 @@ from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = FORMAT_OF["cube"]
-FORMAT_VERSION = 7  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
+FORMAT_VERSION = 8  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
 #                     4: every chunk is written at creation, so a missing one is damage;
 #                     5: zstd chunks with their frame checksum, the attributes' digest;
 #                     6: a file cube's grid has the queries dimension;
 #                     7: string coordinates of zarr's variable-length ``string`` data type,
-#                        ``units`` on the numeric coordinates, their values' digest
+#                        ``units`` on the numeric coordinates, their values' digest;
+#                     8: the digest of each package array's metadata (arrays_sha256)
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 COORDS_CHECKED_SINCE = 7  # the first format with the coordinates' digest (coords_sha256)
+ARRAYS_CHECKED_SINCE = 8  # the first format with the arrays' metadata digest (arrays_sha256)
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
@@ -269,7 +274,6 @@ def _build(path: str, spec: SweepSpec) -> None:
     ds.to_zarr(path, mode="a", zarr_format=3, consolidated=False,  # a new store
                write_empty_chunks=True, encoding=encoding)
     group = zarr.open_group(path, mode="r+")
-    _sign(group, LATER_ATTRS)
     grid = cell_chunks(spec.shape, spec.n_iterations)
     n_it = spec.n_iterations
     for name in variables(spec):
@@ -283,6 +287,9 @@ def _build(path: str, spec: SweepSpec) -> None:
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
             attributes=variable_attrs(name), config=ALL_CHUNKS, **checked_codecs())
         array[...] = fill
+    group = zarr.open_group(path, mode="r+", use_consolidated=False)
+    group.attrs.update(arrays_sha256=arrays_digests(group, [*ds.variables, *variables(spec)]))
+    _sign(group, LATER_ATTRS)
 
 
 def _sign(group, extra=()) -> None:
@@ -333,13 +340,14 @@ def missing_part(group) -> str | None:
     return None
 
 
-def _attrs_problem(attrs: dict) -> str | None:
-    """What is wrong with a checked cube's attributes (format 5 or later), or ``None``."""
+def _attrs_problem(attrs: dict, required=DIGEST_REQUIRED) -> str | None:
+    """What is wrong with a checked cube's attributes (format 5 or later; ``required``:
+    what ``attrs_digested`` lists at least), or ``None``."""
     keys = attrs.get("attrs_digested")
     if (not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)
-            or not set(DIGEST_REQUIRED) <= set(keys)):
+            or not set(required) <= set(keys)):
         return (f"the attribute attrs_digested={keys!r} does not list the attributes "
-                f"{', '.join(DIGEST_REQUIRED)}")
+                f"{', '.join(required)}")
     if attrs.get("attrs_sha256") != attrs_digest(attrs, ("attrs_digested", *keys)):
         return ("its attributes (the spec, its fingerprint, the fixed settings, the "
                 "provenance) differ from what was written (their SHA-256 does not match "
@@ -356,12 +364,16 @@ def _dtype_of(name: str) -> np.dtype:
 def cube_problem(group, attrs: dict) -> str | None:
     """What is wrong with the cube ``group`` whose attributes are ``attrs`` (``None``: it
     is whole): for format 4 on, a variable missing or of another dtype, a chunk missing;
-    for format 5 on, the attributes' digest and a chunk that cannot be decoded. Only the
+    for format 5 on, the attributes' digest and a chunk that cannot be decoded; for format
+    8 on, the metadata of each array the package wrote (``arrays_sha256``). Only the
     package's arrays and attributes are checked."""
     version = attrs.get("format_version")
     checked = isinstance(version, int) and version >= CHECKED_SINCE
     if checked:
-        problem = _attrs_problem(attrs)
+        problem = _attrs_problem(attrs, DIGEST_REQUIRED + (
+            ("arrays_sha256",) if version >= ARRAYS_CHECKED_SINCE else ()))
+        if problem is None and version >= ARRAYS_CHECKED_SINCE:
+            problem = arrays_problem(group, attrs.get("arrays_sha256"))
         if problem is None and version >= COORDS_CHECKED_SINCE:
             problem = _coords_problem(group, attrs.get("coords_sha256"))
         if problem is not None:
@@ -400,6 +412,7 @@ def check_cube(path) -> dict:
         if attrs.get("format") != FORMAT:
             return attrs
         check_version(attrs, FORMAT_VERSION, CHECKED_SINCE, where, key="format_version")
+        check_added(attrs, "arrays_sha256", ARRAYS_CHECKED_SINCE, where, key="format_version")
         try:
             problem = cube_problem(group, attrs)
         except Exception as exc:  # unreadable metadata

@@ -51,7 +51,7 @@ def test_round_trip_file_store_arrays(tmp_path, name, chunk_rows, chunk_nnz):
 def test_store_layout(tmp_path):
     convert(FILES / "emotions_train.txt", tmp_path / "s.zarr", chunk_rows=50)
     group = zarr.open_group(tmp_path / "s.zarr", mode="r")
-    assert group.attrs["format"] == FORMAT and group.attrs["version"] == 2
+    assert group.attrs["format"] == FORMAT and group.attrs["version"] == 3
     assert (group.attrs["n"], group.attrs["d1"], group.attrs["d2"]) == (300, 72, 6)
     for name in ("X/indptr", "X/indices", "X/data", "Y/indptr", "Y/indices"):
         assert group[name].metadata.dimension_names is not None

@@ -253,6 +253,7 @@ def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
     ds = store.open_cube(cube).rename({"estimator": "method"})
     ds.attrs["format_version"] = 2
     del ds.attrs["attrs_sha256"], ds.attrs["attrs_digested"]  # format 5 on
+    del ds.attrs["arrays_sha256"]  # format 8 on
     for name in ds.variables:
         ds[name].encoding.clear()
     ds.to_zarr(old, zarr_format=3, consolidated=False)
@@ -348,6 +349,18 @@ def _cube_attrs(path, edit):
     json.dump(meta, open(meta_file, "w"))
 
 
+def _big_endian(path, name):
+    """The byte order of the array ``name``'s chunks edited in its own ``zarr.json`` (zarr
+    would read other numbers)."""
+    import json
+
+    meta_file = os.path.join(path, name, "zarr.json")
+    meta = json.load(open(meta_file))
+    meta["codecs"] = [dict(c, configuration={"endian": "big"}) if c["name"] == "bytes" else c
+                      for c in meta["codecs"]]
+    json.dump(meta, open(meta_file, "w"))
+
+
 def _flip_auc(path):
     chunk = sorted(os.path.join(root, f) for root, _, files in os.walk(os.path.join(path, "auc"))
                    for f in files if f != "zarr.json")[0]
@@ -368,8 +381,13 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
     "missing coordinate chunk": (lambda p: os.remove(os.path.join(p, "step", "c", "0")),
                                  r"is damaged.{1,2}the coordinate 'step' differs from what "
                                  r"was written \(a chunk missing or edited\)"),
+    "edited byte order": (lambda p: _big_endian(p, "auc"),
+                          r"is damaged.{1,2}the metadata of the array auc \(its zarr.json"),
+    "edited byte order of a coordinate": (
+        lambda p: _big_endian(p, "d1"),
+        r"is damaged.{1,2}the metadata of the array d1 \(its zarr.json"),
     "version 99": (lambda p: _cube_attrs(p, lambda a: a.update(format_version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v7\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v8\): "
                    r"upgrade onebit-dask$"),
 }
 
@@ -382,7 +400,7 @@ def test_a_swept_cube_is_signed_through_its_writes(swept, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         attrs = store.check_cube(swept)
-    assert attrs["format_version"] == 7 and {"placement", "blas"} <= set(
+    assert attrs["format_version"] == 8 and {"placement", "blas"} <= set(
         attrs["attrs_digested"])
     path = str(tmp_path / "cube.zarr")
     store.create(path, SPEC)
@@ -441,7 +459,7 @@ def test_a_cube_of_format_4_is_read_with_one_warning(swept, tmp_path):
 
     path = _copy_cube(swept, tmp_path)
     _cube_attrs(path, lambda a: (a.update(format_version=4), a.pop("attrs_sha256"),
-                                 a.pop("attrs_digested")))
+                                 a.pop("attrs_digested"), a.pop("arrays_sha256")))
     with pytest.warns(UserWarning, match="older onebit-dask without checksums") as seen:
         text, _ = report(path)
     assert len([w for w in seen if "older onebit-dask" in str(w.message)]) == 1
@@ -463,6 +481,8 @@ def test_what_a_user_adds_with_xarray_is_left_alone(swept, tmp_path):
         ds[["auc"]].assign(auc_pct=ds.auc * 100)[["auc_pct"]].to_zarr(path, mode="a")
     _cube_attrs(path, lambda a: a.update(note="mine"))
     assert "auc_pct" in store.open_cube(path)
+    _big_endian(path, "auc_pct")  # the user's array: not the package's to check
+    assert "auc_pct" in store.open_cube(path)
     done = run_main("report", path)
     assert done.returncode == 0, done.stderr
 
@@ -477,6 +497,38 @@ def test_a_cube_whose_format_version_was_lowered_is_refused(swept, tmp_path):
     with pytest.raises(store.DamagedStoreError, match=r"format_version=4 is older than the "
                                                        r"attributes' digest it carries"):
         report(path)
+
+
+def _as_format_7(path):
+    """The cube at ``path`` as format 7 wrote it: without ``arrays_sha256``, signed."""
+    def edit(attrs):
+        attrs.pop("arrays_sha256")
+        attrs.update(format_version=7, attrs_digested=[k for k in attrs["attrs_digested"]
+                                                       if k != "arrays_sha256"])
+        attrs["attrs_sha256"] = store.attrs_digest(attrs, ("attrs_digested",
+                                                           *attrs["attrs_digested"]))
+    _cube_attrs(path, edit)
+
+
+def test_a_cube_of_format_7_is_read_as_before(swept, tmp_path):
+    """Format 7 (no digest of the arrays' metadata) opens without a warning, unchecked for
+    it as before; a cube passed off as format 7 while carrying ``arrays_sha256`` is
+    refused as damaged."""
+    import warnings
+
+    path = _copy_cube(swept, tmp_path)
+    before = store.open_cube(path)["auc"].values
+    _as_format_7(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ds = store.open_cube(path)
+    assert ds.attrs["format_version"] == 7
+    np.testing.assert_array_equal(ds["auc"].values, before)
+    lowered = _copy_cube(swept, tmp_path / "lowered")
+    _cube_attrs(lowered, lambda a: a.update(format_version=7))
+    with pytest.raises(store.DamagedStoreError, match=r"format_version=7 is older than the "
+                                                       r"attribute arrays_sha256 it carries"):
+        store.open_cube(lowered)
 
 
 # -- format 7: zarr's variable-length strings, units on the coordinates (issue 40) -------------
@@ -533,7 +585,7 @@ def test_a_cube_of_format_6_opens_as_before(cube):
             del group[name]
             group.create_array(name, data=values, dimension_names=dims, attributes=attrs,
                                **checked_codecs())
-    store.set_attrs(cube, format_version=6)
+    store.set_attrs(cube, format_version=6, arrays_sha256=None)
     with open(os.path.join(cube, "noise", "zarr.json")) as fh:
         assert json.load(fh)["data_type"]["name"] == "fixed_length_utf32"
     with warnings.catch_warnings():

@@ -6,6 +6,9 @@ store and checkpoints (:mod:`onebit_dask.persist.model_store`), the sweep cube
 (:mod:`onebit_dask.sweep.cube`) and the CSR store (:mod:`onebit_dask.io.csr_store`).
 Each array is written with every chunk (``write_empty_chunks``), so a chunk missing
 later means damage, which zarr would otherwise read as the fill value.
+An array's own metadata (its ``zarr.json``: byte order, data type, chunk grid, fill
+value) are digested as written (:func:`array_digest`, a store's ``arrays_sha256``), since
+an edit of them reads as other numbers without an error.
 """
 
 from __future__ import annotations
@@ -50,6 +53,79 @@ def check_attrs_digest(attrs: dict, keys, where: str, what: str | None = None) -
         raise DamagedStoreError(f"{where} is damaged: its attributes ({what or ', '.join(keys)}) "
                                 "differ from what was written (their SHA-256 does not match "
                                 "attrs_sha256)")
+
+
+ARRAY_FIELDS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs",
+                "fill_value", "dimension_names", "storage_transformers")  # what reads the numbers
+
+
+def array_digest(array) -> str:
+    """SHA-256 of the metadata of ``array`` that decides how its numbers are read
+    (:data:`ARRAY_FIELDS`: its shape, data type, chunk grid, codecs with their byte order,
+    fill value, dimension names; not its attributes), as zarr reads them back, in a
+    canonical JSON (sorted keys, no spaces)."""
+    import hashlib
+
+    meta = array.metadata.to_dict()
+    fields = {k: meta.get(k) for k in ARRAY_FIELDS}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=_plain)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(value):
+    """A JSON value for what ``json`` cannot write (numpy scalars and arrays, others as
+    their text)."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    return str(value)
+
+
+def arrays_digests(group, names) -> dict:
+    """``{name: array_digest}`` of the arrays ``names`` of ``group`` (the attribute
+    ``arrays_sha256`` of a store)."""
+    return {name: array_digest(group[name]) for name in names}
+
+
+def arrays_problem(group, digests) -> str | None:
+    """What is wrong with the arrays of ``group`` whose metadata digests are ``digests``
+    (``arrays_sha256``): one missing, or whose metadata (its ``zarr.json``) differ from
+    what was written; ``None`` when each matches."""
+    if not isinstance(digests, dict) or not all(isinstance(v, str) for v in digests.values()):
+        return f"the attribute arrays_sha256={digests!r} is not a mapping of digests"
+    for name, digest in digests.items():
+        try:
+            array = group[name]
+        except KeyError:
+            return f"the array {name} is missing"
+        if not hasattr(array, "metadata") or not hasattr(array, "dtype"):
+            return f"the array {name} is not an array"
+        if array_digest(array) != digest:
+            return (f"the metadata of the array {name} (its zarr.json: shape, data type, "
+                    "chunks, codecs, fill value) differ from what was written (their "
+                    "SHA-256 does not match arrays_sha256)")
+    return None
+
+
+def check_arrays_digest(group, digests, where: str) -> None:
+    """:class:`DamagedStoreError` naming ``where`` and the array when :func:`arrays_problem`
+    finds one."""
+    problem = arrays_problem(group, digests)
+    if problem is not None:
+        raise DamagedStoreError(f"{where} is damaged: {problem}")
+
+
+def check_added(attrs: dict, name: str, since: int, where: str, key: str = "version") -> bool:
+    """Whether the store (format ``attrs[key]``, checked by :func:`check_version`) has the
+    attribute ``name``, written from format ``since`` on; an older format carrying it is
+    an edited version, refused as damage."""
+    found = attrs[key]
+    if found >= since:
+        return True
+    if attrs.get(name) is not None:
+        raise DamagedStoreError(f"{where} is damaged: its attribute {key}={found} is older "
+                                f"than the attribute {name} it carries (written from format "
+                                f"v{since} on): its format version was edited")
+    return False
 
 
 def newer_message(where: str, found: int, version: int) -> str:

@@ -136,7 +136,7 @@ def test_an_observations_store_of_version_2_is_read_without_a_warning(request, t
     meta_file = os.path.join(path, "zarr.json")
     meta = json.load(open(meta_file))
     attrs = {k: v for k, v in meta["attributes"].items()
-             if k not in ("n_rows", "n_features", "attrs_sha256")}
+             if k not in ("n_rows", "n_features", "arrays_sha256", "attrs_sha256")}
     attrs["version"] = 2
     meta["attributes"] = {**attrs, "attrs_sha256": attrs_digest(attrs, DIGESTED_V2)}
     json.dump(meta, open(meta_file, "w"))
@@ -164,7 +164,7 @@ def test_the_checks_have_power(request, tmp_path):
 def test_a_store_of_the_previous_format_is_read_with_one_warning(request, tmp_path):
     path = _copy(request, "observations", tmp_path)
     meta = json.load(open(os.path.join(path, "zarr.json")))["attributes"]
-    _edit_attrs(path, version=1, attrs_sha256=None)
+    _edit_attrs(path, version=1, attrs_sha256=None, arrays_sha256=None)
     with pytest.warns(UserWarning, match="without checksums") as seen:
         source = ZarrSource(path)
     assert len([w for w in seen if "checksums" in str(w.message)]) == 1
@@ -187,3 +187,92 @@ def test_the_command_line_says_it_in_one_line(request, tmp_path):
     assert proc.returncode == 1 and "newer onebit-dask" in proc.stderr, proc
     assert proc.stderr.count("\n") == 1
 
+
+
+def _edit_array_meta(path, name, edit):
+    """Edit the metadata of the store's array ``name`` by hand in its own ``zarr.json``."""
+    meta_file = os.path.join(path, *name.split("/"), "zarr.json")
+    meta = json.load(open(meta_file))
+    edit(meta)
+    json.dump(meta, open(meta_file, "w"))
+
+
+def _big_endian(meta):
+    meta["codecs"] = [dict(c, configuration={"endian": "big"}) if c["name"] == "bytes" else c
+                      for c in meta["codecs"]]
+
+
+ARRAY_EDITS = {  # (kind, array, edit of its zarr.json)
+    "observations X endian": ("observations", "X", _big_endian),
+    "observations labels endian": ("observations", "labels", _big_endian),
+    "observations y data type": ("observations", "y", lambda m: m.update(data_type="uint8")),
+    "observations X fill value": ("observations", "X", lambda m: m.update(fill_value=1.0)),
+    "csr X/data endian": ("csr", "X/data", _big_endian),
+    "csr X/indptr endian": ("csr", "X/indptr", _big_endian),
+    "csr Y/indices endian": ("csr", "Y/indices", _big_endian),
+    "csr Y/indptr chunk grid": ("csr", "Y/indptr", lambda m: m["chunk_grid"][
+        "configuration"].update(chunk_shape=[25])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARRAY_EDITS))
+def test_an_array_whose_metadata_was_edited_is_refused(request, tmp_path, case):
+    """The byte order of an array's chunks (or its data type, fill value, chunk grid)
+    edited in its own zarr.json, which zarr would read as other numbers: refused as a damaged store
+    in one line naming the store and the array (``arrays_sha256``)."""
+    kind, name, edit = ARRAY_EDITS[case]
+    path = _copy(request, kind, tmp_path)
+    _edit_array_meta(path, name, edit)
+    with pytest.raises(DamagedStoreError, match=rf"is damaged: the metadata of the array "
+                                                rf"{name} \(its zarr.json") as info:
+        KINDS[kind][4](path)
+    assert path in str(info.value) and "\n" not in str(info.value)
+
+
+def _previous_version(path, kind):
+    """The store at ``path`` as the previous version wrote it: without ``arrays_sha256``,
+    its attributes' digest as that version made it."""
+    from onebit_dask.io import csr_store, observations
+    from onebit_dask.io.stores.zarr_format import attrs_digest
+
+    module, version, digested = {"observations": (observations, 3, observations.DIGESTED_V3),
+                                 "csr": (csr_store, 2, csr_store.DIGESTED_V2)}[kind]
+    assert module.VERSION == version + 1
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    attrs = {k: v for k, v in meta["attributes"].items()
+             if k not in ("arrays_sha256", "attrs_sha256")}
+    attrs["version"] = version
+    meta["attributes"] = {**attrs, "attrs_sha256": attrs_digest(attrs, digested)}
+    json.dump(meta, open(meta_file, "w"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_store_of_the_version_before_the_arrays_digest_is_read_as_before(request, tmp_path,
+                                                                           kind):
+    """The previous version (no ``arrays_sha256``) is read without a warning and without
+    that check; the same store passed off as that version while carrying
+    ``arrays_sha256`` is refused as damaged."""
+    path = _copy(request, kind, tmp_path)
+    _previous_version(path, kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        KINDS[kind][4](path)
+    lowered = _copy(request, kind, tmp_path / "lowered")
+    version = json.load(open(os.path.join(lowered, "zarr.json")))["attributes"]["version"] - 1
+    _edit_attrs(lowered, version=version)
+    with pytest.raises(DamagedStoreError, match=rf"version={version} is older than the "
+                                                "attribute arrays_sha256 it carries"):
+        KINDS[kind][4](lowered)
+
+
+def test_the_arrays_digest_is_under_the_attributes_digest(request, tmp_path):
+    """``arrays_sha256`` edited (to match an edited array) breaks the attributes' digest."""
+    for kind in KINDS:
+        path = _copy(request, kind, tmp_path / kind)
+        meta = json.load(open(os.path.join(path, "zarr.json")))["attributes"]
+        name = sorted(meta["arrays_sha256"])[0]
+        _edit_attrs(path, arrays_sha256={**meta["arrays_sha256"], name: "0" * 64})
+        with pytest.raises(DamagedStoreError, match="attributes .* differ from what was "
+                                                    "written"):
+            KINDS[kind][4](path)
