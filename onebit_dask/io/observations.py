@@ -113,7 +113,8 @@ def read_feature_rows(path: str, group, lo: int, hi: int):
 
 
 def write_observations(path, X, labels, y, *, n_labels: int | None = None,
-                       chunk_rows: int = 100_000, overwrite: bool = False) -> str:
+                       chunk_rows: int = 100_000, overwrite: bool = False,
+                       storage_options: dict | None = None) -> str:
     """Validate ``(X, labels, y)`` and write them as an observations store.
 
     Parameters
@@ -129,10 +130,20 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
         Rows per chunk.
     overwrite : bool, default False
         Replace an existing store; otherwise an existing path is an error.
+    storage_options : dict, optional
+        fsspec's options for a URL ``path`` (credentials, ``endpoint_url``), used in this
+        process only. ``path`` may also be a zarr or fsspec store object
+        (:func:`onebit_dask.io.stores.paths.location`).
     """
+    path, storage_options = paths.location(path, storage_options)
+    with paths.options(storage_options, path):
+        return _write_observations(os.fspath(path), X, labels, y, n_labels, chunk_rows,
+                                   overwrite)
+
+
+def _write_observations(path: str, X, labels, y, n_labels, chunk_rows, overwrite) -> str:
     from ..utils.validation import check_observations  # scikit-learn's check_array
 
-    path = os.fspath(path)
     rows_per_chunk = check_int("chunk_rows", chunk_rows, low=1)
     X, labels, y, n_labels = check_observations(X, labels, y, n_labels=n_labels)
     where = paths.normalise(path)
@@ -162,7 +173,7 @@ def write_observations(path, X, labels, y, *, n_labels: int | None = None,
 
 
 def _write(where: str, X, labels, y, n_labels: int, rows_per_chunk: int) -> None:
-    group = zarr.open_group(where, mode="a", zarr_format=3)
+    group = zarr.open_group(paths.store(where), mode="a", zarr_format=3)
     n, d1 = X.shape
     rows = min(rows_per_chunk, n)
     for name, data, chunks in (("X", X, (rows, d1)), ("labels", labels, (rows,)),
@@ -197,7 +208,7 @@ def open_observations(path) -> Observations:
         raise FileNotFoundError(f"data={path!r} does not exist: write one with "
                                 "onebit_dask.io.write_observations")
     try:
-        group = zarr.open_group(path, mode="r")
+        group = zarr.open_group(paths.store(path, read_only=True), mode="r")
     except Exception as exc:  # zarr raises several types for a non-group path
         raise ValueError(f"data={path!r} is not a zarr group: {exc}") from None
     if group.attrs.get("format") != FORMAT:
@@ -248,11 +259,12 @@ def _check_shapes(group, attrs: dict, where: str) -> None:
 def read_observations(path: str, lo: int, hi: int):
     """Rows ``[lo, hi)`` of the store at ``path``: ``(X, labels, y)``, ``y`` as float64,
     each chunk checked as it is read."""
-    group = zarr.open_group(path, mode="r")
+    group = zarr.open_group(paths.store(path, read_only=True), mode="r")
     labels, y = (read_rows(path, name, group[name], lo, hi) for name in ("labels", "y"))
     return read_feature_rows(path, group, lo, hi), labels, y.astype(np.float64)
 
 
 def read_observed_features(path: str, lo: int, hi: int):
     """Rows ``[lo, hi)`` of the store's ``X``, each chunk checked as it is read."""
-    return read_feature_rows(path, zarr.open_group(path, mode="r"), lo, hi)
+    return read_feature_rows(path, zarr.open_group(paths.store(path, read_only=True),
+                                                   mode="r"), lo, hi)

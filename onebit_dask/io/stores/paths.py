@@ -88,15 +88,16 @@ def options_for(url: str) -> dict:
 
 
 def store(path: str, *, read_only: bool = False):
-    """What zarr opens ``path`` (as :func:`normalise` returns it) with: the path itself,
+    """What zarr opens ``path`` (a local path or a URL) with: the path itself,
     or, for a URL given ``storage_options``, a :class:`zarr.storage.FsspecStore` with
     them."""
-    given = options_for(path) if is_url(path) else {}
+    url = normalise(path)
+    given = options_for(url) if is_url(url) else {}
     if not given:
         return path
     from zarr.storage import FsspecStore
 
-    return FsspecStore.from_url(path, storage_options=given, read_only=read_only)
+    return FsspecStore.from_url(url, storage_options=given, read_only=read_only)
 
 
 def is_url(path: str) -> bool:

@@ -220,9 +220,10 @@ def test_s3_model_and_observations(s3):
 
 def test_storage_options_reach_a_bucket_fsspec_is_not_configured_for(s3, monkeypatch):
     """Without fsspec's configuration or credentials in the environment, ``save``,
-    ``load`` and a checkpoint of ``fit`` reach the bucket with the ``storage_options``
-    they are given, or with a zarr ``FsspecStore`` or an fsspec ``FSMap`` that carries
-    them; without them the bucket is not reached. Local paths take none."""
+    ``load``, ``write_observations``, a fit of that store and a checkpoint of ``fit``
+    reach the bucket with the ``storage_options`` they are given, or with a zarr
+    ``FsspecStore`` or an fsspec ``FSMap`` that carries them; without them the bucket is
+    not reached. Local paths take none."""
     import fsspec
 
     endpoint = fsspec.config.conf["s3"]["endpoint_url"]
@@ -247,6 +248,12 @@ def test_storage_options_reach_a_bucket_fsspec_is_not_configured_for(s3, monkeyp
     np.testing.assert_array_equal(resumed.B_, fitted.B_)
     checkpoint = OneBitMultiLabel.load("s3://bucket/ck.zarr", storage_options=options)
     np.testing.assert_array_equal(checkpoint.B_, fitted.B_)
+    X, labels, y = PROBLEM.draw(0, 6000)  # the three batches of the fit
+    url = write_observations("s3://bucket/obs.zarr", X, labels, y, n_labels=PROBLEM.d2,
+                             storage_options=options)
+    remote = OneBitMultiLabel(2, **params).fit(url, storage_options=options)
+    local = OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=PROBLEM.d2)
+    np.testing.assert_array_equal(remote.Q_, local.Q_)
     with pytest.raises(ValueError, match="storage_options is not allowed without a URL"):
         fitted.save("local.zarr", storage_options=options)
     with pytest.raises(TypeError, match="storage_options is not allowed with path="):
