@@ -259,12 +259,14 @@ def _check_shapes(group, attrs: dict, where: str) -> None:
 def read_observations(path: str, lo: int, hi: int):
     """Rows ``[lo, hi)`` of the store at ``path``: ``(X, labels, y)``, ``y`` as float64,
     each chunk checked as it is read."""
-    group = zarr.open_group(paths.store(path, read_only=True), mode="r")
-    labels, y = (read_rows(path, name, group[name], lo, hi) for name in ("labels", "y"))
-    return read_feature_rows(path, group, lo, hi), labels, y.astype(np.float64)
+    with paths.reached(path):
+        group = zarr.open_group(paths.store(path, read_only=True), mode="r")
+        labels, y = (read_rows(path, name, group[name], lo, hi) for name in ("labels", "y"))
+        return read_feature_rows(path, group, lo, hi), labels, y.astype(np.float64)
 
 
 def read_observed_features(path: str, lo: int, hi: int):
     """Rows ``[lo, hi)`` of the store's ``X``, each chunk checked as it is read."""
-    return read_feature_rows(path, zarr.open_group(paths.store(path, read_only=True),
-                                                   mode="r"), lo, hi)
+    with paths.reached(path):
+        return read_feature_rows(path, zarr.open_group(paths.store(path, read_only=True),
+                                                       mode="r"), lo, hi)

@@ -183,15 +183,17 @@ def write_block(block: Block, s: int, path: str) -> Block:
     """Write the block's ``Q``, ``V``, ``B`` rows (and a thresholded model's ``b``, ``p``,
     ``v``) into ``PATH/blocks/<s>``; the block is unchanged,
     ``out = (lo, hi, {slot: sha256})``."""
-    group = zarr.open_group(paths.store(_block_path(path, s)), mode="w", zarr_format=3,
-                            attributes={"lo": block.lo, "hi": block.hi})
     sums = {}
-    for name in SLOTS + tuple(n for n in LABEL_SLOTS if n in block.slots):
-        rows = block.slots[name]
-        group.create_array(name, data=rows, config=ALL_CHUNKS, **checked_codecs(),
-                           dimension_names=BLOCK_DIMS[: rows.ndim],
-                           chunks=(max(1, min(CHUNK_ROWS, rows.shape[0])), *rows.shape[1:]))
-        sums[name] = digest(rows)
+    with paths.reached(path):
+        group = zarr.open_group(paths.store(_block_path(path, s)), mode="w", zarr_format=3,
+                                attributes={"lo": block.lo, "hi": block.hi})
+        for name in SLOTS + tuple(n for n in LABEL_SLOTS if n in block.slots):
+            rows = block.slots[name]
+            group.create_array(name, data=rows, config=ALL_CHUNKS, **checked_codecs(),
+                               dimension_names=BLOCK_DIMS[: rows.ndim],
+                               chunks=(max(1, min(CHUNK_ROWS, rows.shape[0])),
+                                       *rows.shape[1:]))
+            sums[name] = digest(rows)
     return block.evolve(out=(block.lo, block.hi, sums))
 
 
@@ -202,8 +204,9 @@ def read_block(block: Block, part: tuple, path: str) -> Block:
     where = f"model store {path!r}"
     names = SLOTS + (LABEL_SLOTS if thresholded else ())
     try:
-        group = zarr.open_group(paths.store(_block_path(path, s), read_only=True), mode="r",
-                                zarr_format=3)
+        with paths.reached(path):
+            group = zarr.open_group(paths.store(_block_path(path, s), read_only=True),
+                                    mode="r", zarr_format=3)
         stored = (group.attrs.get("lo"), group.attrs.get("hi"))
         arrays = {name: group[name] for name in names}
     except (OSError, KeyError, ValueError, FileNotFoundError) as exc:

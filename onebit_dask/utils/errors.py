@@ -10,8 +10,8 @@ Bad input, found before any work starts (the CLI exits 2 with one line):
 Failures at run time (the CLI exits 1 with one line, the message as written):
 
 - :class:`RunError` and its subclasses: :class:`SweepRuntimeError`,
-  :class:`ClusterStartError`, and a damaged store's error (which subclasses
-  :class:`RunError` too).
+  :class:`ClusterStartError`, :class:`StoreAccessError`, and a damaged store's error
+  (which subclasses :class:`RunError` too).
 """
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
@@ -36,3 +36,9 @@ class ClusterConfigError(ValueError):
 
 class ClusterStartError(RunError):
     """A checked config whose cluster did not start; the message says what to do."""
+
+
+class StoreAccessError(RunError):
+    """A process (a Dask worker, or this one) that cannot reach a store at a URL: no
+    credentials, no endpoint, access denied; the message names the process and what it
+    lacks."""

@@ -87,6 +87,29 @@ def options_for(url: str) -> dict:
         return dict(_OPTIONS[max(under, key=len)][-1]) if under else {}
 
 
+@contextlib.contextmanager
+def reached(url: str):
+    """Within the block, a failure to reach ``url`` (botocore's errors: no credentials,
+    no endpoint; access denied) is one :class:`~onebit_dask.utils.errors.StoreAccessError`
+    naming this process (a Dask worker's own, where the block runs on one) and what it
+    lacks."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_url(normalise(url)) or not (
+                isinstance(exc, PermissionError) or type(exc).__module__.startswith("botocore")):
+            raise
+        import socket
+
+        from ...utils.errors import StoreAccessError
+
+        raise StoreAccessError(
+            f"the process {os.getpid()} on {socket.gethostname()} cannot reach {url!r} "
+            f"({type(exc).__name__}: {exc}): give it credentials and the endpoint in its own "
+            "environment or fsspec configuration (storage_options reach this package's "
+            "calls in the client only, never a Dask worker)") from None
+
+
 def store(path: str, *, read_only: bool = False):
     """What zarr opens ``path`` (a local path or a URL) with: the path itself,
     or, for a URL given ``storage_options``, a :class:`zarr.storage.FsspecStore` with

@@ -262,6 +262,33 @@ def test_storage_options_reach_a_bucket_fsspec_is_not_configured_for(s3, monkeyp
         fitted.save(zarr.storage.MemoryStore())
 
 
+@pytest.mark.integration
+def test_workers_without_credentials_say_so_in_one_line(s3, monkeypatch):
+    """Dask workers started without credentials or an endpoint (the client's
+    ``storage_options`` never reach them): the fit of a store at an s3:// URL fails with
+    one line that names the worker's process, the URL and what it lacks, not botocore's
+    NoCredentialsError."""
+    import fsspec
+
+    from onebit_dask.utils.errors import StoreAccessError
+    from tests.support.clusters import local_client
+
+    endpoint = fsspec.config.conf["s3"]["endpoint_url"]
+    options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+    X, labels, y = PROBLEM.draw(0, 6000)
+    url = write_observations("s3://bucket/workers.zarr", X, labels, y, n_labels=PROBLEM.d2)
+    monkeypatch.delitem(fsspec.config.conf, "s3")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key)
+    with local_client(1) as client, client.as_current():
+        with pytest.raises(StoreAccessError) as failed:
+            OneBitMultiLabel(2, engine="dask", **PARAMS).fit(url, storage_options=options)
+    message = str(failed.value)
+    assert "\n" not in message
+    assert url in message and "NoCredentialsError" in message
+    assert f"process {os.getpid()} " not in message  # a worker's, not the client's
+
+
 def test_fit_reads_an_observations_store_at_a_url():
     """``fit("memory://...")`` reads the store through zarr's store API and equals the fit
     of the same observations in memory, bit for bit."""
