@@ -18,6 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .fit import loop as fitting
+from .fit.state import FitSettings, new_state, restored
 from .base import FactorPredictor
 from .utils.checks import check_int, check_rank
 from .utils.validation import RANDOM_STATE, check_observations, validate_params
@@ -472,7 +473,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              "drop one of them")
         check_fraction(self.validation_fraction, self.n_iter, source, self.batch_size)
         params = self.get_params(deep=False)
-        settings = fitting.FitSettings.of(params, source.planted is not None)
+        settings = FitSettings.of(params, source.planted is not None)
         problem = source.planted
         if (RULES[settings.step].branches and isinstance(problem, SyntheticProblem)
                 and problem.sampler != "explicit"):
@@ -504,7 +505,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     def _fit_prepared(self, prepared: "_Prepared"):
         """The fit :meth:`_prepare` checked, on this estimator's engine."""
         source = prepared.source
-        self._begin(fitting.new_state(source.d1, source.d2, self.n_shards, self.random_state,
+        self._begin(new_state(source.d1, source.d2, self.n_shards, self.random_state,
                                       prepared.data))
         self._state.classes = source.classes
         engine = placement.engine_named(self.engine)
@@ -580,12 +581,12 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                                  f"n_labels={self.n_labels_}; pass the same number of labels "
                                  "(or omit n_labels), or fit a new model")
             n_labels = self.n_labels_
-        settings = fitting.FitSettings.of(self.get_params(deep=False),
+        settings = FitSettings.of(self.get_params(deep=False),
                                           planted=not first and self._state.planted,
                                           partial=True)
         check_feature_params(self.features, self.whiten_components)
         check_rank(self.rank, X.shape[1], n_labels)
-        state = (fitting.new_state(X.shape[1], n_labels, self.n_shards, self.random_state)
+        state = (new_state(X.shape[1], n_labels, self.n_shards, self.random_state)
                  if first else self._state)
         if bits is None:
             X, Y, bits = uniform_batch(X, Y, self.batch_size, state.rng)
@@ -603,7 +604,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         fitting.partial_step(settings, self._state, engine, shards)
         return self
 
-    # -- the fitted state (a fitting.FitState) ----------------------------------------
+    # -- the fitted state (a fit.state.FitState) ---------------------------------------
     def _begin(self, state) -> None:
         """Start from ``state``, forgetting an earlier fit."""
         self._state = state
@@ -977,7 +978,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             raise DamagedStoreError(f"model store {path!r} is damaged: its params do not "
                                     f"make a {cls.__name__} ({exc})") from None
         engine = placement.engine_named(est.engine)
-        state = fitting.restored(persist.read_state(path, attrs, engine))
+        state = restored(persist.read_state(path, attrs, engine))
         fitting.keep(state, engine)
         est._begin(state)
         return est

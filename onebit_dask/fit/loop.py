@@ -27,7 +27,7 @@ from ..ops.kernels import one_blas_thread
 from . import steps
 from .progress import StepProgress
 from .queries import QueriedBatches
-from .state import FitSettings, FitState, new_state, restore, restored  # noqa: F401
+from .state import FitSettings, FitState, restore
 from .validation import ValidationBits
 
 def map_features(settings: FitSettings, state: FitState, rows, bits=None) -> None:

@@ -1,7 +1,7 @@
 """What a saved model and a checkpoint hold, and when a checkpoint belongs to a fit.
 
 The storage itself (zarr, paths, the atomic swap) is :mod:`onebit_dask.model_io`; this
-module turns a fit's state (:class:`onebit_dask.fitting.FitState`, handed in explicitly,
+module turns a fit's state (:class:`onebit_dask.fit.state.FitState`, handed in explicitly,
 read by its attribute names) and the estimator's parameters into attrs and back, and
 compares a checkpoint's fingerprint with the fit that wants to resume it.
 """
@@ -89,7 +89,7 @@ def _differences(stored, current, prefix=""):
 # -- a fit's state ----------------------------------------------------------------------------
 def model_attrs(params: dict, state) -> dict:
     """The attrs of a model store for the estimator's ``params`` (:func:`saved_params`)
-    and the fitted ``state`` (a :class:`~onebit_dask.fitting.FitState`)."""
+    and the fitted ``state`` (a :class:`~onebit_dask.fit.state.FitState`)."""
     rng = state.rng
     return _jsonable({
         "params": params,
@@ -108,7 +108,7 @@ def model_attrs(params: dict, state) -> dict:
 
 def read_state(path: str, attrs: dict, engine) -> dict:
     """The state saved in the store at ``path`` (its checked ``attrs``), by the names of
-    :class:`~onebit_dask.fitting.FitState` (``top`` as ``(Q_top, V_top)``; ``rng``
+    :class:`~onebit_dask.fit.state.FitState` (``top`` as ``(Q_top, V_top)``; ``rng``
     ``None`` when none was saved); its blocks start on ``engine`` and read their own
     rows."""
     top = model_io.read_top(path, attrs)

@@ -20,6 +20,7 @@ from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data.label_matrix import LabelMatrixSource, check_label_matrix
 from onebit_dask.engine import LocalEngine
 from onebit_dask.fit import loop as fitting
+from onebit_dask.fit.state import FitSettings, new_state
 from onebit_dask.testing import assert_same_fit
 from tests.support.helpers import FILES, one_line, run_main
 
@@ -83,8 +84,8 @@ def test_the_initial_estimate_is_the_svd_of_the_positives_found(data):
                               features="none", init_svd="dense").get_params()
     # the plain solver on the initial batch alone: FitSettings.of refuses n_iter=0 with
     # chosen queries (no batch would choose), so the checked settings are cut to it
-    settings = dataclasses.replace(fitting.FitSettings.of(params, planted=False), n_iter=0)
-    state = fitting.new_state(X.shape[1], Y.shape[1], 4, 0)
+    settings = dataclasses.replace(FitSettings.of(params, planted=False), n_iter=0)
+    state = new_state(X.shape[1], Y.shape[1], 4, 0)
     source = LabelMatrixSource(X, check_label_matrix(Y, X.shape[0]), 0)
     fitting.fit_source(settings, state, LocalEngine(), source)
     rows, labels = source.uniform_pairs(0, 20000, 4)
