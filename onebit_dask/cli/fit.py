@@ -129,7 +129,7 @@ def _fit_inputs(args):
     """``fit``'s data (a problem or a path), its source (built once, by the library's
     :func:`~onebit_dask.data.inputs.as_source`) and the estimator, checked."""
     from .. import OneBitMultiLabel, SyntheticProblem
-    from ..data.inputs import as_source
+    from ..data.inputs import PATH_KINDS, as_source
     from ..estimator import check_params
     from ..ops.features import check_source
     from ..utils.limits import check_sizes
@@ -163,7 +163,7 @@ def _fit_inputs(args):
     if not is_url(path) and not os.path.exists(path):
         raise FileNotFoundError(f"--data {path!r} does not exist: give a data file (XC or "
                                 "svmlight format), a CSR store or an observations store")
-    if not is_url(path) and os.path.isdir(path) and kind not in ("csr", "observations"):
+    if not is_url(path) and os.path.isdir(path) and kind not in PATH_KINDS:
         raise ValueError(f"--data {path!r} is a directory but not a CSR store or an "
                          "observations store (no onebit-dask format in its zarr.json): "
                          "give one of those, or a data file (XC or svmlight format)")

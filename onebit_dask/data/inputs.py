@@ -17,6 +17,8 @@ from .synthetic.source import ProblemSource
 from ..io import detect
 from ..io.stores import paths
 
+PATH_KINDS = ("xc", "csr", "observations")  # what as_source reads at a path (io.detect's)
+
 
 def batch_seed(random_state) -> int:
     """The seed of a label matrix's batches: ``random_state`` itself when it is an int,
