@@ -122,9 +122,10 @@ def _on_sigint(signum, frame) -> None:
 
 
 @contextlib.contextmanager
-def _sigint_handled():
+def _sigint_handled(after=signal.default_int_handler):
     """:func:`_on_sigint` for SIGINT while a command runs, where Python's own handler is
-    installed (in the main thread); the handler as it was after."""
+    installed (in the main thread); ``after`` it (Python's own handler again, or, for
+    the program whose command is over, ``SIG_IGN``: its exit is not cut short)."""
     import threading
 
     if (threading.current_thread() is not threading.main_thread()
@@ -135,7 +136,7 @@ def _sigint_handled():
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, after)
 
 
 def main(argv=None) -> int:
@@ -165,9 +166,13 @@ def return_freed_memory() -> None:
 
 def run() -> None:
     """The ``onebit-dask`` program: :func:`main` on ``sys.argv`` in a process of its own,
-    which returns the memory it frees to the system (:func:`return_freed_memory`)."""
+    which returns the memory it frees to the system (:func:`return_freed_memory`). Once
+    the command is over, SIGINT is ignored: a Ctrl-C then does not cut the process's exit
+    short (killed by the signal, without the one line a Ctrl-C gets)."""
     return_freed_memory()
-    sys.exit(main())
+    with _package_log(), _sigint_handled(after=signal.SIG_IGN):
+        status = _main(None)
+    sys.exit(status)
 
 
 EXIT_BROKEN_PIPE = 128 + 13  # as a program that SIGPIPE ended

@@ -335,6 +335,49 @@ def test_a_ctrl_c_while_a_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch, ho
         assert os.listdir(tmp_path) == ["s.zarr.lock"]
 
 
+def test_a_ctrl_c_while_a_lock_is_released_leaves_no_lock(tmp_path, monkeypatch):
+    """A Ctrl-C while the lock waits for its heartbeat's thread to stop (the command's
+    last moment, after its work): the lock file is removed all the same."""
+    from onebit_dask.io.stores.lock import StoreLock
+
+    lock = StoreLock(str(tmp_path / "s.zarr"))
+    lock.acquire()
+    assert os.listdir(tmp_path) == ["s.zarr.lock"]
+
+    def interrupted(timeout=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lock._thread, "join", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lock.release()
+    assert os.listdir(tmp_path) == []
+
+
+CTRL_C_AFTER_THE_COMMAND = """
+import importlib, os, signal, sys
+
+cli = importlib.import_module("onebit_dask.cli.main")
+cli._main = lambda argv: 0  # a command that is over
+leave = sys.exit
+
+def exit_after_a_ctrl_c(status):
+    os.kill(os.getpid(), signal.SIGINT)  # while the process exits
+    sum(range(1000))  # Python code: a handler runs here
+    leave(status)
+
+sys.exit = exit_after_a_ctrl_c
+cli.run()
+"""
+
+
+def test_a_ctrl_c_once_the_command_is_over_does_not_kill_its_exit(tmp_path):
+    """The program (``onebit-dask``, :func:`~onebit_dask.cli.main.run`) ignores SIGINT
+    once its command is over: the exit status is the command's, not a death by the
+    signal without a word."""
+    done = run_python(CTRL_C_AFTER_THE_COMMAND, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, ""), done
+
+
 def test_a_ctrl_c_inside_a_garbage_collectors_callback_still_stops_the_command(monkeypatch):
     """Dask's scheduler (in a command's process, with the embedded cluster) runs Python
     at every garbage collection: a KeyboardInterrupt raised there is dropped ("Exception

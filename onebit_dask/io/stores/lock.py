@@ -254,12 +254,16 @@ class StoreLock:
                                    f"{self.lost}; what it wrote so far is kept")
 
     def release(self) -> None:
+        """Stop the heartbeat and remove the lock file if it is still ours (also when a
+        Ctrl-C cuts the wait for the heartbeat's thread short)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        holder = _read(self.path)
-        if self.info and holder and holder.get("token") == self.info["token"]:
-            os.remove(self.path)
+        try:
+            if self._thread is not None:
+                self._thread.join()
+        finally:
+            holder = _read(self.path)
+            if self.info and holder and holder.get("token") == self.info["token"]:
+                os.remove(self.path)
 
     def __enter__(self):
         self.acquire()
