@@ -1,6 +1,8 @@
 """The result cube of a sweep: one xarray Dataset in a zarr (v3) store.
 
-Every grid parameter is a dimension, plus ``iteration``. A chunk holds many cells
+Every grid parameter is a dimension, plus ``iteration``; the spec's ``noise`` settings are
+two index dimensions, ``noise_model`` x ``noise_level`` (:func:`noise_axes`), whose
+combinations the spec does not ask for are never run. A chunk holds many cells
 (:func:`cell_chunks`: the trailing grid dimensions whole, about
 :data:`CHUNK_CELLS` cells), so a sweep of ``n`` cells writes about
 ``n_variables * n / CHUNK_CELLS`` chunk files. Only the runner writes (one
@@ -54,7 +56,9 @@ FORMAT_VERSION = 8  # 3: the spec's ``method`` is the cube's ``estimator`` dimen
 #                     6: a file cube's grid has the queries dimension;
 #                     7: string coordinates of zarr's variable-length ``string`` data type,
 #                        ``units`` on the numeric coordinates, their values' digest;
-#                     8: the digest of each package array's metadata (arrays_sha256)
+#                     8: the digest of each package array's metadata (arrays_sha256);
+#                        the noise settings on two index dimensions, noise_model x
+#                        noise_level (:func:`noise_axes`)
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 COORDS_CHECKED_SINCE = 7  # the first format with the coordinates' digest (coords_sha256)
 ARRAYS_CHECKED_SINCE = 8  # the first format with the arrays' metadata digest (arrays_sha256)
@@ -136,7 +140,7 @@ FILE_VARIABLES = {**FILE_ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a fi
 COORDS = {
     "estimator": "estimator (the spec's method)", "d1": "feature dimension",
     "d2": "number of labels",
-    "rank": "rank k of the truth and the model", "noise": "noise setting",
+    "rank": "rank k of the truth and the model",
     "noise_model": "none, flip (bit flipped with probability noise_level) or gaussian "
                    "(noise of std noise_level added to x^T w_j)",
     "noise_level": "flip probability or Gaussian noise std",
@@ -194,18 +198,69 @@ def _values(values) -> np.ndarray:
     return array.astype(object) if array.dtype.kind == "U" else array
 
 
+def noise_axes(spec: SweepSpec):
+    """``(models, levels, at)`` of a spec with a ``noise`` grid key: the cube's index
+    dimensions ``noise_model`` (the models in the spec's order) and ``noise_level`` (the
+    levels, ascending) in place of the spec's ``noise`` axis, and ``at[i]``, the
+    ``(model, level)`` position of the spec's ``i``-th setting. A combination the spec does
+    not ask for is never run (``done`` stays False, its values NaN)."""
+    settings = [parse_noise(label) for label in spec.grid["noise"]]
+    models = list(dict.fromkeys(m for m, _ in settings))
+    levels = sorted({lv for _, lv in settings})
+    return models, levels, [(models.index(m), levels.index(lv)) for m, lv in settings]
+
+
+def _noise_axis(spec) -> int | None:
+    """The position of ``noise`` among the spec's grid dimensions (``None``: none)."""
+    return spec.dims.index("noise") if "noise" in getattr(spec, "grid", ()) else None
+
+
+def cube_shape(spec) -> tuple:
+    """The shape of the cube's grid for ``spec``: the spec's, its ``noise`` axis as the two
+    of :func:`noise_axes`; anything else with a ``shape`` (a cube's own) as it is."""
+    axis = _noise_axis(spec) if isinstance(spec, SweepSpec) else None
+    if axis is None:
+        return tuple(spec.shape)
+    models, levels, _ = noise_axes(spec)
+    shape = spec.shape
+    return (*shape[:axis], len(models), len(levels), *shape[axis + 1:])
+
+
+def cube_indices(spec: SweepSpec, indices) -> np.ndarray:
+    """The cube's grid indices (rows) of the spec's grid indices ``indices`` (rows)."""
+    indices = np.asarray(indices, dtype=np.intp).reshape(-1, len(spec.dims))
+    axis = _noise_axis(spec)
+    if axis is None:
+        return indices
+    at = np.asarray(noise_axes(spec)[2], dtype=np.intp).reshape(-1, 2)
+    return np.concatenate([indices[:, :axis], at[indices[:, axis]], indices[:, axis + 1:]],
+                          axis=1)
+
+
+def spec_grid(spec: SweepSpec, values: np.ndarray) -> np.ndarray:
+    """An array over the cube's grid (and trailing axes) as one over the spec's grid."""
+    axis = _noise_axis(spec)
+    if axis is None:
+        return values
+    at = np.asarray(noise_axes(spec)[2], dtype=np.intp).reshape(-1, 2)
+    return values[(slice(None),) * axis + (at[:, 0], at[:, 1])]
+
+
 def _coords(spec: SweepSpec) -> xr.Dataset:
-    coords = {RENAMED.get(dim, dim): _values(spec.grid[dim]) for dim in spec.dims}
+    coords = {}
+    for dim in spec.dims:
+        if dim == "noise":
+            models, levels, _ = noise_axes(spec)
+            coords["noise_model"] = _values(models)
+            coords["noise_level"] = np.asarray(levels, dtype=float)
+        else:
+            coords[RENAMED.get(dim, dim)] = _values(spec.grid[dim])
     if spec.datasets:
         names = spec.grid["dataset"]
         for key in next(iter(spec.datasets.values())):
             coords[key] = ("dataset", _values([spec.datasets[n][key] for n in names]))
         for key in next(iter((spec.sizes or {}).values()), ()):  # file datasets' sizes
             coords[key] = ("dataset", _values([spec.sizes[n][key] for n in names]))
-    if "noise" in spec.grid:
-        noise = [parse_noise(label) for label in spec.grid["noise"]]
-        coords["noise_model"] = ("noise", _values([m for m, _ in noise]))
-        coords["noise_level"] = ("noise", np.asarray([lv for _, lv in noise], dtype=float))
     coords["iteration"] = np.arange(spec.n_iterations)
     ds = xr.Dataset(coords=coords)
     ds.attrs["coords_sha256"] = {name: coord_digest(ds[name].values) for name in ds.coords}
@@ -222,7 +277,8 @@ def _coords(spec: SweepSpec) -> xr.Dataset:
         format=FORMAT, format_version=FORMAT_VERSION, spec_name=spec.name,
         spec_description=spec.description, spec_text=spec.text,
         spec_fingerprint=spec.fingerprint(), data="files" if spec.files else "planted",
-        **planted,
+        **planted, **({"noise_settings": list(spec.grid["noise"])} if "noise" in spec.grid
+                      else {}),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **provenance())
     return ds
@@ -274,7 +330,8 @@ def _build(path: str, spec: SweepSpec) -> None:
     ds.to_zarr(path, mode="a", zarr_format=3, consolidated=False,  # a new store
                write_empty_chunks=True, encoding=encoding)
     group = zarr.open_group(path, mode="r+")
-    grid = cell_chunks(spec.shape, spec.n_iterations)
+    shape = cube_shape(spec)
+    grid = cell_chunks(shape, spec.n_iterations)
     n_it = spec.n_iterations
     for name in variables(spec):
         per_iteration = name in iteration_variables(spec)
@@ -282,7 +339,7 @@ def _build(path: str, spec: SweepSpec) -> None:
         if name in STRINGS:
             dtype, fill = f"<U{STRING_LENGTH}", ""
         array = group.create_array(
-            name, shape=(*spec.shape, n_it) if per_iteration else spec.shape,
+            name, shape=(*shape, n_it) if per_iteration else shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
             attributes=variable_attrs(name), config=ALL_CHUNKS, **checked_codecs())
@@ -424,8 +481,11 @@ def check_cube(path) -> dict:
 
 
 def dims(spec: SweepSpec) -> tuple:
-    """The cube's grid dimensions: the spec's, with ``method`` named ``estimator``."""
-    return tuple(RENAMED.get(d, d) for d in spec.dims)
+    """The cube's grid dimensions: the spec's, with ``method`` named ``estimator`` and
+    ``noise`` as ``noise_model`` and ``noise_level`` (:func:`noise_axes`)."""
+    return tuple(name for d in spec.dims
+                 for name in (("noise_model", "noise_level") if d == "noise"
+                              else (RENAMED.get(d, d),)))
 
 
 def variable_attrs(name: str) -> dict:
@@ -544,18 +604,20 @@ def _ours_without_attributes(path: str) -> bool:
 
 def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
     """What is wrong with our store at ``path`` (``None``: it can be resumed): the arrays'
-    shapes for ``spec`` (anything with ``shape`` and ``n_iterations``), then, with
+    shapes for ``spec`` (:func:`cube_shape`; or anything with the cube's grid ``shape``
+    and ``n_iterations``), then, with
     ``whole``, :func:`cube_problem` (without: the caller has run :func:`check_cube`)."""
     import zarr
 
     with _quiet_zarr():
         try:
             group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
+            shape = cube_shape(spec)
             for name in variables(spec):
                 if name not in group:
                     return f"the array {name!r} is missing"
-                want = ((*spec.shape, spec.n_iterations) if name in iteration_variables(spec)
-                        else spec.shape)
+                want = ((*shape, spec.n_iterations) if name in iteration_variables(spec)
+                        else shape)
                 if group[name].shape != want:
                     return f"the array {name!r} has shape {group[name].shape}, expected {want}"
             problem = cube_problem(group, dict(group.attrs)) if whole else None
@@ -568,12 +630,12 @@ def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
     return None
 
 
-def flags(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """The ``done`` and ``failed`` masks."""
+def flags(path: str, spec: SweepSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The ``done`` and ``failed`` masks over the spec's grid (:func:`spec_grid`)."""
     import zarr
 
     group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
-    return group["done"][...], group["failed"][...]
+    return spec_grid(spec, group["done"][...]), spec_grid(spec, group["failed"][...])
 
 
 def cell_region(spec: SweepSpec, index: tuple, all_steps: bool) -> list:
@@ -614,9 +676,10 @@ class CubeWriter:
 
     def add(self, index: tuple, all_steps: bool, params: dict, result: dict | None,
             where: dict) -> None:
-        """Queue a finished cell: ``result`` (``None`` if it failed) and ``where`` it ran
-        (``worker``, ``host``, ``engine``)."""
-        self.pending.append((cell_region(self.spec, index, all_steps), params, result, where))
+        """Queue a finished cell (``index`` on the spec's grid): ``result`` (``None`` if it
+        failed) and ``where`` it ran (``worker``, ``host``, ``engine``)."""
+        region = cube_indices(self.spec, cell_region(self.spec, index, all_steps))
+        self.pending.append((region, params, result, where))
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -637,8 +700,7 @@ class CubeWriter:
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
         with _quiet_zarr():
             if ok:
-                cells = np.array([i for idx, *_ in ok for i in idx]).reshape(
-                    -1, len(self.spec.dims))
+                cells = np.concatenate([idx for idx, *_ in ok])
                 repeat = [len(idx) for idx, *_ in ok]
                 grid_sel = tuple(cells.T)
                 it_sel = tuple(np.repeat(cells[:, d:d + 1], n_it, axis=1) for d in
@@ -653,8 +715,7 @@ class CubeWriter:
                 for name, vals in per_cell.items():
                     self.arrays[name].set_coordinate_selection(
                         grid_sel, np.repeat(np.array(vals), repeat))
-            cells_all = np.array([i for idx, *_ in self.pending for i in idx]).reshape(
-                -1, len(self.spec.dims))
+            cells_all = np.concatenate([idx for idx, *_ in self.pending])
             is_done = np.concatenate([np.full(len(idx), r is not None)
                                       for idx, _, r, _ in self.pending])
             sel = tuple(cells_all.T)

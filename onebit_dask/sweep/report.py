@@ -38,6 +38,7 @@ from ..metrics.names import METRICS, RANKING
 from ..io.stores.zarr_format import DamagedStoreError
 from .methods import METHODS
 from .cube import open_cube
+from .noise import parse_noise
 
 TABLE_METRICS = ("auc", "frobenius_error", "hamming_loss", "wall_s")
 SERIES = (*METRICS, "n_samples")
@@ -150,7 +151,29 @@ def collect(ds, progress: bool = False, path: str = "the cube",
         got += n
         _progress(progress, f"read {got:,} of {n_done:,} done cells "
                             f"({time.perf_counter() - start:.1f} s)")
-    return Cells(dims, coords, params, series, wall, int(done.size), failed)
+    n_cells = int(done.size)
+    if "noise_model" in dims and "noise_level" in dims:
+        n_cells = n_cells // (ds.sizes["noise_model"] * ds.sizes["noise_level"]) * len(
+            ds.attrs.get("noise_settings") or [])
+        dims, coords, params = _noise_settings(ds, dims, coords, params)
+    return Cells(dims, coords, params, series, wall, n_cells, failed)
+
+
+def _noise_settings(ds, dims: tuple, coords: dict, params: pd.DataFrame):
+    """``(dims, coords, params)`` with the cube's ``noise_model`` and ``noise_level``
+    dimensions as the spec's ``noise`` settings (their labels, in the spec's order: the
+    attribute ``noise_settings``), as the tables and figures show them (a combination
+    the spec does not ask for is never done)."""
+    labels = list(ds.attrs.get("noise_settings") or [])
+    label = {parse_noise(text): text for text in labels}
+    at = dims.index("noise_model")
+    pairs = zip(params["noise_model"].tolist(), params["noise_level"].tolist())
+    params = params.drop(columns=["noise_model", "noise_level"])
+    params.insert(at, "noise", [label[m, lv] for m, lv in pairs])
+    coords = {d: v for d, v in coords.items() if d not in ("noise_model", "noise_level")}
+    coords["noise"] = np.asarray(labels, dtype=object)
+    dims = tuple(d for d in dims if d != "noise_level")
+    return tuple("noise" if d == "noise_model" else d for d in dims), coords, params
 
 
 def _slabs(done: np.ndarray):

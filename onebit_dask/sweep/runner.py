@@ -254,7 +254,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         if fresh:  # a new store: every cell to run; created while the first cells run
             done = failed = np.zeros(spec.shape, dtype=bool)
         else:
-            done, failed = store.flags(out)
+            done, failed = store.flags(out, spec)
         cells = list(pending_cells(spec, done, failed))
         summary = SweepSummary(total=len(cells))
         todo = [c for c, state in cells if state == "todo" or (state == "failed" and retry_failed)]

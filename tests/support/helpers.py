@@ -408,3 +408,18 @@ class Session:
             self.proc.wait()
         for stream in (self.proc.stdout, self.proc.stderr):
             stream.close()
+
+
+def by_noise_setting(ds):
+    """A sweep cube (format 8: ``noise_model`` x ``noise_level``) with only the noise
+    combinations its spec asks for, as one ``noise`` dimension of the spec's labels (the
+    attribute ``noise_settings``) in the spec's order."""
+    import xarray as xr
+
+    from onebit_dask.sweep.noise import parse_noise
+
+    labels = list(ds.attrs["noise_settings"])
+    settings = [parse_noise(label) for label in labels]
+    return ds.sel(noise_model=xr.DataArray([m for m, _ in settings], dims="noise"),
+                  noise_level=xr.DataArray([lv for _, lv in settings], dims="noise")
+                  ).assign_coords(noise=("noise", labels))

@@ -37,10 +37,14 @@ def test_layout(cube):
     assert ds["auc"].dims == (*store.dims(SPEC), "iteration")
     assert store.dims(SPEC)[0] == "estimator" and SPEC.dims[0] == "method"
     assert ds.sel(estimator="onebit")["auc"].ndim == ds["auc"].ndim - 1
-    assert ds.sizes["iteration"] == 4 and ds.sizes["noise"] == 3
-    assert list(ds["noise"].values) == ["none", "flip=0.05", "gaussian=0.3"]
+    assert ds.sizes["iteration"] == 4 and "noise" not in ds.variables
+    assert ds.attrs["noise_settings"] == ["none", "flip=0.05", "gaussian=0.3"]
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
     np.testing.assert_array_equal(ds["noise_level"].values, [0.0, 0.05, 0.3])
+    assert store.cube_shape(SPEC) == ds["done"].shape == (1, 2, 1, 1, 1, 3, 3, 2, 1, 2, 2)
+    for digests in ("coords_sha256", "arrays_sha256"):  # the index coordinates are checked
+        assert {"noise_model", "noise_level"} <= set(ds.attrs[digests])
+    assert "noise_settings" in ds.attrs["attrs_digested"]
     for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples",
                  "fit_s", "n_active"):
         assert ds[name].dims == (*store.dims(SPEC), "iteration")
@@ -61,8 +65,8 @@ def test_layout(cube):
     assert (ds.attrs["n_test"], ds.attrs["n_shards"], ds.attrs["max_eval_labels"]) == (
         50, 2, 1000)
     assert ds.attrs["Conventions"] == "CF-1.10"
-    # one chunk holds all 96 cells of this grid
-    assert ds["auc"].encoding["chunks"] == (*SPEC.shape, 4)
+    # one chunk holds all 96 cells of this grid (288 with the noise combinations not asked)
+    assert ds["auc"].encoding["chunks"] == (*store.cube_shape(SPEC), 4)
     assert not ds["done"].any() and np.isnan(ds["auc"]).all()
     for key in ("spec_text", "onebit_dask_version", "git_revision", "numpy_version",
                 "dask_version", "xarray_version", "zarr_version", "created"):
@@ -87,6 +91,11 @@ def _result(value, n):
 WHERE = {"worker": "tcp://127.0.0.1:1", "host": "h", "engine": "local"}
 
 
+def _on_spec(ds, name, spec=SPEC):
+    """The values of the cube's variable ``name`` over the spec's grid."""
+    return store.spec_grid(spec, ds[name].values)
+
+
 def test_batched_writes_land_in_their_cells(cube):
     cells = [index for index, _ in SPEC.cells()]
     values = {index: float(k) for k, index in enumerate(cells)}
@@ -100,14 +109,20 @@ def test_batched_writes_land_in_their_cells(cube):
     writer.flush()
     assert writer.written == len(cells)
     ds = store.open_cube(cube).load()
-    assert ds["done"].all() and not ds["failed"].any()
-    auc = ds["auc"].values
+    done = ds["done"].values
+    assert _on_spec(ds, "done").all() and not ds["failed"].any()
+    assert done.sum() == len(cells) == done.size // 3  # 3 of 9 noise combinations asked
+    auc = _on_spec(ds, "auc")
     for k, (index, value) in enumerate(values.items()):
         n_iter = SPEC.grid["n_iter"][index[SPEC.dims.index("n_iter")]]
         np.testing.assert_array_equal(auc[index][: n_iter + 1], value)
         assert np.isnan(auc[index][n_iter + 1:]).all()
-        assert ds["wall_s"].values[index] == value
-        assert ds["worker"].values[index] == f"w{k}" and ds["host"].values[index] == "h"
+        assert _on_spec(ds, "wall_s")[index] == value
+        assert _on_spec(ds, "worker")[index] == f"w{k}" and _on_spec(ds, "host")[index] == "h"
+    asked = np.zeros((3, 3), dtype=bool)
+    asked[[0, 1, 2], [0, 1, 2]] = True  # none/0, flip/0.05, gaussian/0.3
+    np.testing.assert_array_equal(ds["done"].any(
+        [d for d in ds["done"].dims if not d.startswith("noise_")]).values, asked)
 
 
 def test_one_value_method_lands_on_its_last_iteration_and_all_steps(cube):
@@ -120,8 +135,10 @@ def test_one_value_method_lands_on_its_last_iteration_and_all_steps(cube):
     for step in range(2):
         cell = list(index)
         cell[SPEC.dims.index("step")] = step
-        np.testing.assert_array_equal(ds["auc"].values[tuple(cell)], [np.nan] * 3 + [7.0])
-        assert ds["done"].values[tuple(cell)]
+        np.testing.assert_array_equal(_on_spec(ds, "auc")[tuple(cell)], [np.nan] * 3 + [7.0])
+        assert _on_spec(ds, "done")[tuple(cell)]
+    assert float(ds["auc"].sel(noise_model="gaussian", noise_level=0.3, d1=16, n_iter=3,
+                               seed=1, step="paper", iteration=3).squeeze()) == 7.0
     assert int(ds["done"].sum()) == 2
 
 
@@ -155,7 +172,7 @@ def test_files_per_cell_on_a_real_store(tmp_path):
     writer.flush()
     store.consolidate(path)
     n_files = sum(len(files) for _, _, files in os.walk(path))
-    assert len(cells) == 320 and store.open_cube(path)["done"].all()
+    assert len(cells) == 320 and _on_spec(store.open_cube(path), "done", spec).all()
     assert n_files / len(cells) <= 2, n_files
     assert n_files < 80  # metadata and a chunk per array: independent of the cell count
 
@@ -361,6 +378,13 @@ def _big_endian(path, name):
     json.dump(meta, open(meta_file, "w"))
 
 
+def _set_coordinate(path, name, value):
+    """The first value of the coordinate ``name`` edited with zarr (its chunk decodes)."""
+    import zarr
+
+    zarr.open_group(path, mode="r+", use_consolidated=False)[name][0] = value
+
+
 def _flip_auc(path):
     chunk = sorted(os.path.join(root, f) for root, _, files in os.walk(os.path.join(path, "auc"))
                    for f in files if f != "zarr.json")[0]
@@ -378,6 +402,12 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
     "removed attribute": (lambda p: _cube_attrs(p, lambda a: a.pop("spec_text")),
                           r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what "
                           r"was written"),
+    "edited noise settings": (
+        lambda p: _cube_attrs(p, lambda a: a.update(noise_settings=["flip=0.1"])),
+        r"is damaged.{1,2}its attributes \(the spec, .*\) differ from what was written"),
+    "edited noise level": (lambda p: _set_coordinate(p, "noise_level", 0.25),
+                           r"is damaged.{1,2}the coordinate 'noise_level' differs from what "
+                           r"was written"),
     "missing coordinate chunk": (lambda p: os.remove(os.path.join(p, "step", "c", "0")),
                                  r"is damaged.{1,2}the coordinate 'step' differs from what "
                                  r"was written \(a chunk missing or edited\)"),
@@ -547,10 +577,10 @@ def test_a_cube_reads_without_a_warning_and_its_strings_are_zarr_strings(cube):
         for _, array in group.arrays():
             array[...]
         ds = xr.open_zarr(cube).load()
-    for name in ("estimator", "noise", "noise_model", "step"):
+    for name in ("estimator", "noise_model", "step"):
         assert group[name].metadata.to_dict()["data_type"] == "string", name
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
-    assert list(ds.sel(noise="flip=0.05")["noise_model"].values.ravel()) == ["flip"]
+    assert ds.sel(noise_model="flip", noise_level=0.05)["auc"].ndim == ds["auc"].ndim - 2
 
 
 def test_numeric_coordinates_have_units_and_long_names(cube):
@@ -562,7 +592,7 @@ def test_numeric_coordinates_have_units_and_long_names(cube):
             "iteration"} <= set(numeric)
     for name in numeric:
         assert ds[name].attrs["units"] == "1" and ds[name].attrs["long_name"], name
-    for name in ("estimator", "noise", "noise_model", "step"):
+    for name in ("estimator", "noise_model", "step"):
         assert "units" not in ds[name].attrs and ds[name].attrs["long_name"], name
 
 
@@ -578,7 +608,7 @@ def test_a_cube_of_format_6_opens_as_before(cube):
 
     group = zarr.open_group(cube, mode="r+", use_consolidated=False)
     with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
-        for name in ("estimator", "noise", "noise_model", "step"):
+        for name in ("estimator", "noise_model", "step"):
             old = group[name]
             values, dims = np.array(old[...].tolist()), old.metadata.dimension_names
             attrs = {k: v for k, v in old.attrs.items() if k != "units"}
@@ -586,14 +616,113 @@ def test_a_cube_of_format_6_opens_as_before(cube):
             group.create_array(name, data=values, dimension_names=dims, attributes=attrs,
                                **checked_codecs())
     store.set_attrs(cube, format_version=6, arrays_sha256=None)
-    with open(os.path.join(cube, "noise", "zarr.json")) as fh:
+    with open(os.path.join(cube, "noise_model", "zarr.json")) as fh:
         assert json.load(fh)["data_type"]["name"] == "fixed_length_utf32"
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         ds = store.open_cube(cube)
     assert ds.attrs["format_version"] == 6
-    assert list(ds["noise"].values) == ["none", "flip=0.05", "gaussian=0.3"]
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
-    assert ds.where(ds["noise_model"].load() == "flip", drop=True).sizes["noise"] == 1
+    assert ds.where(ds["noise_model"] == "flip", drop=True).sizes["noise_model"] == 1
     with pytest.raises(store.StoreError, match="older onebit-dask .*format 6.*--overwrite"):
         store.check_output(cube, SPEC, False)
+
+
+# -- format 8: the noise settings on two index dimensions (xarray's groupby and where) --------
+NOISE_SPEC = parse_spec("""
+name: two-models
+grid:
+  d1: [8]
+  d2: [6]
+  rank: [2]
+  noise: [flip=0.1, gaussian=0.3]
+  step: [paper, averaged]
+  batch_size: [300]
+  n_iter: [2]
+  seed: [0, 1]
+fixed: {n_test: 40, n_shards: 2}
+""", "two-models.yaml")
+
+
+@pytest.fixture(scope="module")
+def noise_cube(tmp_path_factory):
+    from onebit_dask.sweep import run_sweep
+
+    path = str(tmp_path_factory.mktemp("noise") / "cube.zarr")
+    summary = run_sweep(NOISE_SPEC, path, progress=False)
+    assert (summary.ran, summary.failed) == (8, 0)
+    return path
+
+
+def _cell_auc(path) -> dict:
+    """Each cell's AUC series, by the spec's noise label, read cell by cell by its
+    coordinates: ``{label: [series, ...]}``."""
+    from onebit_dask.sweep.noise import parse_noise
+
+    ds = store.open_cube(path)
+    out = {}
+    for _, params in NOISE_SPEC.cells():
+        model, level = parse_noise(params["noise"])
+        cell = ds["auc"].sel(estimator=params["method"], noise_model=model,
+                             noise_level=level, step=params["step"], seed=params["seed"])
+        out.setdefault(params["noise"], []).append(cell.values.ravel())
+    return out
+
+
+def test_a_fresh_cube_groups_by_noise_model(noise_cube):
+    """``xr.open_zarr(cube)["auc"].groupby("noise_model")`` works on the cube as written
+    (``noise_model`` an index coordinate) and gives the mean over each model's cells."""
+    import xarray as xr
+
+    ds = xr.open_zarr(noise_cube)
+    assert ds.indexes["noise_model"].tolist() == ["flip", "gaussian"]
+    assert ds.indexes["noise_level"].tolist() == [0.1, 0.3]
+    means = ds["auc"].groupby("noise_model").mean(...).compute()
+    cells = _cell_auc(noise_cube)
+    reference = {"flip": np.mean(np.concatenate(cells["flip=0.1"])),
+                 "gaussian": np.mean(np.concatenate(cells["gaussian=0.3"]))}
+    assert all(np.isfinite(v) for v in reference.values())
+    assert list(means["noise_model"].values) == ["flip", "gaussian"]
+    np.testing.assert_allclose(means.values, [reference["flip"], reference["gaussian"]],
+                               rtol=1e-12)
+    # the combinations the spec does not ask for are never run
+    done = ds["done"].any([d for d in ds["done"].dims if not d.startswith("noise_")])
+    np.testing.assert_array_equal(done.values, [[True, False], [False, True]])
+    assert int(ds["done"].sum()) == 8 and not ds["failed"].any()
+
+
+def test_a_fresh_cube_selects_by_noise_model_with_where(noise_cube):
+    import xarray as xr
+
+    ds = xr.open_zarr(noise_cube)
+    flip = ds["auc"].where(ds.noise_model == "flip", drop=True)
+    assert list(flip["noise_model"].values) == ["flip"]
+    kept = flip.values[np.isfinite(flip.values)]
+    np.testing.assert_array_equal(np.sort(kept), np.sort(np.concatenate(
+        _cell_auc(noise_cube)["flip=0.1"])))
+    done = ds["done"].where(ds.noise_model == "flip", drop=True)
+    assert int(done.sum()) == 4  # the flip cells: 2 steps x 2 seeds
+    whole = ds.where(ds.noise_model == "flip", drop=True).load()  # every variable masks
+    assert whole.sizes["noise_model"] == 1 and int(whole["done"].sum()) == 4
+
+
+def test_a_fresh_cube_opens_and_loads_with_warnings_as_errors(noise_cube):
+    """A fresh cube opened by xarray in a new process with ``-W error``: no warning
+    (zarr's data types of the cube all have a specification for reading), and its noise
+    model groups."""
+    import subprocess
+    import sys
+
+    import onebit_dask
+
+    code = ("import sys, xarray as xr\n"
+            "xr.open_zarr(sys.argv[1]).load()\n"
+            "ds = xr.open_zarr(sys.argv[1])  # lazy: load() would read the coordinates\n"
+            "ds['auc'].groupby('noise_model').mean(...).load()\n"
+            "ds['auc'].where(ds.noise_model == 'flip', drop=True).load()\n"
+            "print('ok')\n")
+    root = os.path.dirname(os.path.dirname(onebit_dask.__file__))
+    proc = subprocess.run([sys.executable, "-W", "error", "-c", code, noise_cube],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -229,3 +229,31 @@ def test_plots_never_land_in_the_cube_nor_through_a_link(tmp_path, cube):
     assert run_main("report", cube, "--plots", empty, "--quiet").returncode == 0
     assert (empty / "auc_per_method.png").stat().st_size > 0
     assert not [n for n in os.listdir(empty) if n.endswith(".tmp")]
+
+
+def test_a_cube_of_format_7_with_its_noise_dimension_reports_the_same(cube, tmp_path):
+    """Formats 5 to 7 have one ``noise`` dimension of the spec's labels (``noise_model``
+    and ``noise_level`` along it): such a cube reports the tables of a format 8 cube of the
+    same spec (its ``noise_model`` x ``noise_level``)."""
+    import zarr
+
+    from onebit_dask.io.stores.zarr_format import checked_codecs
+    from onebit_dask.sweep import cube as store
+    from tests.support.helpers import by_noise_setting
+
+    new = store.open_cube(cube).load()
+    old = by_noise_setting(new).drop_encoding()
+    old = old.transpose(*(d for d in new["auc"].dims if d != "noise_level"
+                          for d in (("noise",) if d == "noise_model" else (d,))))
+    assert old["auc"].dims[5] == "noise" and old["noise_model"].dims == ("noise",)
+    old.attrs = {k: v for k, v in new.attrs.items() if k not in (
+        "arrays_sha256", "noise_settings", "attrs_digested", "attrs_sha256")}
+    old.attrs.update(format_version=7, coords_sha256={
+        name: store.coord_digest(old[name].values) for name in old.coords})
+    path = str(tmp_path / "format7.zarr")
+    old.to_zarr(path, zarr_format=3, consolidated=False, write_empty_chunks=True,
+                encoding={name: {"compressors": checked_codecs()["compressors"]}
+                          for name in old.variables})
+    store._sign(zarr.open_group(path, mode="r+"))
+    assert "noise" in store.open_cube(path).dims
+    assert report(path)[0] == report(cube)[0]

@@ -20,7 +20,7 @@ from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.sweep.cube import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
-from tests.support.helpers import CliProcess, run_cli, wait_until
+from tests.support.helpers import by_noise_setting, CliProcess, run_cli, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def test_cube_is_complete_and_sensible(in_process):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # consolidated at the end: no RuntimeWarning
         xr.open_zarr(in_process)
-    ds = open_cube(in_process).load()
+    ds = by_noise_setting(open_cube(in_process).load())
     assert ds["done"].all()
     assert (ds["engine"] == "local").all() and (ds["worker"] == "").all()
     # fit_s is cumulative; n_active <= the batch; both from the estimator's history
@@ -72,7 +72,7 @@ def test_dask_workers_give_the_same_cube(in_process, tmp_path, client2):
     summary = run_sweep(parse_spec(SPEC_TEXT), path, client2, progress=False)
     assert summary.ran == 8
     xr.testing.assert_identical(cube_values(in_process), cube_values(path))
-    ds = open_cube(path)
+    ds = by_noise_setting(open_cube(path))
     assert (ds["engine"] == "local").all()
     workers = set(client2.scheduler_info()["workers"])
     assert set(ds["worker"].values.ravel()) <= workers
@@ -132,7 +132,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, in_process, request)
     assert os.path.exists(f"{killed}.lock")  # left behind by the killed runner
     partial = open_cube(killed).load()
     done_before = partial["done"].values.copy()
-    assert 3 <= done_before.sum() < done_before.size, "the kill came too late to test anything"
+    assert 3 <= done_before.sum() < 8, "the kill came too late to test anything"
     wall_before = partial["wall_s"].values[done_before]
 
     resumed = run_cli(*_sweep_args(spec_path, killed))
@@ -141,7 +141,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, in_process, request)
     assert not os.path.exists(f"{killed}.lock")
 
     final = open_cube(killed).load()
-    assert final["done"].all()
+    assert by_noise_setting(final)["done"].all() and int(final["done"].sum()) == 8
     # cells finished before the kill were not recomputed
     np.testing.assert_array_equal(final["wall_s"].values[done_before], wall_before)
     # the uninterrupted run: the same spec, in this process
@@ -219,7 +219,7 @@ def test_retries_and_retry_failed(tmp_path, monkeypatch):
     retried = run_sweep(parse_spec(SPEC_TEXT), path, progress=False, retry_failed=True)
     assert (retried.ran, retried.failed, retried.skipped) == (4, 0, 4)
     ds = open_cube(path)
-    assert ds["done"].all() and not ds["failed"].any()
+    assert by_noise_setting(ds)["done"].all() and not ds["failed"].any()
 
 
 LARGE_SPEC = """
@@ -311,7 +311,7 @@ def test_worker_killed_while_running_a_cell_is_retried(tmp_path):
     summary = box["summary"]
     assert (summary.ran, summary.failed) == (4, 0)
     ds = open_cube(path)
-    assert ds["done"].all() and not ds["failed"].any()
+    assert by_noise_setting(ds)["done"].all() and not ds["failed"].any()
 
 
 def test_two_runners_on_one_store(tmp_path, in_process):
