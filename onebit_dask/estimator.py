@@ -386,8 +386,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             shards run, or an XC/svmlight multi-label text file (read as a label
             matrix). Otherwise the features, ``(n, d1)``, dense or
             ``scipy.sparse`` (kept sparse: the cost of a step follows the batch's
-            non-zeros), or, with ``bits``, a dask array whose shards of rows are computed
-            where they are read (:mod:`onebit_dask.data.dask_arrays`).
+            non-zeros).
         Y : array-like or scipy.sparse matrix of shape (n, d2), or of shape (n,)
             A 2-D 0/1 indicator (bool, int or float) is a label matrix: batch ``t``
             draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid

@@ -11,7 +11,6 @@ from ..utils.checks import as_generator, check_seed
 from ..utils.validation import check_features, check_observations
 from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
-from .dask_arrays import dask_source, is_dask_array
 from .label_matrix import LabelMatrixSource, binary_target, check_label_matrix, check_learnable
 from .synthetic.source import ProblemSource
 from ..io import detect
@@ -44,9 +43,7 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
     * ``X`` and a 1-D ``Y`` of two classes (a binary target): a label matrix of one
       label, ``Y == classes[1]``, the source's ``classes`` (:func:`binary_target`);
     * ``X``, 1-D integer labels ``Y`` and their ``bits`` (-1/+1): single-label observations
-      (:class:`~onebit_dask.data.arrays.ArraySource`; for a dask array ``X``,
-      :class:`~onebit_dask.data.dask_arrays.DaskArraySource`, whose shards compute their
-      rows where they run). A dask ``X`` with a label matrix is computed here.
+      (:class:`~onebit_dask.data.arrays.ArraySource`).
 
     ``X`` is a dense array or a ``scipy.sparse`` matrix (kept sparse, as CSR). Every
     check runs here, before any work.
@@ -82,8 +79,6 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
                          "labels and y are required with an array X: pass a 0/1 label "
                          "matrix, fit(X, Y), or single-label observations and their bits, "
                          "fit(X, labels, bits)")
-    if bits is not None and is_dask_array(X):  # rows computed where the shards run
-        return dask_source(X, Y, bits, n_labels)
     if bits is not None:
         if np.asarray(Y).ndim != 1:
             raise ValueError(f"Y has shape {np.asarray(Y).shape} with bits given: fit(X, labels, "
