@@ -4,7 +4,6 @@ checks and API. The fit loop is :mod:`onebit_dask.fitting`; where the label bloc
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any, NamedTuple
@@ -101,6 +100,12 @@ class _Prepared(NamedTuple):
     heldout: Any
     checkpoint: Any
     data: dict
+
+
+def _is_1d(eval_set) -> bool:
+    """Whether ``eval_set`` is a pair whose labels are 1-D (a binary target's classes)."""
+    return (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2
+            and not scipy.sparse.issparse(eval_set[1]) and np.asarray(eval_set[1]).ndim == 1)
 
 
 def _has_link(estimator) -> bool:
@@ -407,12 +412,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             ``d2`` of single-label observations; defaults to ``Y.max() + 1``.
         eval_set : tuple (X_test, Y_test), optional
             Held-out features (dense or sparse, ``d1`` columns) and their 0/1 label
-            matrix (``d2`` columns): ``history_`` records, at each evaluated iteration,
-            ``auc`` (macro over the labels with both classes in the test set),
-            ``precision_at_k`` and ``ndcg_at_k`` for ``k = 1, 3, 5``, and, when a
-            label matrix was fitted, ``psp_at_k`` (propensities of the training
-            labels, Jain et al. 2016, ``A = 0.55``, ``B = 1.5``). Computed block by
-            block where the label blocks live. Not with a problem (it has a test set).
+            matrix (``d2`` columns; for a binary target, their 1-D classes):
+            ``history_`` records, at each evaluated iteration, ``auc`` (macro over the
+            labels with both classes in the test set), ``precision_at_k`` and
+            ``ndcg_at_k`` for ``k = 1, 3, 5``, and, when a label matrix was fitted,
+            ``psp_at_k`` (propensities of the training labels, Jain et al. 2016,
+            ``A = 0.55``, ``B = 1.5``). Computed block by block where the label blocks
+            live. Not with a problem (it has a test set).
         checkpoint : str or os.PathLike, optional
             A model store (:meth:`save`'s format) that receives the state every
             ``checkpoint_every`` iterations (and after the last), each label block
@@ -425,10 +431,11 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         checkpoint_every : int, optional
             Iterations between checkpoints (default 1); only with ``checkpoint``.
         storage_options : dict, optional
-            fsspec's options for the URLs given as ``X`` and ``checkpoint``, used in this
-            process only (as :meth:`save`'s): Dask workers that read the shards or write
-            the blocks use their own fsspec configuration. ``X`` and ``checkpoint`` may
-            also be zarr or fsspec store objects (their URLs and options).
+            fsspec's options for the URLs given as strings for ``X`` and ``checkpoint``,
+            used in this process only (as :meth:`save`'s): Dask workers that read the
+            shards or write the blocks use their own fsspec configuration. ``X`` and
+            ``checkpoint`` may also be zarr or fsspec store objects, each with its own
+            URL and options.
 
         Returns
         -------
@@ -437,15 +444,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         if checkpoint is None and checkpoint_every is not None:
             raise ValueError(f"checkpoint_every={checkpoint_every!r} is not allowed without "
                              "checkpoint: pass checkpoint=PATH too, or drop checkpoint_every")
-        given = storage_options
-        if paths.is_store(X):
-            X, storage_options = paths.location(X, given, "X")
-        if paths.is_store(checkpoint):
-            checkpoint, storage_options = paths.location(checkpoint, given, "checkpoint")
-        self._set_feature_names(X)
-        self._validate_params()  # the table, before the data are read
-        with paths.options(storage_options, *(p for p in (X, checkpoint)
-                                              if isinstance(p, (str, os.PathLike)))):
+        with paths.each_with_options(storage_options, X=X, checkpoint=checkpoint) as located:
+            X, checkpoint = located["X"], located["checkpoint"]
+            self._set_feature_names(X)
+            self._validate_params()  # the table, before the data are read
             source = as_source(X, Y, bits, n_labels=n_labels, random_state=self.random_state)
             return self._fit_prepared(self._prepare(source, eval_set=eval_set,
                                                     checkpoint=checkpoint,
@@ -465,6 +467,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             if source.planted is not None:
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
                                 "is evaluated")
+            if source.classes is not None and _is_1d(eval_set):  # a binary target's y
+                X_test, y_test = eval_set
+                eval_set = (X_test, binary_target(y_test, len(y_test), source.classes)[1])
             heldout = HeldOut(eval_set, source.d1, source.d2)
         if self.validation_fraction is not None and checkpoint is not None:
             raise ValueError(f"validation_fraction={self.validation_fraction!r} is not allowed "

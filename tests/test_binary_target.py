@@ -132,3 +132,10 @@ def test_a_dask_array_gets_classes_chunk_by_chunk(fitted):
     np.testing.assert_array_equal(got.compute(scheduler="sync"), binary.predict(X[:1000]))
     np.testing.assert_array_equal(binary.predict_proba(Xd).compute(scheduler="sync"),
                                   binary.predict_proba(X[:1000]))
+
+
+def test_eval_set_takes_the_binary_targets_classes():
+    X, y, _ = planted(4000, 3)
+    est = OneBitMultiLabel(1, batch_size=2000, n_iter=2, random_state=0).fit(
+        X[:3000], y[:3000], eval_set=(X[3000:], y[3000:]))
+    assert est.history_[-1]["auc"] == pytest.approx(est.score(X[3000:], y[3000:]), abs=1e-12)

@@ -53,6 +53,26 @@ def location(target, storage_options=None, name: str = "path"):
 
 
 @contextlib.contextmanager
+def each_with_options(storage_options, **targets):
+    """Within the block, each target (``name=target``, ``None`` for none) opens with its
+    own options: a store object's (:func:`location`), or ``storage_options`` for a URL
+    given as a string; yields ``{name: path}``. ``storage_options`` without a URL given as
+    a string to take them is refused."""
+    located = {name: location(t, None, name) if is_store(t) else (t, None)
+               for name, t in targets.items()}
+    urls = [p for p, _ in located.values()
+            if isinstance(p, (str, os.PathLike)) and is_url(normalise(p))]
+    with contextlib.ExitStack() as stack:
+        for name, (path, own) in located.items():
+            if own is not None:
+                stack.enter_context(options(own, path))
+        if storage_options:
+            plain = [p for name, (p, own) in located.items() if own is None and p in urls]
+            stack.enter_context(options(storage_options, *plain))
+        yield {name: path for name, (path, _) in located.items()}
+
+
+@contextlib.contextmanager
 def options(storage_options, *targets):
     """Within the block, the URLs under each of ``targets`` open with ``storage_options``
     in this process (fsspec's; ``None`` or ``{}``: fsspec's configuration alone)."""
@@ -67,16 +87,24 @@ def options(storage_options, *targets):
     if not urls:
         raise ValueError("storage_options is not allowed without a URL: local paths take "
                          "none; give an s3://, gs://, ... URL, or drop storage_options")
+    entry = dict(storage_options)  # this call's: removed by identity, whoever came since
     with _LOCK:
         for url in urls:
-            _OPTIONS.setdefault(url, []).append(dict(storage_options))
+            stack = _OPTIONS.setdefault(url, [])
+            if any(other != entry for other in stack):
+                raise ValueError(f"storage_options for {url!r} are in use with other options "
+                                 "by another call in this process: one set of options a URL "
+                                 "at a time (give the same options, or one call after the "
+                                 "other)")
+            stack.append(entry)
     try:
         yield
     finally:
         with _LOCK:
             for url in urls:
-                _OPTIONS[url].pop()
-                if not _OPTIONS[url]:
+                stack = _OPTIONS[url]
+                del stack[next(i for i, e in enumerate(stack) if e is entry)]
+                if not stack:
                     del _OPTIONS[url]
 
 

@@ -254,12 +254,32 @@ def test_storage_options_reach_a_bucket_fsspec_is_not_configured_for(s3, monkeyp
     remote = OneBitMultiLabel(2, **params).fit(url, storage_options=options)
     local = OneBitMultiLabel(2, **params).fit(X, labels, y, n_labels=PROBLEM.d2)
     np.testing.assert_array_equal(remote.Q_, local.Q_)
+    ck_store = zarr.storage.FsspecStore.from_url("s3://bucket/ck2.zarr",
+                                                 storage_options=options)
+    each = OneBitMultiLabel(2, **params).fit(url, checkpoint=ck_store, storage_options=options)
+    np.testing.assert_array_equal(each.Q_, local.Q_)  # X with the options, the store its own
     with pytest.raises(ValueError, match="storage_options is not allowed without a URL"):
         fitted.save("local.zarr", storage_options=options)
     with pytest.raises(TypeError, match="storage_options is not allowed with path="):
         fitted.save(store, storage_options=options)
     with pytest.raises(TypeError, match="path=.* is not allowed: give a path or URL"):
         fitted.save(zarr.storage.MemoryStore())
+
+
+def test_storage_options_are_a_calls_own():
+    """A call's options are removed when it ends, whichever call came since (by
+    identity, not the last pushed); the same options may nest; other options for a URL
+    in use are refused, not mixed."""
+    with paths.options({"key": "A"}, "s3://b/m.zarr/"):
+        assert paths.options_for("s3://b/m.zarr/blocks/0") == {"key": "A"}
+        with paths.options({"key": "A"}, "s3://b/m.zarr"):
+            assert paths.options_for("s3://b/m.zarr") == {"key": "A"}
+        with pytest.raises(ValueError, match="in use with other options"):
+            with paths.options({"key": "B"}, "s3://b/m.zarr"):
+                pass
+        assert paths.options_for("s3://b/m.zarr") == {"key": "A"}
+        assert paths.options_for("s3://b/other.zarr") == {}
+    assert paths.options_for("s3://b/m.zarr") == {}
 
 
 @pytest.mark.integration
