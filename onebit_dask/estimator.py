@@ -9,7 +9,6 @@ from numbers import Integral, Real
 from typing import Any, NamedTuple
 
 import numpy as np
-import scipy.sparse
 from scipy.special import ndtr
 from sklearn.base import BaseEstimator
 from sklearn.metrics import roc_auc_score
@@ -26,7 +25,7 @@ from .fit.heldout import HeldOut
 from .ops.thresholds import THRESHOLDS
 from .data.inputs import as_source
 from .data.label_matrix import (binary_target, check_label_count, check_label_matrix,
-                                uniform_batch)
+                                is_one_dimensional, uniform_batch)
 from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
@@ -100,12 +99,6 @@ class _Prepared(NamedTuple):
     heldout: Any
     checkpoint: Any
     data: dict
-
-
-def _is_1d(eval_set) -> bool:
-    """Whether ``eval_set`` is a pair whose labels are 1-D (a binary target's classes)."""
-    return (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2
-            and not scipy.sparse.issparse(eval_set[1]) and np.asarray(eval_set[1]).ndim == 1)
 
 
 def _has_link(estimator) -> bool:
@@ -467,7 +460,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             if source.planted is not None:
                 raise TypeError("fit(problem) takes no eval_set: the problem's own test set "
                                 "is evaluated")
-            if source.classes is not None and _is_1d(eval_set):  # a binary target's y
+            if (source.classes is not None and isinstance(eval_set, (tuple, list))
+                    and len(eval_set) == 2 and is_one_dimensional(eval_set[1])):
                 X_test, y_test = eval_set
                 eval_set = (X_test, binary_target(y_test, len(y_test), source.classes)[1])
             heldout = HeldOut(eval_set, source.d1, source.d2)
@@ -560,7 +554,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         self._validate_params()
         X = self._validate_X(X, reset=first)
         binary = None  # a 1-D target's two classes
-        if bits is None and not scipy.sparse.issparse(Y) and np.asarray(Y).ndim == 1:
+        if bits is None and is_one_dimensional(Y):
             if not first and self._state.classes is None:
                 raise ValueError("a 1-D y is not allowed: this model was started on a label "
                                  "matrix; pass a 2-D (n, d2) 0/1 label matrix Y")
@@ -770,10 +764,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ndarray of shape (n, d2), (n, len(labels)) or, for a binary target, (n,); float64
             A dask array for a dask array ``X``.
         """
-        if labels is not None or self.__dict__.get("_state") is None or (
-                self._state.classes is None):
+        if self._binary_classes(labels) is None:
             return super().decision_function(X, labels)
-        self._check_fitted()
         if self._state.calibration is None:
             return self._scores(X, None, self._b_rows())[:, 0]
         return self._linked(X, None)[:, 0]
@@ -788,13 +780,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ndarray of shape (n, d2), (n, len(labels)) or, for a binary target, (n,)
             A dask array for a dask array ``X``.
         """
-        scores = self.decision_function(X, labels)
-        if scores.ndim == 2:
-            return (scores >= 0).astype(np.int64)
-        positive = (scores > 0).astype(np.intp)
+        classes = self._binary_classes(labels)
+        if classes is None:
+            return super().predict(X, labels)
+        positive = (self.decision_function(X) > 0).astype(np.intp)
         if callable(getattr(positive, "__dask_graph__", None)):
-            return positive.map_blocks(self.classes_.take, dtype=self.classes_.dtype)
-        return self.classes_.take(positive)
+            return positive.map_blocks(classes.take, dtype=classes.dtype)
+        return classes.take(positive)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Macro-averaged ROC AUC, as :meth:`FactorPredictor.score`; for a binary target
@@ -811,12 +803,21 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         float
         """
         self._check_fitted()
-        if self._state.classes is None or scipy.sparse.issparse(y) or np.asarray(y).ndim != 1:
+        if self._binary_classes(None) is None or not is_one_dimensional(y):
             return super().score(X, y, sample_weight)
         X = self._validate_X(X, reset=False)
         _, Y = binary_target(y, X.shape[0], self._state.classes)
         return float(roc_auc_score(Y.toarray()[:, 0], self.decision_function(X),
                                    sample_weight=sample_weight))
+
+    def _binary_classes(self, labels):
+        """A fitted binary target's two classes where the outputs take its binary form
+        (without ``labels``), else ``None`` (also before a fit: the multi-label
+        methods then say "not fitted")."""
+        state = self.__dict__.get("_state")
+        if labels is not None or state is None or state.top is None:
+            return None
+        return state.classes
 
     def _linked(self, X, labels):
         """``alpha s + (beta - alpha) b`` of the labels (the probit's argument), the
@@ -853,7 +854,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         """
         labels = self._checked_labels(labels)
         positive = ndtr(self._linked(X, labels))
-        if labels is not None or self._state.classes is None:
+        if self._binary_classes(labels) is None:
             return positive
         return np.concatenate([1.0 - positive, positive], axis=1)  # dask's for a dask array
 

@@ -11,7 +11,8 @@ from ..utils.checks import as_generator, check_seed
 from ..utils.validation import check_features, check_observations
 from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
-from .label_matrix import LabelMatrixSource, binary_target, check_label_matrix, check_learnable
+from .label_matrix import (LabelMatrixSource, binary_target, check_label_matrix,
+                           check_learnable, is_one_dimensional)
 from .synthetic.source import ProblemSource
 from ..io import detect
 from ..io.stores import paths
@@ -87,7 +88,7 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         return ArraySource(X, labels, y, d2)
     X = check_features(X, training=True)  # X first, as scikit-learn's estimators
     classes = None
-    if not scipy.sparse.issparse(Y) and np.asarray(Y).ndim == 1:
+    if is_one_dimensional(Y):
         classes, Y = binary_target(Y, X.shape[0])
     Y = check_label_matrix(Y, X.shape[0])
     check_learnable(X, Y)

@@ -69,6 +69,12 @@ def check_label_matrix(Y, n: int, name: str = "Y"):
     return out
 
 
+def is_one_dimensional(y) -> bool:
+    """Whether labels ``y`` are 1-D (a binary target's classes without bits), not a
+    (dense or sparse) label matrix."""
+    return not scipy.sparse.issparse(y) and np.asarray(y).ndim == 1
+
+
 def binary_target(y, n: int, classes=None):
     """``(classes, Y)`` of a 1-D binary target ``y`` of ``n`` entries: its two classes
     (sorted, scikit-learn's ``classes_``) and the one-label matrix ``Y = 1[y == classes[1]]``
