@@ -224,6 +224,11 @@ class DaskEngine:
         self.bytes_received += sizeof(results)
         return results
 
+    @property
+    def n_blocks(self) -> int:
+        """The label blocks held (their count: nothing is gathered)."""
+        return len(self.handles)
+
     def blocks(self) -> list:
         """The blocks, gathered into this process."""
         wait_ended(self.handles)

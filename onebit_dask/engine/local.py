@@ -75,6 +75,11 @@ class LocalEngine:
                             for s, h in enumerate(self.handles)]
         return [h.out for h in self.handles]
 
+    @property
+    def n_blocks(self) -> int:
+        """The label blocks held (their count: nothing is gathered)."""
+        return len(self.handles)
+
     def blocks(self) -> list:
         return self.handles
 

@@ -27,6 +27,8 @@ class Engine(Protocol):
         Whether a lost block can be recomputed from its earlier rounds.
     bytes_sent, bytes_received : int
         Array arguments sent to the blocks' tasks and small results gathered, so far.
+    n_blocks : int
+        The label blocks held (known without reaching them).
     """
 
     client: Any
@@ -35,6 +37,7 @@ class Engine(Protocol):
     keeps_lineage: bool
     bytes_sent: int
     bytes_received: int
+    n_blocks: int
 
     def start(self, bounds) -> None:
         """One empty block per label range ``[bounds[s], bounds[s + 1])``."""

@@ -174,7 +174,7 @@ def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, eval
     Q_top = cholqr2(engine, np.hstack([U, U]), "Y", "Q", grams, n)
     V_top, _ = product(engine, c, Q_top, "Q", "V")
     outs = engine.map(_commit_evaluated, Q_top.T @ Q_top,
-                      per_block=_each(evaluation, len(engine.blocks())))
+                      per_block=_each(evaluation, engine.n_blocks))
     return TopState(Q_top, V_top), outs
 
 
@@ -210,6 +210,6 @@ def step(engine, data, model, state: TopState, n_obs: int, d2: int, eta: float, 
     Q_top = top @ Rinv
     outs = engine.map(B.step_close, Rinv, Q_top, A.T @ Q_top, scale, Q_top.T @ Q_top,
                       prior, moment,
-                      per_block=_each(evaluation, len(engine.blocks())))
+                      per_block=_each(evaluation, engine.n_blocks))
     V_top = _combine(outs, A, scale)
     return TopState(Q_top, V_top), n_active, [o[2] for o in outs]

@@ -153,6 +153,28 @@ def test_label_side_state_never_travels_from_the_client(client2):
     assert 0 < est.history_[1]["client_bytes"] < label_side / 10
 
 
+def test_the_steps_never_gather_the_label_blocks(client2, monkeypatch):
+    """The blocks (every label's rows) come to the client only as the fitted model, never
+    in a step: fits of 1 and 4 steps gather them equally often (an engine's block count is
+    known without gathering them; a step that gathered them held ``d2 x l`` numbers and
+    more in the client at every step)."""
+    from onebit_dask.engine import dask_engine
+
+    gathered = []
+    blocks = dask_engine.DaskEngine.blocks
+    monkeypatch.setattr(dask_engine.DaskEngine, "blocks",
+                        lambda self: gathered.append(1) or blocks(self))
+    problem = SyntheticProblem(20, 2000, 2, seed=1, n_test=100)
+    counts = []
+    for n_iter in (1, 4):
+        gathered.clear()
+        with client2.as_current():
+            OneBitMultiLabel(2, batch_size=4000, n_iter=n_iter, n_shards=4,
+                             engine="dask").fit(problem)
+        counts.append(len(gathered))
+    assert counts[0] == counts[1], counts
+
+
 def test_large_arguments_go_to_the_cluster_once_a_round(client2, monkeypatch):
     """An array argument of ``SHARED_BYTES`` or more (lowered here below a ``d1 x l``
     top) is a task of its own that the blocks' tasks name: the lineage the scheduler

@@ -182,3 +182,10 @@ def test_eval_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [row["rank"] for row in out["pieces"]] == [3]
+
+
+def test_client_memory_benchmark_smoke():
+    proc = run_bench("bench_client_memory.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["same_fit"] and list(result["client_mib_median"].values())[0] > 0

@@ -463,13 +463,24 @@ class SyntheticProblem:
 TEST_CACHE_LIMIT = 10**7  # numbers of a test set's X kept for the next cell
 
 
+TEST_LABEL_BYTES = 1 << 23  # float64 scores of the test labels computed at a time
+
+
 def _draw_test_set(problem: SyntheticProblem) -> TestSet:
+    """The test set; its labels are computed ``TEST_LABEL_BYTES`` of scores at a time, so
+    that only the ``int8`` labels are held whole."""
     X = seeding.rng(problem.seed, TEST_TAG).standard_normal((problem.n_test, problem.d1))
     A, B = problem.eval_truth()
-    Z = (X @ A) @ B.T
-    if problem.positive_rate is not None:
-        Z += problem._bias_at(problem.eval_labels)
-    return TestSet(X, problem.eval_labels, np.where(Z >= 0, 1, -1).astype(np.int8))
+    XA = X @ A
+    bias = None if problem.positive_rate is None else problem._bias_at(problem.eval_labels)
+    Y = np.empty((X.shape[0], B.shape[0]), dtype=np.int8)
+    step = max(1, TEST_LABEL_BYTES // (8 * max(1, B.shape[0])))
+    for a in range(0, X.shape[0], step):
+        Z = XA[a:a + step] @ B.T
+        if bias is not None:
+            Z += bias
+        Y[a:a + step] = np.where(Z >= 0, 1, -1)
+    return TestSet(X, problem.eval_labels, Y)
 
 
 @lru_cache(maxsize=1)
