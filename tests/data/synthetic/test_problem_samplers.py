@@ -1,18 +1,22 @@
-"""Projected sampling is exact in law: statistical tests at stated levels, with power."""
+"""The samplers of a :class:`SyntheticProblem`'s batches (``sampler=``: projected,
+:mod:`onebit_dask.data.synthetic.projected`; conditional,
+:mod:`onebit_dask.data.synthetic.conditional`) are exact in law against the explicit rows:
+statistical tests at stated levels, with power."""
 
+import contextlib
 import copy
 import dataclasses
 
 import numpy as np
 import pytest
-import scipy.special
 import scipy.stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.data.synthetic import sampling
+from onebit_dask.data.synthetic import conditional, projected
 from onebit_dask.ops import thresholds
 from onebit_dask.engine import blocks as B
 from onebit_dask.data.synthetic.problem import ProjectedShard
+
 
 D1, D2, K = 5, 3, 1
 PROBLEM = SyntheticProblem(D1, D2, K, flip=0.1, seed=3)
@@ -48,19 +52,30 @@ def batch_products(problem, n_batches, m, A, Bm, P, wrong=None):
     return out
 
 
+
+SAMPLER_MODULES = (projected, conditional)
+
+
+@contextlib.contextmanager
+def replaced(name, replacement):
+    """``name`` replaced in every sampler module that looks it up (``complete_rows`` in
+    both samplers', ``count_bits`` in the projected one's, ...)."""
+    holders = [module for module in SAMPLER_MODULES if hasattr(module, name)]
+    assert holders, name
+    with pytest.MonkeyPatch.context() as patch:
+        for module in holders:
+            patch.setattr(module, name, replacement)
+        yield
+
 class Patched(ProjectedShard):
-    """A deliberately broken sampler: ``draw_active`` with one function of
-    :mod:`onebit_dask.data.synthetic.sampling` replaced."""
+    """A deliberately broken sampler: ``draw_active`` with one function of the sampler
+    modules replaced (:func:`replaced`)."""
 
     name, replacement = None, None
 
     def draw_active(self, projection, B_rows=None, b_rows=None, thresholded=False):
-        original = getattr(sampling, self.name)
-        setattr(sampling, self.name, self.replacement)
-        try:
+        with replaced(self.name, self.replacement):
             return super().draw_active(projection, B_rows, b_rows, thresholded)
-        finally:
-            setattr(sampling, self.name, original)
 
 
 class NoComplement(Patched):
@@ -69,7 +84,7 @@ class NoComplement(Patched):
     name, replacement = "complete_rows", staticmethod(lambda P, coef, scale, rng: coef @ P.T)
 
 
-_ON_ARCS = sampling.uniform_on_arcs
+_ON_ARCS = conditional.uniform_on_arcs
 
 
 class AnyAngle(Patched):
@@ -181,16 +196,6 @@ def test_fit_is_deterministic_and_seeded(sampler):
     assert not np.allclose(a.A_, c.A_)
 
 
-def test_span_basis_contains_its_factors():
-    rng = np.random.default_rng(0)
-    F1, F2 = rng.standard_normal((9, 2)), rng.standard_normal((9, 4))
-    P = sampling.span_basis(F1, F2)
-    assert P.shape == (9, 6)
-    np.testing.assert_allclose(P.T @ P, np.eye(6), atol=1e-12)
-    for F in (F1, F2):
-        np.testing.assert_allclose(P @ (P.T @ F), F, atol=1e-12)
-
-
 # -- thresholds: bit y = sign(x^T w*_j + b*_j + noise) (flipped), score x^T w_j + b_j ------
 
 THRESHOLDED = SyntheticProblem(D1, D2, K, flip=0.1, positive_rate=(0.1, 0.3), seed=3)
@@ -224,11 +229,8 @@ def thresholded_products(problem, n_batches, A, Bm, bm, P, wrong=None):
         if wrong == "score offsets ignored":
             T = per_label_sums(shard, projection, A, Bm, None)
         elif wrong == "angle only":  # the balanced draw: offsets ignored in the geometry
-            original, sampling._has_offsets = sampling._has_offsets, lambda *b: False
-            try:
+            with replaced("_has_offsets", lambda *b: False):
                 T = per_label_sums(shard, projection, A, Bm, bm)
-            finally:
-                sampling._has_offsets = original
         else:
             T = per_label_sums(shard, projection, A, Bm, bm)
         out[t] = np.concatenate([T @ P[D1:, 0], T.T @ P[:D1, 0]])
@@ -342,8 +344,8 @@ class SharedComplement:
 
 
 COMPLETE_ROWS, COUNT_BITS, CONDITIONAL_COUNTS = (
-    sampling.complete_rows, sampling.count_bits, sampling._conditional_counts)
-THRESHOLDED_WRONG = {  # the module functions each broken draw replaces
+    projected.complete_rows, projected.count_bits, conditional._conditional_counts)
+THRESHOLDED_WRONG = {  # the sampler modules' functions each broken draw replaces
     "shared complement": lambda: {"complete_rows": SharedComplement()},
     "residuals of the wrong sign": lambda: {  # r_sum from +2 sign(s) instead of -2 sign(s)
         "count_bits": lambda labels, y, r=None: COUNT_BITS(labels, y, None if r is None else -r),
@@ -377,17 +379,18 @@ def test_thresholded_outputs_have_the_explicit_law(counts_case, sampler):
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("wrong", list(THRESHOLDED_WRONG))
-def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler, wrong,
-                                                          monkeypatch):
+def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler, wrong):
     """Power: a fifth of the batches rejects the negative rows' complement shared with the
     positive rows' (initial batch) and ``r_sum`` summed with the wrong sign (a step)."""
     draws, explicit, initial = counts_case
     if initial != (wrong == "shared complement"):
         pytest.skip("the initial batch has no residuals; a step no negative sums")
-    for name, replacement in THRESHOLDED_WRONG[wrong]().items():
-        monkeypatch.setattr(sampling, name, replacement)
     n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler, N_THRESHOLD_BATCHES // 5)) < LEVEL / n_tests
+    with contextlib.ExitStack() as stack:
+        for name, replacement in THRESHOLDED_WRONG[wrong]().items():
+            stack.enter_context(replaced(name, replacement))
+        p = min_p_value(explicit, draws(sampler, N_THRESHOLD_BATCHES // 5))
+    assert p < LEVEL / n_tests
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -473,82 +476,3 @@ def test_zero_thresholds_draw_the_balanced_numbers(sampler):
     assert n_a == n_b
     np.testing.assert_array_equal(a.X, b.X)
     np.testing.assert_array_equal(a.labels, b.labels)
-
-
-def test_upper_orthant_matches_scipy():
-    """``P(X1 >= h, X2 >= k)`` (Owen's T) against scipy's bivariate normal cdf, with
-    ``h = 0``, ``k = 0`` and parallel boundaries (``rho = +-1``)."""
-    rng = np.random.default_rng(0)
-    h, k, rho = rng.normal(0, 2, 60), rng.normal(0, 2, 60), rng.uniform(-0.99, 0.99, 60)
-    h[:6], k[3:9] = 0.0, 0.0
-    got = sampling.upper_orthant(h, k, rho, np.sqrt(1 - rho ** 2))
-    want = [scipy.stats.multivariate_normal([0, 0], [[1, r], [r, 1]]).cdf([-a, -b])
-            for a, b, r in zip(h, k, rho)]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
-    norm = scipy.stats.norm
-    np.testing.assert_allclose(
-        sampling.upper_orthant(np.array([0.3, 0.3, -0.5]), np.array([1.2, -1.0, -0.2]),
-                               np.array([1.0, -1.0, -1.0]), np.zeros(3)),
-        [norm.sf(1.2), norm.cdf(1.0) - norm.cdf(0.3), norm.cdf(0.2) - norm.cdf(-0.5)],
-        atol=1e-15)
-
-
-# -- the law of one thresholded active row in its plane, against rejection sampling -------
-
-PLANE_CASES = [  # (c, b*, e, b) in the plane: general, a rare label, a zero e, parallel
-    ((0.8, 0.3), -1.5, (0.5, -0.6), -0.7), ((1.0, 0.0), -2.3, (0.9, 0.1), -2.0),
-    ((0.3, 0.4), 0.2, (0.0, 0.0), -0.1), ((1.0, 0.0), -1.0, (2.0, 0.0), -1.2)]
-
-
-@pytest.fixture(scope="module")
-def plane_references():
-    """Per case and for disagreeing (unflipped) then agreeing (flipped) rows: the pieces,
-    and ``r z`` of the rows of 1.5 million ``N(0, I_2)`` draws in that set (rejection)."""
-    rng = np.random.default_rng(0)
-    out = []
-    for c, beta, e, b in PLANE_CASES:
-        c2, e2 = np.array([c]), np.array([e])
-        pieces = sampling._pieces(c2, np.array([beta]), e2, np.array([b]))
-        z = rng.standard_normal((1_500_000, 2))
-        bit = np.where(z @ c2[0] + beta >= 0, 1, -1)
-        score = np.where(z @ e2[0] + b >= 0, 1, -1)
-        for agree in (False, True):
-            keep = (bit == score) if agree else (bit != score)
-            out.append((pieces, agree, (-2.0 * score[keep])[:, None] * z[keep]))
-    return out
-
-
-def plane_min_p_value(references):
-    """Smallest Welch p-value over the first and second moments of ``r z``: 5000 rows
-    drawn by :func:`sampling.rows_in_pieces` (``r`` the residual of the piece drawn, as
-    the conditional step takes it) against the rejection reference."""
-    rng = np.random.default_rng(1)
-    stats = lambda a: np.column_stack([a, a[:, :1] ** 2, a[:, :1] * a[:, 1:], a[:, 1:] ** 2])  # noqa: E731
-
-    def residual_rows(pieces, agree):
-        z, pick = sampling.rows_in_pieces(rng, pieces, np.zeros(5000, dtype=int),
-                                          np.full(5000, agree))
-        return sampling.PIECE_RESIDUAL[pick][:, None] * z
-
-    p = [scipy.stats.ttest_ind(stats(residual_rows(pieces, agree)), stats(ref),
-                               equal_var=False).pvalue.min() for pieces, agree, ref in references]
-    return min(p), 5 * len(p)
-
-
-def test_thresholded_row_has_the_law_of_its_pieces(plane_references):
-    """Family-wise 1 % (Bonferroni over 8 sets x 5 moments)."""
-    p, n_tests = plane_min_p_value(plane_references)
-    assert p > LEVEL / n_tests
-
-
-@pytest.mark.parametrize("name, replacement", [
-    ("inverse_marginal",  # s from the first constraint alone
-     lambda u, t1, t2, rho, tau, mass: np.clip(
-         -scipy.special.ndtri_exp(np.log(u) + scipy.special.log_ndtr(-t1)), t1, 40.0)),
-    ("log_ndtr", lambda x: np.zeros_like(x)),  # w not truncated by the second constraint
-])
-def test_the_row_law_test_rejects_a_wrong_draw(plane_references, monkeypatch, name,
-                                               replacement):
-    monkeypatch.setattr(sampling, name, replacement)
-    p, n_tests = plane_min_p_value(plane_references)
-    assert p < LEVEL / n_tests
