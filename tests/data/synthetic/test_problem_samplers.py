@@ -115,28 +115,46 @@ def min_p_value(a, b):
     return scipy.stats.ttest_ind(moments(a), moments(b), equal_var=False).pvalue.min()
 
 
+LEVEL = 0.01  # family-wise, Bonferroni over the 8 + 36 moments
+
+
+def assert_same_law(explicit, drawn):
+    """No moment's Welch p-value below the family-wise :data:`LEVEL` (Bonferroni over the
+    moments): the draws are not told apart from the explicit ones."""
+    p = min_p_value(explicit, drawn)
+    assert p > LEVEL / moments(explicit[:1]).shape[1], p
+
+
+def assert_told_apart(explicit, drawn):
+    """Some moment's Welch p-value below the Bonferroni bound of :func:`assert_same_law`."""
+    p = min_p_value(explicit, drawn)
+    assert p < LEVEL / moments(explicit[:1]).shape[1], p
+
+
+def case_model(cases, name):
+    """``(problem, A, B, P, initial)`` of case ``name`` of ``cases``: the fixed model of
+    :func:`model_state` (``A`` None for the initial batch) and its probe ``P``."""
+    problem, zero_row, initial = cases[name]
+    A, Bm, P = model_state(zero_row=zero_row)
+    return problem, None if initial else A, Bm, P, initial
+
+
 N_BATCHES, M = 1500, 60
 
 
 @pytest.fixture(scope="module", params=list(CASES))
 def case(request):
-    problem, zero_row, initial = CASES[request.param]
-    A, Bm, P = model_state(zero_row=zero_row)
-    A = None if initial else A
+    problem, A, Bm, P, initial = case_model(CASES, request.param)
     draws = lambda sampler, wrong=None: batch_products(  # noqa: E731
         dataclasses.replace(problem, sampler=sampler), N_BATCHES // (5 if wrong else 1), M,
         A, Bm, P, wrong)
     return draws, draws("explicit"), initial
 
 
-LEVEL = 0.01  # family-wise, Bonferroni over the 8 + 36 moments
-
-
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_batch_product_has_the_explicit_law(case, sampler):
     draws, explicit, _ = case
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+    assert_same_law(explicit, draws(sampler))
 
 
 @pytest.mark.parametrize("sampler, wrong", [("projected", "no complement"),
@@ -147,28 +165,39 @@ def test_the_law_test_rejects_a_wrong_sampler(case, sampler, wrong):
     draws, explicit, initial = case
     if wrong == "any angle" and initial:
         pytest.skip("the initial batch draws no angles")
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
+    assert_told_apart(explicit, draws(sampler, wrong))
+
+
+def active_fraction_case(problem):
+    """``(A, B, W*, W, projection, shards)``: the model of ``model_state(1)``, the truth's
+    and the model's ``W``, the model's projection and a batch of 300 000 observations in
+    ``D2`` shards (one label per shard)."""
+    A, Bm, _ = model_state(1)
+    A_true, B_true = problem.truth
+    return (A, Bm, A_true @ B_true.T, A @ Bm.T, problem.projection(A),
+            problem.batch(1, 300_000, D2))
+
+
+def assert_active_fractions(shards, counts, p):
+    """The active rows ``counts[s]`` of shard ``s`` (label ``s``) against the probability
+    ``p[s]``: a two-sided z-test per label at 1 % family-wise (Bonferroni over the
+    labels)."""
+    n = np.array([sh.n_obs for sh in shards])
+    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
+    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_active_fraction_is_the_angle_over_pi(sampler):
     """Noise free, a row of label j is active with probability angle(w*_j, w_j) / pi."""
     problem = SyntheticProblem(D1, D2, K, seed=4, sampler=sampler)
-    A, Bm, _ = model_state(1)
-    A_true, B_true = problem.truth
-    W_true, W = A_true @ B_true.T, A @ Bm.T
+    A, Bm, W_true, W, projection, shards = active_fraction_case(problem)
     cos = np.sum(W_true * W, axis=0) / np.linalg.norm(W, axis=0)
     p = np.arccos(np.clip(cos, -1, 1)) / np.pi
-    projection = problem.projection(A)
-    shards = problem.batch(1, 300_000, D2)  # one label per shard
     counts = np.array([B.activate(B.Block(s, s + 1, {"B": Bm[s:s + 1]}), sh,
                                   B.StepModel(A, projection)).out
                        for s, sh in enumerate(shards)])
-    n = np.array([sh.n_obs for sh in shards])
-    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
-    # two-sided z-test per label at 1 % family-wise (Bonferroni over 3 labels)
-    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
+    assert_active_fractions(shards, counts, p)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -250,9 +279,7 @@ N_THRESHOLD_BATCHES = 750  # wrong samplers are rejected at p < 1e-5 with a fift
 
 @pytest.fixture(scope="module", params=list(THRESHOLD_CASES))
 def threshold_case(request):
-    problem, zero_row, initial = THRESHOLD_CASES[request.param]
-    A, Bm, P = model_state(zero_row=zero_row)
-    A = None if initial else A
+    problem, A, Bm, P, initial = case_model(THRESHOLD_CASES, request.param)
     draws = lambda sampler, wrong=None: thresholded_products(  # noqa: E731
         dataclasses.replace(problem, sampler=sampler),
         N_THRESHOLD_BATCHES // (5 if wrong else 1),
@@ -265,8 +292,7 @@ def test_thresholded_batch_product_has_the_explicit_law(threshold_case, sampler)
     """With ``b*`` (priors 0.1-0.3) and the model's ``b`` non-zero, the samplers' batch
     products are not told apart from the dense explicit reference (family-wise 1 %)."""
     draws, explicit, _ = threshold_case
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+    assert_same_law(explicit, draws(sampler))
 
 
 @pytest.mark.parametrize("sampler, wrong", [("projected", "score offsets ignored"),
@@ -279,8 +305,7 @@ def test_the_thresholded_law_test_rejects_a_wrong_sampler(threshold_case, sample
     draws, explicit, initial = threshold_case
     if initial and wrong == "score offsets ignored":
         pytest.skip("the initial batch has no score")
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
+    assert_told_apart(explicit, draws(sampler, wrong))
 
 
 # -- the thresholded model's outputs: the initial batch's sums of positive and negative
@@ -358,9 +383,7 @@ THRESHOLDED_WRONG = {  # the sampler modules' functions each broken draw replace
 
 @pytest.fixture(scope="module", params=list(THRESHOLD_CASES))
 def counts_case(request):
-    problem, zero_row, initial = THRESHOLD_CASES[request.param]
-    A, Bm, P = model_state(zero_row=zero_row)
-    A = None if initial else A
+    problem, A, Bm, P, initial = case_model(THRESHOLD_CASES, request.param)
     draws = lambda sampler, n=N_THRESHOLD_BATCHES: thresholded_statistic(
         dataclasses.replace(problem, sampler=sampler), n, A, Bm, MODEL_BIAS, P)
     return draws, draws("explicit"), initial
@@ -373,8 +396,7 @@ def test_thresholded_outputs_have_the_explicit_law(counts_case, sampler):
     are not told apart from the dense explicit reference (Welch tests of the first and
     second moments, family-wise 1 %, Bonferroni)."""
     draws, explicit, _ = counts_case
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+    assert_same_law(explicit, draws(sampler))
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -385,12 +407,11 @@ def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler,
     draws, explicit, initial = counts_case
     if initial != (wrong == "shared complement"):
         pytest.skip("the initial batch has no residuals; a step no negative sums")
-    n_tests = moments(explicit[:1]).shape[1]
     with contextlib.ExitStack() as stack:
         for name, replacement in THRESHOLDED_WRONG[wrong]().items():
             stack.enter_context(replaced(name, replacement))
-        p = min_p_value(explicit, draws(sampler, N_THRESHOLD_BATCHES // 5))
-    assert p < LEVEL / n_tests
+        drawn = draws(sampler, N_THRESHOLD_BATCHES // 5)
+    assert_told_apart(explicit, drawn)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -447,22 +468,16 @@ def test_active_fraction_with_thresholds_is_the_orthant_probability(sampler):
     bivariate normal cdf with correlation ``cos angle(w*_j, w_j)`` (scipy's, an independent
     reference): a z-test per label at 1 % family-wise."""
     problem = SyntheticProblem(D1, D2, K, seed=4, sampler=sampler, positive_rate=(0.05, 0.4))
-    A, Bm, _ = model_state(1)
-    A_true, B_true = problem.truth
-    W_true, W = A_true @ B_true.T, A @ Bm.T
+    A, Bm, W_true, W, projection, shards = active_fraction_case(problem)
     norms = np.linalg.norm(W, axis=0)
     cos = np.sum(W_true * W, axis=0) / norms
     u, v = -problem.truth_bias(0, D2), -MODEL_BIAS / norms
     p = np.array([scipy.stats.norm.cdf(u[j]) + scipy.stats.norm.cdf(v[j]) - 2 *
                   scipy.stats.multivariate_normal([0, 0], [[1, cos[j]], [cos[j], 1]])
                   .cdf([u[j], v[j]]) for j in range(D2)])
-    projection = problem.projection(A)
-    shards = problem.batch(1, 300_000, D2)  # one label per shard
     counts = np.array([sh.draw_active(projection, Bm[s:s + 1], MODEL_BIAS[s:s + 1])[1]
                        for s, sh in enumerate(shards)])
-    n = np.array([sh.n_obs for sh in shards])
-    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
-    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
+    assert_active_fractions(shards, counts, p)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
