@@ -96,6 +96,8 @@ class AnyAngle(Patched):
 
 
 WRONG = {"no complement": NoComplement, "any angle": AnyAngle}
+BROKEN = [("projected", "no complement"), ("conditional", "no complement"),
+          ("conditional", "any angle")]  # (sampler, wrong) pairs the law test must reject
 SAMPLERS = ("projected", "conditional")
 CASES = {  # problem, whether the model has a zero row of B, initial batch or step
     "flip, step": (PROBLEM, True, False),
@@ -157,9 +159,7 @@ def test_batch_product_has_the_explicit_law(case, sampler):
     assert_same_law(explicit, draws(sampler))
 
 
-@pytest.mark.parametrize("sampler, wrong", [("projected", "no complement"),
-                                            ("conditional", "no complement"),
-                                            ("conditional", "any angle")])
+@pytest.mark.parametrize("sampler, wrong", BROKEN)
 def test_the_law_test_rejects_a_wrong_sampler(case, sampler, wrong):
     """Power: a fifth of the batches suffices to reject each broken sampler."""
     draws, explicit, initial = case
@@ -266,6 +266,9 @@ def thresholded_products(problem, n_batches, A, Bm, bm, P, wrong=None):
     return out
 
 
+THRESHOLD_BROKEN = [  # (sampler, wrong) pairs the thresholded law test must reject
+    ("projected", "score offsets ignored"), ("conditional", "score offsets ignored"),
+    ("conditional", "angle only")]
 THRESHOLD_CASES = {  # problem, whether the model has a zero row of B, initial batch or step
     "thresholds, flip, step": (THRESHOLDED, True, False),
     "thresholds, gaussian noise, step": (
@@ -295,9 +298,7 @@ def test_thresholded_batch_product_has_the_explicit_law(threshold_case, sampler)
     assert_same_law(explicit, draws(sampler))
 
 
-@pytest.mark.parametrize("sampler, wrong", [("projected", "score offsets ignored"),
-                                            ("conditional", "score offsets ignored"),
-                                            ("conditional", "angle only")])
+@pytest.mark.parametrize("sampler, wrong", THRESHOLD_BROKEN)
 def test_the_thresholded_law_test_rejects_a_wrong_sampler(threshold_case, sampler, wrong):
     """Power: a fifth of the batches rejects a sampler that leaves the model's offsets
     out of the score, or a conditional draw that samples angles only (as if
