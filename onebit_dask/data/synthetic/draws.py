@@ -1,7 +1,7 @@
-"""The draws the three samplers share (pure NumPy, no Dask): a basis of the span a batch
-depends on (:func:`span_basis`), an observation's bit (:func:`noisy_bits`, also the
+"""The draws the three samplers share (NumPy and SciPy, no Dask): a basis of the span a
+batch depends on (:func:`span_basis`), an observation's bit (:func:`noisy_bits`, also the
 explicit sampler's), and rows completed outside that span (:func:`complete_rows`: the
-projected and the conditional samplers' sums, :mod:`.projected`)."""
+projected and the conditional samplers' per-label sums, :mod:`.projected`)."""
 
 from __future__ import annotations
 
