@@ -12,22 +12,14 @@ from onebit_dask.data.arrays import ArraySource
 from onebit_dask.data.synthetic.problem import Projection
 
 from tests.support.dense import dense_dilation, dense_H
-from tests.support.arrays import at_address
+from tests.support.arrays import at_address, random_shard
 
 D1, D2, L = 7, 11, 4
 
 
 @pytest.fixture
 def batch_data():
-    rng = np.random.default_rng(1)
-    m = 90
-    X = rng.standard_normal((m, D1))
-    labels = rng.integers(0, D2, m)
-    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
-    A = rng.standard_normal((D1, L))
-    Bm = rng.standard_normal((D2, L))
-    P = rng.standard_normal((D1 + D2, L))
-    return X, labels, y, A, Bm, P
+    return random_shard(1, 90, D1, D2, L)
 
 
 def bounds_of(n_blocks, d2=D2):
@@ -124,6 +116,19 @@ def test_row_norms_are_column_norms_of_w():
                                rtol=1e-12)
 
 
+def assert_initialised_to_top_subspace(eng, top, H0, k, max_angle):
+    """The initialisation's ``Q`` (the top's rows, then the blocks') spans the top ``k``
+    singular pairs of the dilation of ``H0`` (``[u, v] / sqrt 2`` and ``[u, -v] / sqrt 2``)
+    within ``max_angle``, orthonormal, and ``V = dilation(H0) Q``."""
+    Q0 = np.vstack([top.Q, gather(eng, "Q")])
+    V0 = np.vstack([top.V, gather(eng, "V")])
+    U, _, Vt = np.linalg.svd(H0)
+    ref = np.block([[U[:, :k], U[:, :k]], [Vt[:k].T, -Vt[:k].T]]) / np.sqrt(2)
+    assert scipy.linalg.subspace_angles(Q0, ref).max() < max_angle
+    np.testing.assert_allclose(Q0.T @ Q0, np.eye(2 * k), atol=1e-12)
+    np.testing.assert_allclose(V0, dense_dilation(H0) @ Q0, rtol=1e-10, atol=1e-12)
+
+
 def test_randomized_initialisation_finds_top_singular_subspace():
     rng = np.random.default_rng(0)
     d1, d2, k, m = 30, 20, 2, 4000
@@ -132,7 +137,7 @@ def test_randomized_initialisation_finds_top_singular_subspace():
     W = rng.standard_normal((d1, k)) @ rng.standard_normal((k, d2))
     y = np.where(np.einsum("ij,ji->i", X, W[:, labels]) >= 0, 1.0, -1.0)
     H0 = dense_H(X, labels, y, d2)
-    U, s, Vt = np.linalg.svd(H0)
+    _, s, _ = np.linalg.svd(H0)
     assert s[k - 1] / s[k] > 2  # a gap the subspace iteration can resolve
     bounds = bounds_of(3, d2)
     eng = LocalEngine()
@@ -140,12 +145,7 @@ def test_randomized_initialisation_finds_top_singular_subspace():
     data = eng.prepare(ArraySource(X, labels, y, d2).batch(0, m, 2), bounds)
     top, _ = algorithm.init_randomized(eng, data, B.StepModel(None), m, d1, d2, k,
                                        np.random.default_rng(5), 6, None)
-    Q0 = np.vstack([top.Q, gather(eng, "Q")])
-    V0 = np.vstack([top.V, gather(eng, "V")])
-    ref = np.block([[U[:, :k], U[:, :k]], [Vt[:k].T, -Vt[:k].T]]) / np.sqrt(2)
-    assert scipy.linalg.subspace_angles(Q0, ref).max() < 1e-3
-    np.testing.assert_allclose(Q0.T @ Q0, np.eye(2 * k), atol=1e-12)
-    np.testing.assert_allclose(V0, dense_dilation(H0) @ Q0, rtol=1e-10, atol=1e-12)
+    assert_initialised_to_top_subspace(eng, top, H0, k, 1e-3)
 
 
 def test_dense_initialisation_matches_svd():
@@ -160,13 +160,7 @@ def test_dense_initialisation_matches_svd():
     eng.start(bounds)
     data = eng.prepare(ArraySource(X, labels, y, d2).batch(0, m, 3), bounds)
     top, _ = algorithm.init_dense(eng, data, B.StepModel(None), m, d1, d2, k, bounds, None)
-    Q0 = np.vstack([top.Q, gather(eng, "Q")])
-    V0 = np.vstack([top.V, gather(eng, "V")])
-    U, _, Vt = np.linalg.svd(H0)
-    ref = np.block([[U[:, :k], U[:, :k]], [Vt[:k].T, -Vt[:k].T]]) / np.sqrt(2)
-    assert scipy.linalg.subspace_angles(Q0, ref).max() < 1e-10
-    np.testing.assert_allclose(Q0.T @ Q0, np.eye(2 * k), atol=1e-12)
-    np.testing.assert_allclose(V0, dense_dilation(H0) @ Q0, rtol=1e-10, atol=1e-12)
+    assert_initialised_to_top_subspace(eng, top, H0, k, 1e-10)
 
 
 def test_blockwise_cholqr_falls_back_to_shifted_cholqr3():

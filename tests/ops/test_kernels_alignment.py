@@ -11,21 +11,14 @@ import numpy as np
 import pytest
 
 from onebit_dask.ops.kernels import aligned, residuals, shard_label_sums, weighted_label_sums
-from tests.support.arrays import at_address
+from tests.support.arrays import at_address, random_shard
 
 N, D1, D2, L = 67, 40, 8, 4  # the shape of the shard that failed in test_dask_engine
 
 
 @pytest.fixture
 def shard():
-    rng = np.random.default_rng(3)
-    X = rng.standard_normal((N, D1))
-    labels = rng.integers(0, D2, N)
-    y = np.where(rng.random(N) < 0.5, -1.0, 1.0)
-    A = rng.standard_normal((D1, L))
-    B = rng.standard_normal((D2, L))
-    P = rng.standard_normal((D1 + D2, L))
-    return X, labels, y, A, B, P
+    return random_shard(3, N, D1, D2, L)
 
 
 def test_aligned_copies_only_unaligned_arrays():

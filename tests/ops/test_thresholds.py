@@ -10,7 +10,7 @@ import scipy.special
 import scipy.stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.data.synthetic import sampling
+from onebit_dask.data.synthetic import conditional
 from onebit_dask.ops import thresholds
 from onebit_dask.engine.blocks import Block
 
@@ -243,7 +243,7 @@ def test_thresholded_fits_agree_across_samplers(errors):
 def test_moment_fits_agree_across_samplers():
     """The moment step draws the initial batch's law at every step: as above, the three
     samplers' final errors are not told apart at 1 % (Kruskal-Wallis, 12 seeds each). The
-    power check of the sums' law is the initial batch's (``test_sampling``)."""
+    power check of the sums' law is the initial batch's (``test_problem_samplers``)."""
     result = scipy.stats.kruskal(*(final_errors(s, "moment") for s in SAMPLERS))
     assert result.pvalue > LEVEL, result
 
@@ -252,13 +252,13 @@ def test_the_fit_test_rejects_residuals_of_the_wrong_sign(errors, monkeypatch):
     """Power: conditional draws whose ``r_sum`` has the wrong sign (the thresholds then
     move away from the labels' shares) are told apart from the explicit fits at 1 %
     (Mann-Whitney)."""
-    right = sampling._conditional_counts
+    right = conditional._conditional_counts
 
     def wrong_sign(*args):
         counts = right(*args)
         return counts._replace(r_sum=-counts.r_sum)
 
-    monkeypatch.setattr(sampling, "_conditional_counts", wrong_sign)
+    monkeypatch.setattr(conditional, "_conditional_counts", wrong_sign)
     wrong = final_errors("conditional")
     result = scipy.stats.mannwhitneyu(wrong, errors["explicit"])
     assert result.pvalue < LEVEL, (wrong, errors["explicit"])

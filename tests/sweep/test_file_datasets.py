@@ -123,21 +123,27 @@ def _sizes(train):
     return read_header(train)[1:]
 
 
-def test_interrupted_sweep_resumes_to_the_same_cube(swept, tmp_path, monkeypatch):
-    spec_path = _spec_dir(tmp_path)
-    out = str(tmp_path / "resumed.zarr")
+def _interrupt_after(n_cells, spec_path, out):
+    """Sweep ``spec_path`` into ``out`` (a cell flushed at a time), stopped by a
+    ``KeyboardInterrupt`` as cell ``n_cells + 1`` starts (deterministic)."""
     onebit, calls = methods.METHODS["onebit"], []
 
     def interrupted(params, fixed, client=None):
         calls.append(params)
-        if len(calls) > 3:  # deterministic: the 4th cell stops the run
+        if len(calls) > n_cells:
             raise KeyboardInterrupt
         return onebit.run(params, fixed)
 
-    monkeypatch.setitem(methods.METHODS, "onebit", dataclasses.replace(onebit, run=interrupted))
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(load_spec(spec_path), out, progress=False, flush_cells=1)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(methods.METHODS, "onebit", dataclasses.replace(onebit, run=interrupted))
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(load_spec(spec_path), out, progress=False, flush_cells=1)
+
+
+def test_interrupted_sweep_resumes_to_the_same_cube(swept, tmp_path):
+    spec_path = _spec_dir(tmp_path)
+    out = str(tmp_path / "resumed.zarr")
+    _interrupt_after(3, spec_path, out)
     assert int(open_cube(out)["done"].sum()) == 3
     summary = run_sweep(load_spec(spec_path), out, progress=False)
     assert (summary.ran, summary.skipped, summary.failed) == (N_CELLS - 3, 3, 0)
@@ -146,25 +152,14 @@ def test_interrupted_sweep_resumes_to_the_same_cube(swept, tmp_path, monkeypatch
             == open_cube(swept[1]).attrs["spec_fingerprint"])
 
 
-def test_a_resume_refuses_edited_data_files(tmp_path, monkeypatch):
+def test_a_resume_refuses_edited_data_files(tmp_path):
     """The spec's fingerprint covers the files' contents: a cube started on one version of
     a data file is not resumed on another (same path, same size class)."""
     from onebit_dask.sweep.cube import StoreError
 
     spec_path = _spec_dir(tmp_path)
     out = str(tmp_path / "cube.zarr")
-    onebit, calls = methods.METHODS["onebit"], []
-
-    def interrupted(params, fixed, client=None):
-        calls.append(params)
-        if len(calls) > 1:
-            raise KeyboardInterrupt
-        return onebit.run(params, fixed)
-
-    monkeypatch.setitem(methods.METHODS, "onebit", dataclasses.replace(onebit, run=interrupted))
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(load_spec(spec_path), out, progress=False, flush_cells=1)
-    monkeypatch.undo()
+    _interrupt_after(1, spec_path, out)
     test_file = tmp_path / "data" / "emotions_test.txt"
     lines = test_file.read_text().splitlines()
     lines[1], lines[2] = lines[2], lines[1]  # two rows swapped: the same sizes

@@ -23,11 +23,16 @@ fixed: {n_test: 200, n_shards: 2}
 """)
 
 
+def swept(tmp_path_factory, spec, folder):
+    """The path of the cube of ``spec``, swept in this process into a new ``folder``."""
+    path = str(tmp_path_factory.mktemp(folder) / "cube.zarr")
+    run_sweep(spec, path, progress=False)
+    return path
+
+
 @pytest.fixture(scope="module")
 def cube(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("rep") / "cube.zarr")
-    run_sweep(SPEC, path, progress=False)
-    return path
+    return swept(tmp_path_factory, SPEC, "rep")
 
 
 def test_tables_and_pngs(cube, tmp_path):
@@ -81,9 +86,7 @@ fixed: {n_test: 200, n_shards: 2}
 
 @pytest.fixture(scope="module")
 def faceted(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("facet") / "cube.zarr")
-    run_sweep(FACETED, path, progress=False)
-    return path
+    return swept(tmp_path_factory, FACETED, "facet")
 
 
 def test_figures_are_faceted_by_dimensions_they_do_not_show(faceted, tmp_path):

@@ -38,8 +38,9 @@ from ..seeding import (FULL_TAG, LABEL_SUBSET_TAG, PRIOR_ORDER_TAG, TEST_TAG, TR
                        label_blocks)
 from ..shards import ShardKind, block_activation, block_scores, rows_of_bits
 from ...ops.kernels import sign
-from .sampling import (draw_conditional_init, draw_conditional_step, draw_projected_init,
-                       draw_projected_step, noisy_bits, span_basis)
+from .conditional import draw_conditional_init, draw_conditional_step
+from .draws import noisy_bits, span_basis
+from .projected import draw_projected_init, draw_projected_step
 
 SAMPLERS = ("conditional", "projected", "explicit")
 
@@ -233,7 +234,8 @@ class Projection(NamedTuple):
 
 class ProjectedShard(_BlockShard):
     """A shard of a :class:`SyntheticProblem`'s batch, drawn by projected sampling
-    (:mod:`onebit_dask.sampling`): only what the step uses, exact in law."""
+    (:mod:`.projected`) or conditional sampling (:mod:`.conditional`): only what the step
+    uses, exact in law."""
 
     def activate(self, model, B_rows, b_rows=None):
         """:meth:`draw_active` with the model's projection."""
@@ -301,13 +303,13 @@ class SyntheticProblem:
         for every observation, only its coordinates ``u = P^T x`` in a basis ``P`` of
         ``span([A*, A])`` (which decide its bit and its score), and whole feature vectors
         only where the step uses them, as per-label sums over the rows with a non-zero
-        residual: the step's ``H`` has exactly the same law (:mod:`onebit_dask.sampling`),
-        at a cost of ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``.
+        residual: the step's ``H`` has exactly the same law (:mod:`.projected`), at a cost
+        of ``m * 3k`` normals plus ``d1`` per active label instead of ``m * d1``.
         ``"conditional"`` draws, per label, how many of its observations are active
         (binomial, from the angle between the truth and the model) and only the active
         rows' coordinates, from their conditional law: a step then costs ``O(d2)`` plus
         two numbers per active row plus ``d1`` per active label, whatever ``m``
-        (:func:`onebit_dask.sampling.draw_conditional_step`; with thresholds, three
+        (:func:`.conditional.draw_conditional_step`; with thresholds, three
         numbers and a few evaluations of Owen's ``T`` per active row). The samplers give different
         draws of the same distribution; baselines, which need explicit features, always
         see explicit draws.

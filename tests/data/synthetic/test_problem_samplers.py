@@ -1,18 +1,22 @@
-"""Projected sampling is exact in law: statistical tests at stated levels, with power."""
+"""The samplers of a :class:`SyntheticProblem`'s batches (``sampler=``: projected,
+:mod:`onebit_dask.data.synthetic.projected`; conditional,
+:mod:`onebit_dask.data.synthetic.conditional`) are exact in law against the explicit rows:
+statistical tests at stated levels, with power."""
 
+import contextlib
 import copy
 import dataclasses
 
 import numpy as np
 import pytest
-import scipy.special
 import scipy.stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
-from onebit_dask.data.synthetic import sampling
+from onebit_dask.data.synthetic import conditional, projected
 from onebit_dask.ops import thresholds
 from onebit_dask.engine import blocks as B
 from onebit_dask.data.synthetic.problem import ProjectedShard
+
 
 D1, D2, K = 5, 3, 1
 PROBLEM = SyntheticProblem(D1, D2, K, flip=0.1, seed=3)
@@ -48,19 +52,30 @@ def batch_products(problem, n_batches, m, A, Bm, P, wrong=None):
     return out
 
 
+
+SAMPLER_MODULES = (projected, conditional)
+
+
+@contextlib.contextmanager
+def replaced(name, replacement):
+    """``name`` replaced in every sampler module that looks it up (``complete_rows`` in
+    both samplers', ``count_bits`` in the projected one's, ...)."""
+    holders = [module for module in SAMPLER_MODULES if hasattr(module, name)]
+    assert holders, name
+    with pytest.MonkeyPatch.context() as patch:
+        for module in holders:
+            patch.setattr(module, name, replacement)
+        yield
+
 class Patched(ProjectedShard):
-    """A deliberately broken sampler: ``draw_active`` with one function of
-    :mod:`onebit_dask.data.synthetic.sampling` replaced."""
+    """A deliberately broken sampler: ``draw_active`` with one function of the sampler
+    modules replaced (:func:`replaced`)."""
 
     name, replacement = None, None
 
     def draw_active(self, projection, B_rows=None, b_rows=None, thresholded=False):
-        original = getattr(sampling, self.name)
-        setattr(sampling, self.name, self.replacement)
-        try:
+        with replaced(self.name, self.replacement):
             return super().draw_active(projection, B_rows, b_rows, thresholded)
-        finally:
-            setattr(sampling, self.name, original)
 
 
 class NoComplement(Patched):
@@ -69,7 +84,7 @@ class NoComplement(Patched):
     name, replacement = "complete_rows", staticmethod(lambda P, coef, scale, rng: coef @ P.T)
 
 
-_ON_ARCS = sampling.uniform_on_arcs
+_ON_ARCS = conditional.uniform_on_arcs
 
 
 class AnyAngle(Patched):
@@ -81,6 +96,8 @@ class AnyAngle(Patched):
 
 
 WRONG = {"no complement": NoComplement, "any angle": AnyAngle}
+BROKEN = [("projected", "no complement"), ("conditional", "no complement"),
+          ("conditional", "any angle")]  # (sampler, wrong) pairs the law test must reject
 SAMPLERS = ("projected", "conditional")
 CASES = {  # problem, whether the model has a zero row of B, initial batch or step
     "flip, step": (PROBLEM, True, False),
@@ -100,60 +117,87 @@ def min_p_value(a, b):
     return scipy.stats.ttest_ind(moments(a), moments(b), equal_var=False).pvalue.min()
 
 
+LEVEL = 0.01  # family-wise, Bonferroni over the 8 + 36 moments
+
+
+def assert_same_law(explicit, drawn):
+    """No moment's Welch p-value below the family-wise :data:`LEVEL` (Bonferroni over the
+    moments): the draws are not told apart from the explicit ones."""
+    p = min_p_value(explicit, drawn)
+    assert p > LEVEL / moments(explicit[:1]).shape[1], p
+
+
+def assert_told_apart(explicit, drawn):
+    """Some moment's Welch p-value below the Bonferroni bound of :func:`assert_same_law`."""
+    p = min_p_value(explicit, drawn)
+    assert p < LEVEL / moments(explicit[:1]).shape[1], p
+
+
+def case_model(cases, name):
+    """``(problem, A, B, P, initial)`` of case ``name`` of ``cases``: the fixed model of
+    :func:`model_state` (``A`` None for the initial batch) and its probe ``P``."""
+    problem, zero_row, initial = cases[name]
+    A, Bm, P = model_state(zero_row=zero_row)
+    return problem, None if initial else A, Bm, P, initial
+
+
 N_BATCHES, M = 1500, 60
 
 
 @pytest.fixture(scope="module", params=list(CASES))
 def case(request):
-    problem, zero_row, initial = CASES[request.param]
-    A, Bm, P = model_state(zero_row=zero_row)
-    A = None if initial else A
+    problem, A, Bm, P, initial = case_model(CASES, request.param)
     draws = lambda sampler, wrong=None: batch_products(  # noqa: E731
         dataclasses.replace(problem, sampler=sampler), N_BATCHES // (5 if wrong else 1), M,
         A, Bm, P, wrong)
     return draws, draws("explicit"), initial
 
 
-LEVEL = 0.01  # family-wise, Bonferroni over the 8 + 36 moments
-
-
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_batch_product_has_the_explicit_law(case, sampler):
     draws, explicit, _ = case
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+    assert_same_law(explicit, draws(sampler))
 
 
-@pytest.mark.parametrize("sampler, wrong", [("projected", "no complement"),
-                                            ("conditional", "no complement"),
-                                            ("conditional", "any angle")])
+@pytest.mark.parametrize("sampler, wrong", BROKEN)
 def test_the_law_test_rejects_a_wrong_sampler(case, sampler, wrong):
     """Power: a fifth of the batches suffices to reject each broken sampler."""
     draws, explicit, initial = case
     if wrong == "any angle" and initial:
         pytest.skip("the initial batch draws no angles")
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
+    assert_told_apart(explicit, draws(sampler, wrong))
+
+
+def active_fraction_case(problem):
+    """``(A, B, W*, W, projection, shards)``: the model of ``model_state(1)``, the truth's
+    and the model's ``W``, the model's projection and a batch of 300 000 observations in
+    ``D2`` shards (one label per shard)."""
+    A, Bm, _ = model_state(1)
+    A_true, B_true = problem.truth
+    return (A, Bm, A_true @ B_true.T, A @ Bm.T, problem.projection(A),
+            problem.batch(1, 300_000, D2))
+
+
+def assert_active_fractions(shards, counts, p):
+    """The active rows ``counts[s]`` of shard ``s`` (label ``s``) against the probability
+    ``p[s]``: a two-sided z-test per label at 1 % family-wise (Bonferroni over the
+    labels)."""
+    n = np.array([sh.n_obs for sh in shards])
+    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
+    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_active_fraction_is_the_angle_over_pi(sampler):
     """Noise free, a row of label j is active with probability angle(w*_j, w_j) / pi."""
     problem = SyntheticProblem(D1, D2, K, seed=4, sampler=sampler)
-    A, Bm, _ = model_state(1)
-    A_true, B_true = problem.truth
-    W_true, W = A_true @ B_true.T, A @ Bm.T
+    A, Bm, W_true, W, projection, shards = active_fraction_case(problem)
     cos = np.sum(W_true * W, axis=0) / np.linalg.norm(W, axis=0)
     p = np.arccos(np.clip(cos, -1, 1)) / np.pi
-    projection = problem.projection(A)
-    shards = problem.batch(1, 300_000, D2)  # one label per shard
     counts = np.array([B.activate(B.Block(s, s + 1, {"B": Bm[s:s + 1]}), sh,
                                   B.StepModel(A, projection)).out
                        for s, sh in enumerate(shards)])
-    n = np.array([sh.n_obs for sh in shards])
-    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
-    # two-sided z-test per label at 1 % family-wise (Bonferroni over 3 labels)
-    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
+    assert_active_fractions(shards, counts, p)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -179,16 +223,6 @@ def test_fit_is_deterministic_and_seeded(sampler):
     c = fit(dataclasses.replace(problem, seed=2))
     np.testing.assert_array_equal(a.Q_, b.Q_)
     assert not np.allclose(a.A_, c.A_)
-
-
-def test_span_basis_contains_its_factors():
-    rng = np.random.default_rng(0)
-    F1, F2 = rng.standard_normal((9, 2)), rng.standard_normal((9, 4))
-    P = sampling.span_basis(F1, F2)
-    assert P.shape == (9, 6)
-    np.testing.assert_allclose(P.T @ P, np.eye(6), atol=1e-12)
-    for F in (F1, F2):
-        np.testing.assert_allclose(P @ (P.T @ F), F, atol=1e-12)
 
 
 # -- thresholds: bit y = sign(x^T w*_j + b*_j + noise) (flipped), score x^T w_j + b_j ------
@@ -224,17 +258,17 @@ def thresholded_products(problem, n_batches, A, Bm, bm, P, wrong=None):
         if wrong == "score offsets ignored":
             T = per_label_sums(shard, projection, A, Bm, None)
         elif wrong == "angle only":  # the balanced draw: offsets ignored in the geometry
-            original, sampling._has_offsets = sampling._has_offsets, lambda *b: False
-            try:
+            with replaced("_has_offsets", lambda *b: False):
                 T = per_label_sums(shard, projection, A, Bm, bm)
-            finally:
-                sampling._has_offsets = original
         else:
             T = per_label_sums(shard, projection, A, Bm, bm)
         out[t] = np.concatenate([T @ P[D1:, 0], T.T @ P[:D1, 0]])
     return out
 
 
+THRESHOLD_BROKEN = [  # (sampler, wrong) pairs the thresholded law test must reject
+    ("projected", "score offsets ignored"), ("conditional", "score offsets ignored"),
+    ("conditional", "angle only")]
 THRESHOLD_CASES = {  # problem, whether the model has a zero row of B, initial batch or step
     "thresholds, flip, step": (THRESHOLDED, True, False),
     "thresholds, gaussian noise, step": (
@@ -248,9 +282,7 @@ N_THRESHOLD_BATCHES = 750  # wrong samplers are rejected at p < 1e-5 with a fift
 
 @pytest.fixture(scope="module", params=list(THRESHOLD_CASES))
 def threshold_case(request):
-    problem, zero_row, initial = THRESHOLD_CASES[request.param]
-    A, Bm, P = model_state(zero_row=zero_row)
-    A = None if initial else A
+    problem, A, Bm, P, initial = case_model(THRESHOLD_CASES, request.param)
     draws = lambda sampler, wrong=None: thresholded_products(  # noqa: E731
         dataclasses.replace(problem, sampler=sampler),
         N_THRESHOLD_BATCHES // (5 if wrong else 1),
@@ -263,13 +295,10 @@ def test_thresholded_batch_product_has_the_explicit_law(threshold_case, sampler)
     """With ``b*`` (priors 0.1-0.3) and the model's ``b`` non-zero, the samplers' batch
     products are not told apart from the dense explicit reference (family-wise 1 %)."""
     draws, explicit, _ = threshold_case
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+    assert_same_law(explicit, draws(sampler))
 
 
-@pytest.mark.parametrize("sampler, wrong", [("projected", "score offsets ignored"),
-                                            ("conditional", "score offsets ignored"),
-                                            ("conditional", "angle only")])
+@pytest.mark.parametrize("sampler, wrong", THRESHOLD_BROKEN)
 def test_the_thresholded_law_test_rejects_a_wrong_sampler(threshold_case, sampler, wrong):
     """Power: a fifth of the batches rejects a sampler that leaves the model's offsets
     out of the score, or a conditional draw that samples angles only (as if
@@ -277,8 +306,7 @@ def test_the_thresholded_law_test_rejects_a_wrong_sampler(threshold_case, sample
     draws, explicit, initial = threshold_case
     if initial and wrong == "score offsets ignored":
         pytest.skip("the initial batch has no score")
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler, wrong)) < LEVEL / n_tests
+    assert_told_apart(explicit, draws(sampler, wrong))
 
 
 # -- the thresholded model's outputs: the initial batch's sums of positive and negative
@@ -342,8 +370,8 @@ class SharedComplement:
 
 
 COMPLETE_ROWS, COUNT_BITS, CONDITIONAL_COUNTS = (
-    sampling.complete_rows, sampling.count_bits, sampling._conditional_counts)
-THRESHOLDED_WRONG = {  # the module functions each broken draw replaces
+    projected.complete_rows, projected.count_bits, conditional._conditional_counts)
+THRESHOLDED_WRONG = {  # the sampler modules' functions each broken draw replaces
     "shared complement": lambda: {"complete_rows": SharedComplement()},
     "residuals of the wrong sign": lambda: {  # r_sum from +2 sign(s) instead of -2 sign(s)
         "count_bits": lambda labels, y, r=None: COUNT_BITS(labels, y, None if r is None else -r),
@@ -356,9 +384,7 @@ THRESHOLDED_WRONG = {  # the module functions each broken draw replaces
 
 @pytest.fixture(scope="module", params=list(THRESHOLD_CASES))
 def counts_case(request):
-    problem, zero_row, initial = THRESHOLD_CASES[request.param]
-    A, Bm, P = model_state(zero_row=zero_row)
-    A = None if initial else A
+    problem, A, Bm, P, initial = case_model(THRESHOLD_CASES, request.param)
     draws = lambda sampler, n=N_THRESHOLD_BATCHES: thresholded_statistic(
         dataclasses.replace(problem, sampler=sampler), n, A, Bm, MODEL_BIAS, P)
     return draws, draws("explicit"), initial
@@ -371,23 +397,22 @@ def test_thresholded_outputs_have_the_explicit_law(counts_case, sampler):
     are not told apart from the dense explicit reference (Welch tests of the first and
     second moments, family-wise 1 %, Bonferroni)."""
     draws, explicit, _ = counts_case
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler)) > LEVEL / n_tests
+    assert_same_law(explicit, draws(sampler))
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("wrong", list(THRESHOLDED_WRONG))
-def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler, wrong,
-                                                          monkeypatch):
+def test_the_thresholded_outputs_test_rejects_a_wrong_draw(counts_case, sampler, wrong):
     """Power: a fifth of the batches rejects the negative rows' complement shared with the
     positive rows' (initial batch) and ``r_sum`` summed with the wrong sign (a step)."""
     draws, explicit, initial = counts_case
     if initial != (wrong == "shared complement"):
         pytest.skip("the initial batch has no residuals; a step no negative sums")
-    for name, replacement in THRESHOLDED_WRONG[wrong]().items():
-        monkeypatch.setattr(sampling, name, replacement)
-    n_tests = moments(explicit[:1]).shape[1]
-    assert min_p_value(explicit, draws(sampler, N_THRESHOLD_BATCHES // 5)) < LEVEL / n_tests
+    with contextlib.ExitStack() as stack:
+        for name, replacement in THRESHOLDED_WRONG[wrong]().items():
+            stack.enter_context(replaced(name, replacement))
+        drawn = draws(sampler, N_THRESHOLD_BATCHES // 5)
+    assert_told_apart(explicit, drawn)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -444,22 +469,16 @@ def test_active_fraction_with_thresholds_is_the_orthant_probability(sampler):
     bivariate normal cdf with correlation ``cos angle(w*_j, w_j)`` (scipy's, an independent
     reference): a z-test per label at 1 % family-wise."""
     problem = SyntheticProblem(D1, D2, K, seed=4, sampler=sampler, positive_rate=(0.05, 0.4))
-    A, Bm, _ = model_state(1)
-    A_true, B_true = problem.truth
-    W_true, W = A_true @ B_true.T, A @ Bm.T
+    A, Bm, W_true, W, projection, shards = active_fraction_case(problem)
     norms = np.linalg.norm(W, axis=0)
     cos = np.sum(W_true * W, axis=0) / norms
     u, v = -problem.truth_bias(0, D2), -MODEL_BIAS / norms
     p = np.array([scipy.stats.norm.cdf(u[j]) + scipy.stats.norm.cdf(v[j]) - 2 *
                   scipy.stats.multivariate_normal([0, 0], [[1, cos[j]], [cos[j], 1]])
                   .cdf([u[j], v[j]]) for j in range(D2)])
-    projection = problem.projection(A)
-    shards = problem.batch(1, 300_000, D2)  # one label per shard
     counts = np.array([sh.draw_active(projection, Bm[s:s + 1], MODEL_BIAS[s:s + 1])[1]
                        for s, sh in enumerate(shards)])
-    n = np.array([sh.n_obs for sh in shards])
-    z = (counts / n - p) / np.sqrt(p * (1 - p) / n)
-    assert np.all(np.abs(z) < scipy.stats.norm.ppf(1 - LEVEL / (2 * D2))), (counts / n, p)
+    assert_active_fractions(shards, counts, p)
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -473,82 +492,3 @@ def test_zero_thresholds_draw_the_balanced_numbers(sampler):
     assert n_a == n_b
     np.testing.assert_array_equal(a.X, b.X)
     np.testing.assert_array_equal(a.labels, b.labels)
-
-
-def test_upper_orthant_matches_scipy():
-    """``P(X1 >= h, X2 >= k)`` (Owen's T) against scipy's bivariate normal cdf, with
-    ``h = 0``, ``k = 0`` and parallel boundaries (``rho = +-1``)."""
-    rng = np.random.default_rng(0)
-    h, k, rho = rng.normal(0, 2, 60), rng.normal(0, 2, 60), rng.uniform(-0.99, 0.99, 60)
-    h[:6], k[3:9] = 0.0, 0.0
-    got = sampling.upper_orthant(h, k, rho, np.sqrt(1 - rho ** 2))
-    want = [scipy.stats.multivariate_normal([0, 0], [[1, r], [r, 1]]).cdf([-a, -b])
-            for a, b, r in zip(h, k, rho)]
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12)
-    norm = scipy.stats.norm
-    np.testing.assert_allclose(
-        sampling.upper_orthant(np.array([0.3, 0.3, -0.5]), np.array([1.2, -1.0, -0.2]),
-                               np.array([1.0, -1.0, -1.0]), np.zeros(3)),
-        [norm.sf(1.2), norm.cdf(1.0) - norm.cdf(0.3), norm.cdf(0.2) - norm.cdf(-0.5)],
-        atol=1e-15)
-
-
-# -- the law of one thresholded active row in its plane, against rejection sampling -------
-
-PLANE_CASES = [  # (c, b*, e, b) in the plane: general, a rare label, a zero e, parallel
-    ((0.8, 0.3), -1.5, (0.5, -0.6), -0.7), ((1.0, 0.0), -2.3, (0.9, 0.1), -2.0),
-    ((0.3, 0.4), 0.2, (0.0, 0.0), -0.1), ((1.0, 0.0), -1.0, (2.0, 0.0), -1.2)]
-
-
-@pytest.fixture(scope="module")
-def plane_references():
-    """Per case and for disagreeing (unflipped) then agreeing (flipped) rows: the pieces,
-    and ``r z`` of the rows of 1.5 million ``N(0, I_2)`` draws in that set (rejection)."""
-    rng = np.random.default_rng(0)
-    out = []
-    for c, beta, e, b in PLANE_CASES:
-        c2, e2 = np.array([c]), np.array([e])
-        pieces = sampling._pieces(c2, np.array([beta]), e2, np.array([b]))
-        z = rng.standard_normal((1_500_000, 2))
-        bit = np.where(z @ c2[0] + beta >= 0, 1, -1)
-        score = np.where(z @ e2[0] + b >= 0, 1, -1)
-        for agree in (False, True):
-            keep = (bit == score) if agree else (bit != score)
-            out.append((pieces, agree, (-2.0 * score[keep])[:, None] * z[keep]))
-    return out
-
-
-def plane_min_p_value(references):
-    """Smallest Welch p-value over the first and second moments of ``r z``: 5000 rows
-    drawn by :func:`sampling.rows_in_pieces` (``r`` the residual of the piece drawn, as
-    the conditional step takes it) against the rejection reference."""
-    rng = np.random.default_rng(1)
-    stats = lambda a: np.column_stack([a, a[:, :1] ** 2, a[:, :1] * a[:, 1:], a[:, 1:] ** 2])  # noqa: E731
-
-    def residual_rows(pieces, agree):
-        z, pick = sampling.rows_in_pieces(rng, pieces, np.zeros(5000, dtype=int),
-                                          np.full(5000, agree))
-        return sampling.PIECE_RESIDUAL[pick][:, None] * z
-
-    p = [scipy.stats.ttest_ind(stats(residual_rows(pieces, agree)), stats(ref),
-                               equal_var=False).pvalue.min() for pieces, agree, ref in references]
-    return min(p), 5 * len(p)
-
-
-def test_thresholded_row_has_the_law_of_its_pieces(plane_references):
-    """Family-wise 1 % (Bonferroni over 8 sets x 5 moments)."""
-    p, n_tests = plane_min_p_value(plane_references)
-    assert p > LEVEL / n_tests
-
-
-@pytest.mark.parametrize("name, replacement", [
-    ("inverse_marginal",  # s from the first constraint alone
-     lambda u, t1, t2, rho, tau, mass: np.clip(
-         -scipy.special.ndtri_exp(np.log(u) + scipy.special.log_ndtr(-t1)), t1, 40.0)),
-    ("log_ndtr", lambda x: np.zeros_like(x)),  # w not truncated by the second constraint
-])
-def test_the_row_law_test_rejects_a_wrong_draw(plane_references, monkeypatch, name,
-                                               replacement):
-    monkeypatch.setattr(sampling, name, replacement)
-    p, n_tests = plane_min_p_value(plane_references)
-    assert p < LEVEL / n_tests
