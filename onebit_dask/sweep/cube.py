@@ -616,9 +616,11 @@ def _blocks(shape: tuple, block: tuple):
 
 def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
     """Copy every variable of the cube at ``path`` (of ``old``) into the new cube at
-    ``tmp`` (of ``spec``), each position to the one of the same coordinates, a chunk's
-    worth at a time; a method without a step rule (stored along every step) also to the
-    steps ``spec`` appends, as its cells would be stored by a run."""
+    ``tmp`` (of ``spec``), each position to the one of the same coordinates; a method
+    without a step rule (stored along every step) also to the steps ``spec`` appends, as
+    a run stores its cells. The new cube is written a block of its chunks at a time (the
+    steps whole), each chunk once, whole (what the old cube does not hold: the fill
+    value); a block with nothing of the old cube is left as :func:`_build` wrote it."""
     import zarr
 
     from .methods import METHODS
@@ -627,25 +629,35 @@ def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
     dst = zarr.open_group(tmp, mode="r+", use_consolidated=False)
     was, now = _axes(old), _axes(spec)
     names = dims(spec)
-    maps = [np.array([{v: i for i, v in enumerate(now[d])}[v] for v in was[d]], dtype=np.intp)
-            for d in (*names, "iteration")]
+    inverse = []  # for each dimension: the old position of each new one (-1: none)
+    for d in (*names, "iteration"):
+        position = {v: i for i, v in enumerate(was[d])}
+        inverse.append(np.array([position.get(v, -1) for v in now[d]], dtype=np.intp))
     step, est = names.index("step"), names.index("estimator")
-    new_steps = np.arange(len(was["step"]), len(now["step"]), dtype=np.intp)
     once = np.array([not METHODS[m].uses_step for m in was["estimator"]])
     for name in variables(spec):
         source, target = src[name], dst[name].with_config(ALL_CHUNKS)
-        block = list(source.chunks)
-        block[step] = source.shape[step]  # a cell's steps in one block
-        for region in _blocks(source.shape, tuple(block)):
-            values = source[region]
-            where = [m[r] for m, r in zip(maps, region)]
-            target.set_orthogonal_selection(tuple(where), values)
-            rows = np.flatnonzero(once[region[est]])
-            if len(new_steps) and len(rows):  # stored at step 0 and at each new step
-                first = np.take(np.take(values, rows, axis=est), [0], axis=step)
-                where[est], where[step] = where[est][rows], new_steps
-                target.set_orthogonal_selection(
-                    tuple(where), np.repeat(first, len(new_steps), axis=step))
+        block = list(target.chunks)
+        block[step] = target.shape[step]
+        for region in _blocks(target.shape, tuple(block)):
+            back = [m[r] for m, r in zip(inverse, region)]  # old positions, -1: new
+            held = [np.flatnonzero(b >= 0) for b in back]
+            if not all(len(h) for h in held):
+                continue  # nothing of the old cube here
+            values = np.full(tuple(r.stop - r.start for r in region), target.fill_value,
+                             dtype=target.dtype)
+            values[np.ix_(*held)] = source.get_orthogonal_selection(
+                tuple(b[h] for b, h in zip(back, held)))
+            rows = held[est][once[back[est][held[est]]]]
+            added = np.flatnonzero(back[step] < 0)
+            if len(rows) and len(added):  # stored at step 0, so at each appended step
+                where = [b[h] for b, h in zip(back, held)]
+                where[est], where[step] = back[est][rows], np.zeros(1, dtype=np.intp)
+                first = source.get_orthogonal_selection(tuple(where))
+                at = list(held)
+                at[est], at[step] = rows, added
+                values[np.ix_(*at)] = np.repeat(first, len(added), axis=step)
+            target[region] = values
 
 
 def _carry_over(path: str, tmp: str) -> None:

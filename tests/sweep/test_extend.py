@@ -430,3 +430,60 @@ def test_a_cube_of_data_files_extends_by_a_dataset_and_a_seed(tmp_path):
     with pytest.raises(store.StoreError, match=r"another spec \('files'\).*the data files' "
                                                r"contents \(changed since the cube was made\)"):
         store.check_output(old, load_spec(tmp_path / "b.yaml"), False)
+
+
+def test_every_value_is_copied_to_its_coordinates_across_chunkings(tmp_path, monkeypatch):
+    """The copy alone, on cubes whose chunks split the grid otherwise (12 cells a chunk at
+    most here: the old cube's split along noise_level, the new one's along step; the new
+    noise level shifts the old ones' positions): random values in every position of the
+    old cube land at the same coordinates of the new one, a method without a step rule's
+    also at the appended steps (from step 0), and every other position holds the fill
+    value."""
+    text = """\
+name: chunks
+grid:
+  method: [onevsall, onebit]
+  d1: [20]
+  d2: [10]
+  rank: [2]
+  noise: [none, flip=0.05, gaussian=0.3]
+  step: [paper, averaged]
+  batch_size: [500]
+  n_iter: [3]
+  seed: [0, 1, 2, 3, 4]
+fixed: {n_test: 100, n_shards: 2}
+"""
+    old = parse_spec(text)
+    new = parse_spec(text.replace("[none, flip=0.05, gaussian=0.3]",
+                                  "[none, flip=0.05, gaussian=0.3, gaussian=0.1]")
+                     .replace("step: [paper, averaged]", "step: [paper, averaged, harmonic]")
+                     .replace("n_iter: [3]", "n_iter: [3, 4]")
+                     .replace("3, 4]", "3, 4, 5, 6]"))
+    monkeypatch.setattr(store, "CHUNK_CELLS", 12)
+    path = str(tmp_path / "cube.zarr")
+    store.create(path, old)
+    group = zarr.open_group(path, mode="r+", use_consolidated=False)
+    rng = np.random.default_rng(0)
+    for name in store.variables(old):
+        array = group[name]
+        assert array.chunks != array.shape  # the grid split into several chunks
+        if array.dtype == bool:
+            array[...] = rng.random(array.shape) < 0.5
+        elif array.dtype.kind == "U":
+            array[...] = rng.integers(0, 100, array.shape).astype(str)
+        else:
+            array[...] = rng.random(array.shape)
+    before = xr.open_zarr(path, consolidated=False).load()
+    chunks = group["done"].chunks
+    store.extend(path, old, new)
+    after = store.open_cube(path).load()
+    assert zarr.open_array(os.path.join(path, "done"), mode="r").chunks[:-2] != chunks[:-2]
+    for name in store.variables(old):
+        was, now = before[name], after[name]
+        fill = {"b": False, "U": ""}.get(now.dtype.kind, np.nan)
+        expected = xr.full_like(now, fill)
+        at = {d: was[d].values for d in was.dims}
+        expected.loc[at] = was.values
+        expected.loc[{**at, "estimator": ["onevsall"], "step": ["harmonic"]}] = was.sel(
+            estimator=["onevsall"], step=["paper"]).values
+        np.testing.assert_array_equal(now.values, expected.values)
