@@ -11,7 +11,9 @@ combinations the spec does not ask for are never run. A chunk holds many cells
 ``failed`` the cells that raised (their error text goes to ``STORE.failures.jsonl``
 next to the store). A store is created whole or not at all: it is built in a
 marked temporary directory next to ``--out`` and moved into place
-(:mod:`onebit_dask.io.stores.atomic`).
+(:mod:`onebit_dask.io.stores.atomic`); so is a cube extended by a spec that appends grid
+values to its own (:func:`plan_output`, :func:`extend`): the new cube is built in a
+temporary, the old cells copied into it, and it replaces the old one.
 
 Damage is detected before anything is read (:func:`check_cube`, in :func:`open_cube`
 and before a sweep resumes): every chunk of the arrays the package wrote is zstd with

@@ -8,7 +8,8 @@ is fitted from this process with the Dask engine, its shards on all the workers
 writer of the store: it holds the store's lock (:mod:`onebit_dask.io.stores.lock`) and
 writes the finished cells every :data:`FLUSH_CELLS` cells or :data:`FLUSH_S` seconds. A
 cell computed but not yet written when the runner dies is computed again by the next run
-(same values).
+(same values). A spec that appends grid values to the cube's own extends the cube
+(:func:`.cube.extend`, while the new cells run, as a new store is created).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ class SweepSummary:
     def __str__(self) -> str:
         earlier = (f", {self.skipped_failed} skipped (failed before; --retry-failed runs "
                    "them)" if self.skipped_failed else "")
-        grown = "; ".join(f"{key} + {', '.join(map(str, values))}"
-                          for key, values in self.extended.items())
+        grown = "; ".join(f"{key} + {', '.join(map(str, values))}" if len(values) <= 4 else
+                          f"{key} + {len(values)} values" for key, values in
+                          self.extended.items())
         return (f"{self.total} cells: {self.ran} run, {self.skipped} skipped (already done)"
                 f"{earlier}, {self.failed} failed, {self.wall_s:.1f} s"
                 f"{f'; the cube extended ({grown})' if grown else ''}")

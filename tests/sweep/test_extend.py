@@ -25,8 +25,6 @@ from onebit_dask.testing import MEASURED, PLACES, cube_values
 
 from tests.support.helpers import run_main
 
-pytestmark = pytest.mark.integration
-
 A = """\
 name: small
 grid:
@@ -363,6 +361,7 @@ KILLED_SWEEP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("where", ["copy", "swap"])
 def test_killed_while_extending_then_the_same_command_finishes(cubes, tmp_path, where):
     path = _copy(cubes["A"], tmp_path)
@@ -433,9 +432,9 @@ def test_a_cube_of_data_files_extends_by_a_dataset_and_a_seed(tmp_path):
 
 
 def test_every_value_is_copied_to_its_coordinates_across_chunkings(tmp_path, monkeypatch):
-    """The copy alone, on cubes whose chunks split the grid otherwise (12 cells a chunk at
-    most here: the old cube's split along noise_level, the new one's along step; the new
-    noise level shifts the old ones' positions): random values in every position of the
+    """The copy alone, on cubes whose chunks split the grid otherwise (30 cells a chunk at
+    most here: the old cube's split along noise_model, the new one's along noise_level
+    too; the new noise level shifts the old ones' positions): random values in every position of the
     old cube land at the same coordinates of the new one, a method without a step rule's
     also at the appended steps (from step 0), and every other position holds the fill
     value."""
@@ -459,7 +458,7 @@ fixed: {n_test: 100, n_shards: 2}
                      .replace("step: [paper, averaged]", "step: [paper, averaged, harmonic]")
                      .replace("n_iter: [3]", "n_iter: [3, 4]")
                      .replace("3, 4]", "3, 4, 5, 6]"))
-    monkeypatch.setattr(store, "CHUNK_CELLS", 12)
+    monkeypatch.setattr(store, "CHUNK_CELLS", 30)
     path = str(tmp_path / "cube.zarr")
     store.create(path, old)
     group = zarr.open_group(path, mode="r+", use_consolidated=False)
