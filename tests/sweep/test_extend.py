@@ -486,3 +486,35 @@ fixed: {n_test: 100, n_shards: 2}
         expected.loc[{**at, "estimator": ["onevsall"], "step": ["harmonic"]}] = was.sel(
             estimator=["onevsall"], step=["paper"]).values
         np.testing.assert_array_equal(now.values, expected.values)
+
+
+@pytest.mark.integration
+def test_ctrl_c_while_extending_then_the_same_command_finishes(cubes, tmp_path):
+    """A real Ctrl-C (SIGINT to the command's process group) while the extended cube is
+    built beside the old one: exit 130 with one line, no temporary and no lock left, and
+    the cube is the old one or the extended one, whole (the signal may come before or
+    after the swap: every assertion holds for both); the same command finishes it."""
+    from tests.support.helpers import Session, wait_until
+
+    (tmp_path / "run").mkdir()
+    path = _copy(cubes["A"], tmp_path / "run")
+    spec = tmp_path / "one_seed.yaml"
+    spec.write_text(ONE_SEED)
+    args = ("sweep", spec, "--out", path, "--workers", 0, "--quiet")
+    with Session.cli(*args, cwd=tmp_path) as session:
+        def building():
+            assert session.proc.poll() is None, session.finish()
+            return bool(atomic.leftovers(path, "tmp"))
+
+        wait_until(building, "the extended cube's temporary", every=0.001)
+        session.ctrl_c()
+        done = session.finish()
+    assert done.returncode == 130, done
+    assert done.stderr.strip().splitlines() == ["onebit-dask: interrupted"], done.stderr
+    assert sorted(os.listdir(tmp_path / "run")) == ["cube.zarr"]
+    attrs = store.check_cube(path)
+    assert attrs["spec_fingerprint"] in (parse_spec(A).fingerprint(),
+                                         parse_spec(ONE_SEED).fingerprint())
+    again = run_main(*args)
+    assert again.returncode == 0, again.stderr
+    assert_extended_as_fresh(path, cubes["ONE_SEED"], cubes["A"])
