@@ -12,14 +12,18 @@ from .args import HelpFormatter, UsageError, add_common, add_target, connect, in
 
 def add_sweep(sub):
     p = sub.add_parser("sweep", formatter_class=HelpFormatter,
-                       help="run (or resume) a sweep spec into a zarr result cube",
+                       help="run (or resume, or extend) a sweep spec into a zarr result cube",
                        description="Run the cells of a sweep spec into a zarr result cube; "
-                                   "the same command again resumes, skipping the cells done.")
+                                   "the same command again resumes, skipping the cells done; "
+                                   "a spec that appends values to grid keys of the cube's "
+                                   "spec (everything else the same) extends the cube, its "
+                                   "cells done kept.")
     p.add_argument("spec", help="a sweep spec file, or the name of a shipped one "
                                 "(onebit-dask list), e.g. quickstart")
     p.add_argument("--out", required=True, help="the result cube's zarr store")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace a store made from another spec")
+                   help="replace a store made from another spec (or start an extensible "
+                        "one again)")
     p.add_argument("--allow-large", action="store_true",
                    help="allow a grid of more than 10^6 cells, and more than 256 workers")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -8,7 +8,8 @@ is fitted from this process with the Dask engine, its shards on all the workers
 writer of the store: it holds the store's lock (:mod:`onebit_dask.io.stores.lock`) and
 writes the finished cells every :data:`FLUSH_CELLS` cells or :data:`FLUSH_S` seconds. A
 cell computed but not yet written when the runner dies is computed again by the next run
-(same values).
+(same values). A spec that appends grid values to the cube's own extends the cube
+(:func:`.cube.extend`, while the new cells run, as a new store is created).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from . import cube as store
 from .cell import compute_cell
 from ..utils.errors import SweepRuntimeError
 from ..utils.provenance import processes_blas
+from ..io.stores import atomic
 from ..io.stores.lock import StoreLock, StoreLockedError
 from .methods import METHODS
 from .distribute import placement_text, runs_distributed
@@ -48,12 +50,17 @@ class SweepSummary:
     failed: int = 0
     wall_s: float = 0.0
     cell_s: float = 0.0  # seconds inside the cells (fit and evaluation), summed
+    extended: dict = field(default_factory=dict)  # grid values appended
 
     def __str__(self) -> str:
         earlier = (f", {self.skipped_failed} skipped (failed before; --retry-failed runs "
                    "them)" if self.skipped_failed else "")
+        grown = "; ".join(f"{key} + {', '.join(map(str, values))}" if len(values) <= 4 else
+                          f"{key} + {len(values)} values" for key, values in
+                          self.extended.items())
         return (f"{self.total} cells: {self.ran} run, {self.skipped} skipped (already done)"
-                f"{earlier}, {self.failed} failed, {self.wall_s:.1f} s")
+                f"{earlier}, {self.failed} failed, {self.wall_s:.1f} s"
+                f"{f'; the cube extended ({grown})' if grown else ''}")
 
 
 @dataclass(frozen=True)
@@ -222,8 +229,9 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         The cube's zarr store, a local path or a ``file://`` URL (another URL is a
         ``StoreError``: the runner's lock and failures file are local files). Created if
         missing; if it holds the same spec,
-        the cells already done are skipped; another spec is refused unless
-        ``overwrite``.
+        the cells already done are skipped; a spec that appends grid values to the
+        cube's own, everything else the same, extends it (its cells done kept, the new
+        ones run: :func:`~.cube.extend`); another spec is refused unless ``overwrite``.
     client : distributed.Client, optional
         Run the cells on its workers (large cells across all of them); ``None``
         runs them here, one after the other. Only this process writes ``out``.
@@ -250,20 +258,25 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
     out = store.local_output(out).rstrip("/")
     start = time.perf_counter()
     with StoreLock(out) as lock:
-        fresh = store.check_output(out, spec, overwrite)
-        if fresh:  # a new store: every cell to run; created while the first cells run
+        atomic.recover(out)  # a replace killed between its renames: the old store back
+        plan = store.plan_output(out, spec, overwrite)
+        if plan.action == "create":  # every cell to run; created while the first cells run
             done = failed = np.zeros(spec.shape, dtype=bool)
+        elif plan.action == "extend":  # the cube's cells kept; extended while new ones run
+            done, failed = store.extended_flags(out, plan.old, spec)
         else:
             done, failed = store.flags(out, spec)
         cells = list(pending_cells(spec, done, failed))
-        summary = SweepSummary(total=len(cells))
+        summary = SweepSummary(total=len(cells), extended=plan.added or {})
         todo = [c for c, state in cells if state == "todo" or (state == "failed" and retry_failed)]
         summary.skipped = sum(state == "done" for _, state in cells)
         summary.skipped_failed = len(cells) - summary.skipped - len(todo)
         # the store is built while the first cells run; the lock is never released while
         # it is (the with block waits for the build, a Ctrl-C before the loop too)
         with concurrent.futures.ThreadPoolExecutor(1, "onebit-sweep-create") as creator:
-            creating = creator.submit(store.create, out, spec) if fresh else None
+            creating = (creator.submit(store.create, out, spec) if plan.action == "create"
+                        else creator.submit(store.extend, out, plan.old, spec)
+                        if plan.action == "extend" else None)
 
             writer = store.CubeWriter(out, spec, before_write=lock.check)
             blas = processes_blas(client)

@@ -168,6 +168,48 @@ class SweepSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+class NotAnExtension(ValueError):
+    """A spec that does not extend another by appended grid values (the message says
+    what differs)."""
+
+
+def grid_extension(old: SweepSpec, new: SweepSpec) -> dict:
+    """The grid values ``new`` appends to ``old`` (``{key: [values]}``, the keys that get
+    some), when ``new`` differs from ``old`` only by values added at the end of some grid
+    keys: every value of ``old`` kept, in its order; the same grid keys, fixed settings
+    (placement keys aside: they never change a cell's values) and kind of data; each of
+    ``old``'s datasets the same (new ones may be added for appended ``dataset`` values).
+    Otherwise a :class:`NotAnExtension` naming the differences (the data files'
+    contents are the caller's to compare: :meth:`SweepSpec.fingerprint`)."""
+    differs = []
+    if old.files != new.files:
+        kinds = ("data files", "planted problems")
+        differs.append(f"the data (the cube's are {kinds[not old.files]}, this spec's "
+                       f"{kinds[not new.files]})")
+    for key in sorted(set(old.fixed) | set(new.fixed)):
+        if key not in PLACEMENT_DEFAULTS and old.fixed.get(key) != new.fixed.get(key):
+            differs.append(f"fixed.{key} ({old.fixed.get(key)!r} in the cube, "
+                           f"{new.fixed.get(key)!r} here)")
+    for name, settings in (old.datasets or {}).items():
+        now = (new.datasets or {}).get(name)
+        if now != settings:
+            differs.append(f"datasets.{name} ({settings!r} in the cube, "
+                           f"{'missing' if now is None else repr(now)} here)")
+    added = {}
+    for key in [*old.grid, *(k for k in new.grid if k not in old.grid)]:
+        was, now = old.grid.get(key), new.grid.get(key)
+        if was is None or now is None:
+            differs.append(f"grid.{key} (a dimension {'added' if was is None else 'removed'})")
+        elif now[:len(was)] != was:
+            differs.append(f"grid.{key} ({was!r} in the cube, {now!r} here: a value removed, "
+                           "reordered or inserted)")
+        elif len(now) > len(was):
+            added[key] = now[len(was):]
+    if differs:
+        raise NotAnExtension("; ".join(differs))
+    return added
+
+
 def _as_list(key, value, where="<spec>"):
     values = value if isinstance(value, list) else [value]
     if not values:
