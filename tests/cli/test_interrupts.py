@@ -15,6 +15,7 @@ import glob
 import os
 import sys
 
+import numpy as np
 import pytest
 
 from tests.support.helpers import Session, fit_args, run_main, run_python, wait_until
@@ -437,3 +438,82 @@ def test_ctrl_c_while_the_command_line_is_imported(tmp_path, module):
     SIGINT's default action, whatever this process inherited."""
     done = run_python(CTRL_C_DURING_IMPORT.format(module=module), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (130, "onebit-dask: interrupted\n"), done
+
+
+def ctrl_c_inside_zarrs_io_thread(monkeypatch, module, name, gone_on):
+    """Have zarr's coroutine ``module.name`` (run in zarr's I/O thread while this thread
+    waits for it) send SIGINT to this (the main) thread as it starts, as a Ctrl-C at that
+    moment does; the coroutine then goes on once ``gone_on`` is set (this thread went past
+    the interrupted call), or after a second (this thread held the interrupt back)."""
+    import asyncio
+    import signal
+    import threading
+
+    original = getattr(module, name)
+    main = threading.main_thread().ident
+
+    async def interrupted(*args, **kwargs):
+        signal.pthread_kill(main, signal.SIGINT)
+        for _ in range(100):
+            if gone_on.is_set():
+                break
+            await asyncio.sleep(0.01)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_ctrl_c_while_the_saved_models_metadata_are_consolidated(tmp_path, monkeypatch,
+                                                                 existing):
+    """A Ctrl-C while the model store's metadata are consolidated, the last write of a
+    save (zarr does it in its I/O thread, which the interrupt does not stop): 1 run in 14
+    printed zarr's "Consolidated metadata is currently not part in the Zarr format 3
+    specification" warning under the "interrupted" line. The signal comes at that very
+    point, and the consolidation ends only once the writer has gone on (or after a
+    second): exit 130, the one line, no warning, no temporary, and the model that was at
+    the target (``save(..., overwrite=True)``) whole and unchanged, or the new model."""
+    import threading
+    import warnings
+
+    import zarr.api.asynchronous as zarr_async
+
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+    from onebit_dask.io.stores import atomic
+
+    model = tmp_path / "m.zarr"
+    gone_on = threading.Event()
+    discard = atomic.discard
+
+    def discarding(directory):
+        gone_on.set()
+        discard(directory)
+
+    monkeypatch.setattr(atomic, "discard", discarding)
+    if existing:
+        before = OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(
+            SyntheticProblem(20, 10, 2, seed=1))
+        before.save(model)
+        ctrl_c_inside_zarrs_io_thread(monkeypatch, zarr_async, "consolidate_metadata", gone_on)
+        est = OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(
+            SyntheticProblem(20, 10, 2, seed=0))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(KeyboardInterrupt):
+                est.save(model, overwrite=True)
+        assert [str(w.message) for w in caught] == []
+        assert_nothing_beside(tmp_path, "m.zarr")
+        kept = OneBitMultiLabel.load(model)
+        assert kept.n_labels_ == 10 and kept.n_steps_ == before.n_steps_
+        np.testing.assert_array_equal(kept.A_, before.A_)
+        return
+    ctrl_c_inside_zarrs_io_thread(monkeypatch, zarr_async, "consolidate_metadata", gone_on)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = run_main(*fit_args("--quiet", d1=20, d2=10, batch_size=1000, n_iter=1),
+                        "--workers", 0, "--save", model)
+    assert [str(w.message) for w in caught] == []
+    assert_interrupted(done)
+    assert_nothing_beside(tmp_path, *(["m.zarr"] if model.exists() else []))
+    if model.exists():
+        assert OneBitMultiLabel.load(model).n_features_in_ == 20
