@@ -517,3 +517,88 @@ def test_ctrl_c_while_the_saved_models_metadata_are_consolidated(tmp_path, monke
     assert_nothing_beside(tmp_path, *(["m.zarr"] if model.exists() else []))
     if model.exists():
         assert OneBitMultiLabel.load(model).n_features_in_ == 20
+
+
+class CtrlCOnWrite:
+    """A redirected stdout (a file, not a terminal) that sends SIGINT to this process as
+    its first write returns: a Ctrl-C while the command's output is being written."""
+
+    def __init__(self):
+        import io
+
+        self.buffer, self.writes = io.StringIO(), 0
+
+    def write(self, text):
+        import signal
+
+        self.buffer.write(text)
+        self.writes += 1
+        if self.writes == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # Python code: the handler runs here
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def getvalue(self):
+        return self.buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory):
+    """A saved model, a data file of 40 rows and ``predict``'s whole output of them (text
+    and JSON)."""
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+    tmp = tmp_path_factory.mktemp("predict")
+    model = tmp / "m.zarr"
+    OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(
+        SyntheticProblem(20, 10, 2, seed=0)).save(model)
+    rng = np.random.default_rng(0)
+    data = tmp / "x.txt"
+    data.write_text("".join(f"1 {j}:{rng.random():.3f} {j + 1}:{rng.random():.3f}\n"
+                            for j in rng.integers(0, 19, 40)))
+    whole = {}
+    for form in ("text", "json"):
+        args = ("predict", model, "--data", data, "--rows", 40,
+                *(["--json"] if form == "json" else []))
+        done = run_main(*args)
+        assert done.returncode == 0 and done.stdout.count("\n") == (40 if form == "text" else 1)
+        whole[form] = (args, done.stdout)
+    return whole
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+@pytest.mark.parametrize("when", ["scoring", "writing"])
+def test_ctrl_c_while_predict_scores_or_writes(predicted, monkeypatch, form, when):
+    """A Ctrl-C while ``predict`` scores the rows, or while it writes them to a redirected
+    stdout (the signal sent at that very point): exit 130 and the one line, and the output
+    is nothing or the whole of it (it was written row by row: a Ctrl-C there left the
+    first rows, as if they were all)."""
+    import contextlib
+    import io
+    import signal
+
+    from onebit_dask import OneBitMultiLabel
+    from onebit_dask.cli.main import main
+
+    args, whole = predicted[form]
+    if when == "scoring":
+        top_k = OneBitMultiLabel.predict_top_k
+
+        def interrupted(self, *a, **k):
+            os.kill(os.getpid(), signal.SIGINT)
+            return top_k(self, *a, **k)
+
+        monkeypatch.setattr(OneBitMultiLabel, "predict_top_k", interrupted)
+    out, err = CtrlCOnWrite(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([*map(str, args)])
+    assert (status, err.getvalue()) == (130, INTERRUPTED + "\n")
+    assert out.getvalue() in ("", whole), out.getvalue()[:200]
+    if when == "writing":
+        assert out.getvalue() == whole  # the signal came during the write: it is whole
