@@ -34,7 +34,8 @@ def check_cluster_target(workers=None, scheduler=None, cluster=None, tls=None,
     :func:`open_client`, with ``cluster`` (a config file) loaded and checked once
     (:func:`onebit_dask.cluster.load_cluster_config`,
     :func:`~onebit_dask.cluster.check_runnable`). ``allow_large``: more than
-    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers may start.
+    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers may start, and a cluster config's
+    workers may run more than :data:`~onebit_dask.utils.limits.MAX_THREADS_PER_WORKER` threads.
 
     Precedence: the flags, then Dask's own configuration (``scheduler-address``, e.g.
     ``DASK_SCHEDULER_ADDRESS``, and ``distributed.comm.tls.*`` for a ``tls://`` one, as

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from ..utils.warnings import ignored
 from ..utils.yaml import YamlError, load_yaml
 from ..utils.errors import ClusterConfigError, ClusterStartError
-from ..utils.limits import check_workers
+from ..utils.limits import check_threads, check_workers
 from ..utils.signals import sigint_deferred
 
 _SECURITY_KEYS = {"temporary": bool, "ca_file": str, "cert": str, "key": str,
@@ -370,25 +370,37 @@ def _check_local(where: str, options: dict) -> None:
 
 
 def _check_worker_counts(where: str, data: dict, options: dict, allow_large: bool) -> None:
-    counts = {f"options.{k}": options[k] for k in ("n_workers",) if k in options}
+    """The workers (or jobs) a config starts against
+    :data:`~onebit_dask.utils.limits.MAX_WORKERS` (an SSH config's ``n_workers`` start on
+    each worker host: their total), and the threads of each worker against
+    :data:`~onebit_dask.utils.limits.MAX_THREADS_PER_WORKER`, unless ``allow_large``."""
+    counts = {f"options.{k}": (options[k], 1) for k in ("n_workers",) if k in options}
     workers = options.get("worker_options")
     if isinstance(workers, dict) and "n_workers" in workers:  # an SSH config's, each worker host's
-        counts["options.worker_options.n_workers"] = workers["n_workers"]
+        hosts = options.get("hosts")
+        counts["options.worker_options.n_workers"] = (
+            workers["n_workers"], max(1, len(hosts) - 1) if isinstance(hosts, list) else 1)
     if "scale" in data:
-        counts["scale"] = data["scale"]
+        counts["scale"] = (data["scale"], 1)
     if data.get("adapt"):
-        counts["adapt.maximum"] = data["adapt"].get("maximum", 1)
-    for name, value in counts.items():
-        try:
-            check_workers(name, value, allow_large)
-        except ValueError as exc:
-            raise ClusterConfigError(f"{where}: {exc}") from None
+        counts["adapt.maximum"] = (data["adapt"].get("maximum", 1), 1)
+    threads = {f"options.{k}": options[k] for k in ("threads_per_worker",) if k in options}
+    if isinstance(workers, dict) and "nthreads" in workers:  # an SSH config's
+        threads["options.worker_options.nthreads"] = workers["nthreads"]
+    try:
+        for name, (value, hosts) in counts.items():
+            check_workers(name, value, allow_large, hosts=hosts)
+        for name, value in threads.items():
+            check_threads(name, value, allow_large)
+    except ValueError as exc:
+        raise ClusterConfigError(f"{where}: {exc}") from None
 
 
 def parse_cluster_config(data, where: str = "<config>", *,
                          allow_large: bool = False) -> ClusterConfig:
     """Check a config mapping (already parsed from YAML); ``allow_large``: allow more than
-    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers or jobs."""
+    :data:`~onebit_dask.utils.limits.MAX_WORKERS` workers or jobs, and more than
+    :data:`~onebit_dask.utils.limits.MAX_THREADS_PER_WORKER` threads a worker."""
     if not isinstance(data, dict):
         raise ClusterConfigError(f"{where}: a cluster config is a mapping with a 'kind' key")
     if "kind" not in data:

@@ -87,13 +87,35 @@ def _run_predict(args) -> int:
             return EXIT_RUNTIME
         labels, scores = est.predict_top_k(X, args.top_k)
     if args.json:
-        print(json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
-                          "labels": labels.tolist(), "scores": scores.tolist()}))
+        text = json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
+                           "labels": labels.tolist(), "scores": scores.tolist()}) + "\n"
     else:
-        for i in range(n):
-            best = "  ".join(f"{j}:{v:+.3f}" for j, v in zip(labels[i], scores[i]))
-            print(f"row {i}: {best}")
+        text = "".join(f"row {i}: " + "  ".join(f"{j}:{v:+.3f}" for j, v in
+                                                 zip(labels[i], scores[i])) + "\n"
+                       for i in range(n))
+    write_whole(text)
     return 0
+
+
+def write_whole(text: str) -> None:
+    """``text`` on stdout, whole or not at all where stdout is a file or a pipe: a Ctrl-C
+    while it is written is held back until it is
+    (:func:`~onebit_dask.utils.signals.sigint_deferred`; the command then exits 130), so a
+    redirected output is never cut in the middle of a row (``predict`` printed row by row:
+    a Ctrl-C left the rows before it, issue 36). At a terminal it is written as it is, and
+    a Ctrl-C stops it at once."""
+    import contextlib
+
+    from ..utils.signals import sigint_deferred
+
+    stream = sys.stdout
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    with contextlib.nullcontext() if terminal else sigint_deferred():
+        stream.write(text)
+        stream.flush()
 
 
 def _run_evaluate(args) -> int:
@@ -117,10 +139,10 @@ def _run_evaluate(args) -> int:
     result.update(model=args.model, n_steps=est.n_steps_, n_samples=est.n_samples_seen_,
                   d1=est.n_features_in_, d2=est.n_labels_, rank=est.rank)
     if args.json:
-        print(json.dumps(result))
+        write_whole(json.dumps(result) + "\n")
     else:
-        print(f"onebit evaluate {args.model} d1={est.n_features_in_} d2={est.n_labels_} "
-              f"rank={est.rank} steps={est.n_steps_}")
-        for key in reversed(METRICS):  # auc first
-            print(f"  {key:16s} {result[key]:.4f}")
+        write_whole(f"onebit evaluate {args.model} d1={est.n_features_in_} d2={est.n_labels_} "
+                    f"rank={est.rank} steps={est.n_steps_}\n"
+                    + "".join(f"  {key:16s} {result[key]:.4f}\n"
+                              for key in reversed(METRICS)))  # auc first
     return 0

@@ -21,8 +21,10 @@ Soft limits (allowed with ``--allow-large``, ``allow_large=True``, when a user m
 - a sweep grid at most :data:`MAX_CELLS` cells, and a cube at most
   :data:`MAX_CUBE_VALUES` values per metric (cells x iterations);
 - the workers or jobs one command starts at most :data:`MAX_WORKERS` (``--workers``, a
-  cluster config's ``n_workers``, an SSH config's ``worker_options.n_workers``, ``scale``
-  and ``adapt.maximum``, ``--adapt``).
+  cluster config's ``n_workers``, an SSH config's ``worker_options.n_workers`` times its
+  worker hosts, ``scale`` and ``adapt.maximum``, ``--adapt``);
+- the threads of one worker at most :data:`MAX_THREADS_PER_WORKER` (a local config's
+  ``threads_per_worker``, an SSH config's ``worker_options.nthreads``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ MAX_ENTRIES = 2**30
 MAX_CELLS = 10**6
 MAX_CUBE_VALUES = 10**8
 MAX_WORKERS = 256
+MAX_THREADS_PER_WORKER = 256
 MAX_YAML_VALUES = 10**5
 """Values a spec or cluster config may hold once its aliases are expanded: nested aliases
 (``a: &x [...]``, ``b: [*x, *x, ...]``) grow a short file exponentially."""
@@ -98,11 +101,26 @@ def check_sizes(sizes: dict, sampler: str = "explicit", allow_large: bool = Fals
                          "mean it")
 
 
-def check_workers(name: str, value: int, allow_large: bool = False) -> None:
-    """``ValueError`` when a count of workers (or jobs) ``value`` exceeds
-    :data:`MAX_WORKERS` and not ``allow_large``; the message calls it ``name``."""
-    if not allow_large and value > MAX_WORKERS:
-        raise ValueError(f"{name}={value} is not allowed: a command starts at most "
+def check_workers(name: str, value: int, allow_large: bool = False, hosts: int = 1) -> None:
+    """``ValueError`` when a count of workers (or jobs) ``value`` on each of ``hosts``
+    hosts (an SSH config's worker hosts) exceeds :data:`MAX_WORKERS` in all and not
+    ``allow_large``; the message calls it ``name``."""
+    total = value * hosts
+    if not allow_large and total > MAX_WORKERS:
+        shown = f"{name}={value}"
+        if hosts > 1:
+            shown += f" on {hosts} worker hosts ({total:,} workers)"
+        raise ValueError(f"{shown} is not allowed: a command starts at most "
                          f"{MAX_WORKERS} workers or jobs (a fixed limit of onebit-dask, see "
+                         "onebit_dask.utils.limits): pass --allow-large (allow_large=True) if you "
+                         "mean it")
+
+
+def check_threads(name: str, value: int, allow_large: bool = False) -> None:
+    """``ValueError`` when the threads of one worker ``value`` exceed
+    :data:`MAX_THREADS_PER_WORKER` and not ``allow_large``; the message calls it ``name``."""
+    if not allow_large and value > MAX_THREADS_PER_WORKER:
+        raise ValueError(f"{name}={value} is not allowed: a worker runs at most "
+                         f"{MAX_THREADS_PER_WORKER} threads (a fixed limit of onebit-dask, see "
                          "onebit_dask.utils.limits): pass --allow-large (allow_large=True) if you "
                          "mean it")

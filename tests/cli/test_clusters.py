@@ -422,6 +422,64 @@ def test_ssh_worker_count_beyond_the_limit_needs_allow_large(tmp_path):
     assert config.options["worker_options"] == {"n_workers": 257}
 
 
+@pytest.mark.parametrize("text, key", [
+    ("kind: local\noptions: {threads_per_worker: 100000}\n",
+     "options.threads_per_worker=100000 is not allowed: a worker runs at most 256 threads"),
+    ("kind: local\noptions: {n_workers: 2, threads_per_worker: 257}\n",
+     "options.threads_per_worker=257 is not allowed: a worker runs at most 256 threads"),
+])
+def test_local_threads_beyond_the_limit_need_allow_large_exit_2(tmp_path, text, key):
+    """A local config's threads per worker have a fixed limit (any number was taken, and
+    started): refused with one line naming the key, the value and the limit, before
+    anything starts; ``--allow-large`` passes it."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ClusterConfigError, match=re.escape(key) + ".*--allow-large"):
+        load_cluster_config(path)
+    assert load_cluster_config(path, allow_large=True).options["threads_per_worker"] > 256
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+@pytest.mark.parametrize("options, key", [
+    ("hosts: [a, b], worker_options: {nthreads: 100000}",
+     "options.worker_options.nthreads=100000 is not allowed: a worker runs at most 256 "
+     "threads"),
+    ("hosts: [s, a, b, c], worker_options: {n_workers: 100}",
+     "options.worker_options.n_workers=100 on 3 worker hosts (300 workers) is not allowed: a "
+     "command starts at most 256 workers"),
+    ("hosts: [s, a, b], worker_options: {n_workers: 129}",
+     "options.worker_options.n_workers=129 on 2 worker hosts (258 workers) is not allowed"),
+])
+def test_ssh_threads_and_total_workers_beyond_the_limits_need_allow_large_exit_2(tmp_path,
+                                                                                   options, key):
+    """An SSH config's threads per worker have the local config's limit, and its
+    ``worker_options.n_workers`` start on every worker host: their total is checked
+    against the workers' limit (each host's count was)."""
+    pytest.importorskip("asyncssh")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions: {{{options}, connect_options: {{known_hosts: {known}}}}}\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(key) + ".*--allow-large"):
+        load_cluster_config(path)
+    assert load_cluster_config(path, allow_large=True).kind == "ssh"
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+def test_threads_within_the_limits_are_taken(tmp_path):
+    pytest.importorskip("asyncssh")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: local\noptions: {n_workers: 1, threads_per_worker: 256}\n")
+    assert load_cluster_config(path).options["threads_per_worker"] == 256
+    path.write_text(f"kind: ssh\noptions: {{hosts: [s, a, b], worker_options: {{n_workers: 128, "
+                    f"nthreads: 256}}, connect_options: {{known_hosts: {known}}}}}\n")
+    assert load_cluster_config(path).options["worker_options"]["n_workers"] == 128
+
+
 def test_workers_flag_and_adapt_beyond_the_limit_exit_2():
     for args, key in ((("fit", "--workers", 100000), "--workers=100000"),
                       (("sweep", "quickstart", "--out", "x.zarr", "--adapt", "1:100000"),

@@ -15,6 +15,7 @@ import glob
 import os
 import sys
 
+import numpy as np
 import pytest
 
 from tests.support.helpers import Session, fit_args, run_main, run_python, wait_until
@@ -437,3 +438,167 @@ def test_ctrl_c_while_the_command_line_is_imported(tmp_path, module):
     SIGINT's default action, whatever this process inherited."""
     done = run_python(CTRL_C_DURING_IMPORT.format(module=module), cwd=tmp_path)
     assert (done.returncode, done.stderr) == (130, "onebit-dask: interrupted\n"), done
+
+
+def ctrl_c_inside_zarrs_io_thread(monkeypatch, module, name, gone_on):
+    """Have zarr's coroutine ``module.name`` (run in zarr's I/O thread while this thread
+    waits for it) send SIGINT to this (the main) thread as it starts, as a Ctrl-C at that
+    moment does; the coroutine then goes on once ``gone_on`` is set (this thread went past
+    the interrupted call), or after a second (this thread held the interrupt back)."""
+    import asyncio
+    import signal
+    import threading
+
+    original = getattr(module, name)
+    main = threading.main_thread().ident
+
+    async def interrupted(*args, **kwargs):
+        signal.pthread_kill(main, signal.SIGINT)
+        for _ in range(100):
+            if gone_on.is_set():
+                break
+            await asyncio.sleep(0.01)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, interrupted)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_ctrl_c_while_the_saved_models_metadata_are_consolidated(tmp_path, monkeypatch,
+                                                                 existing):
+    """A Ctrl-C while the model store's metadata are consolidated, the last write of a
+    save (zarr does it in its I/O thread, which the interrupt does not stop): 1 run in 14
+    printed zarr's "Consolidated metadata is currently not part in the Zarr format 3
+    specification" warning under the "interrupted" line. The signal comes at that very
+    point, and the consolidation ends only once the writer has gone on (or after a
+    second): exit 130, the one line, no warning, no temporary, and the model that was at
+    the target (``save(..., overwrite=True)``) whole and unchanged, or the new model."""
+    import threading
+    import warnings
+
+    import zarr.api.asynchronous as zarr_async
+
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+    from onebit_dask.io.stores import atomic
+
+    model = tmp_path / "m.zarr"
+    gone_on = threading.Event()
+    discard = atomic.discard
+
+    def discarding(directory):
+        gone_on.set()
+        discard(directory)
+
+    monkeypatch.setattr(atomic, "discard", discarding)
+    if existing:
+        before = OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(
+            SyntheticProblem(20, 10, 2, seed=1))
+        before.save(model)
+        ctrl_c_inside_zarrs_io_thread(monkeypatch, zarr_async, "consolidate_metadata", gone_on)
+        est = OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(
+            SyntheticProblem(20, 10, 2, seed=0))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(KeyboardInterrupt):
+                est.save(model, overwrite=True)
+        assert [str(w.message) for w in caught] == []
+        assert_nothing_beside(tmp_path, "m.zarr")
+        kept = OneBitMultiLabel.load(model)
+        assert kept.n_labels_ == 10 and kept.n_steps_ == before.n_steps_
+        np.testing.assert_array_equal(kept.A_, before.A_)
+        return
+    ctrl_c_inside_zarrs_io_thread(monkeypatch, zarr_async, "consolidate_metadata", gone_on)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = run_main(*fit_args("--quiet", d1=20, d2=10, batch_size=1000, n_iter=1),
+                        "--workers", 0, "--save", model)
+    assert [str(w.message) for w in caught] == []
+    assert_interrupted(done)
+    assert_nothing_beside(tmp_path, *(["m.zarr"] if model.exists() else []))
+    if model.exists():
+        assert OneBitMultiLabel.load(model).n_features_in_ == 20
+
+
+class CtrlCOnWrite:
+    """A redirected stdout (a file, not a terminal) that sends SIGINT to this process as
+    its first write returns: a Ctrl-C while the command's output is being written."""
+
+    def __init__(self):
+        import io
+
+        self.buffer, self.writes = io.StringIO(), 0
+
+    def write(self, text):
+        import signal
+
+        self.buffer.write(text)
+        self.writes += 1
+        if self.writes == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # Python code: the handler runs here
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def getvalue(self):
+        return self.buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory):
+    """A saved model, a data file of 40 rows and ``predict``'s whole output of them (text
+    and JSON)."""
+    from onebit_dask import OneBitMultiLabel, SyntheticProblem
+
+    tmp = tmp_path_factory.mktemp("predict")
+    model = tmp / "m.zarr"
+    OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(
+        SyntheticProblem(20, 10, 2, seed=0)).save(model)
+    rng = np.random.default_rng(0)
+    data = tmp / "x.txt"
+    data.write_text("".join(f"1 {j}:{rng.random():.3f} {j + 1}:{rng.random():.3f}\n"
+                            for j in rng.integers(0, 19, 40)))
+    whole = {}
+    for form in ("text", "json"):
+        args = ("predict", model, "--data", data, "--rows", 40,
+                *(["--json"] if form == "json" else []))
+        done = run_main(*args)
+        assert done.returncode == 0 and done.stdout.count("\n") == (40 if form == "text" else 1)
+        whole[form] = (args, done.stdout)
+    return whole
+
+
+@pytest.mark.parametrize("form", ["text", "json"])
+@pytest.mark.parametrize("when", ["scoring", "writing"])
+def test_ctrl_c_while_predict_scores_or_writes(predicted, monkeypatch, form, when):
+    """A Ctrl-C while ``predict`` scores the rows, or while it writes them to a redirected
+    stdout (the signal sent at that very point): exit 130 and the one line, and the output
+    is nothing or the whole of it (it was written row by row: a Ctrl-C there left the
+    first rows, as if they were all)."""
+    import contextlib
+    import io
+    import signal
+
+    from onebit_dask import OneBitMultiLabel
+    from onebit_dask.cli.main import main
+
+    args, whole = predicted[form]
+    if when == "scoring":
+        top_k = OneBitMultiLabel.predict_top_k
+
+        def interrupted(self, *a, **k):
+            os.kill(os.getpid(), signal.SIGINT)
+            return top_k(self, *a, **k)
+
+        monkeypatch.setattr(OneBitMultiLabel, "predict_top_k", interrupted)
+    out, err = CtrlCOnWrite(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main([*map(str, args)])
+    assert (status, err.getvalue()) == (130, INTERRUPTED + "\n")
+    assert out.getvalue() in ("", whole), out.getvalue()[:200]
+    if when == "writing":
+        assert out.getvalue() == whole  # the signal came during the write: it is whole

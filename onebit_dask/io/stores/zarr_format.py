@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from ...utils.errors import RunError
+from ...utils.signals import sigint_deferred
 from ...utils.warnings import ignored
 from . import paths
 
@@ -178,11 +179,19 @@ def consolidate(path) -> None:
     """Consolidate the metadata of the zarr (v3) group at ``path`` into its root
     ``zarr.json`` (``xarray.open_zarr`` then opens it without a warning), without zarr's
     warnings that consolidated metadata are not yet part of the Zarr v3 specification and
-    that a file of the package's (a temporary's marker) is not part of the hierarchy."""
+    that a file of the package's (a temporary's marker) is not part of the hierarchy.
+
+    A Ctrl-C is held back meanwhile (:func:`~onebit_dask.utils.signals.sigint_deferred`;
+    a moment: one read of each array's metadata, one write): zarr runs the consolidation
+    in its I/O thread, which a ``KeyboardInterrupt`` in this one does not stop, so the
+    block of ignored warnings would end first and zarr's warning come after it, on stderr
+    below the command's "interrupted" line (issue 36), and the root's ``zarr.json`` be
+    rewritten after the writer thought it done."""
     import zarr
 
-    with ignored(dict(message=".*[Cc]onsolidated metadata.*"),
-                 dict(message=".*is not recognized as a component of a Zarr hierarchy.*")):
+    with sigint_deferred(), ignored(
+            dict(message=".*[Cc]onsolidated metadata.*"),
+            dict(message=".*is not recognized as a component of a Zarr hierarchy.*")):
         zarr.consolidate_metadata(paths.store(os.fspath(path)), zarr_format=3)
 
 
