@@ -189,3 +189,10 @@ def test_client_memory_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same_fit"] and list(result["client_mib_median"].values())[0] > 0
+
+
+def test_predict_topk_benchmark_smoke():
+    proc = run_bench("bench_predict_topk.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["same_as_brute_force"] and result["rows"] == 300
