@@ -9,12 +9,12 @@ The same fit of a label matrix (``--n`` training rows of ``--d1`` Gaussian featu
 ``engine="dask"`` on a ``LocalCluster`` of ``--workers`` single-threaded worker
 processes) with ``eval_every=0`` and with ``eval_set=(X_test, Y_test), eval_every=1``,
 alternately, ``--repeats`` times, after a warm-up fit. (A planted problem evaluates its
-own test set and takes no ``eval_set``.) Training and held-out labels: sparse label matrices of Zipf-popular
-labels, about 5 a row, as extreme-classification sets (the metrics' values do not matter
-here, their cost does: each label's AUC over its positives, each row's top 5 through the
-blocks' label indexes, rebuilt at every evaluation since ``B`` changed). Reports the
-seconds of a fit, and what an evaluation adds to an iteration against a step's seconds.
-The last line is JSON.
+own test set and takes no ``eval_set``.) Training and held-out labels: sparse label
+matrices of Zipf-popular labels, about 5 a row, as extreme-classification sets (the
+metrics' values do not matter here, their cost does: each label's AUC over its
+positives, each row's top 5 through the blocks' label indexes, rebuilt at every
+evaluation since ``B`` changed). Reports the seconds of a fit, and what an evaluation
+adds to an iteration against a step's seconds. The last line is JSON.
 """
 
 from __future__ import annotations
