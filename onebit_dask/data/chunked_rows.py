@@ -50,9 +50,6 @@ class ChunkedRows:
         self.load = load
         self._kept = OrderedDict()  # k -> loaded chunk, the most recent last
 
-    def __getstate__(self):
-        return {**self.__dict__, "_kept": OrderedDict()}  # what was loaded stays here
-
     def chunk(self, k: int) -> np.ndarray:
         """Chunk ``k`` as an array (loaded, or as held)."""
         if self.load is None:
