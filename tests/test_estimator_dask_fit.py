@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from onebit_dask import OneBitMultiLabel
+from onebit_dask.ops import features
 from onebit_dask.testing import assert_same_fit
 from tests.support.clusters import TaskSpecSizes
 
@@ -55,6 +56,9 @@ def guard_whole_computes(monkeypatch):
     dict(validation_fraction=0.5, n_iter=2),
 ])
 def test_a_dask_array_fits_as_the_computed_array_in_process(params, monkeypatch):
+    """The feature map's pieces of 37 rows across chunks of 90: per-piece sums computed
+    by dask, added in order here."""
+    monkeypatch.setattr(features, "CHUNK_BYTES", 8 * 12 * 37)
     X, Y = _data()
     fit = dict(rank=2, batch_size=1500, n_iter=3, n_shards=3, random_state=5,
                engine="local") | params
@@ -105,6 +109,7 @@ def test_a_dask_array_fits_as_the_computed_array_on_a_cluster(client2, monkeypat
     """On the Dask engine the workers compute the chunks; no task the client submits
     carries more than a small part of ``X`` (one chunk is 80 kB); the model is the
     in-process fit's of the computed array."""
+    monkeypatch.setattr(features, "CHUNK_BYTES", 8 * 30 * 250)  # pieces across chunks
     rows = (300,) * 5 + (100,)
     Xd = _generated(1600, 30, rows)
     X = Xd.compute()

@@ -88,6 +88,30 @@ def chunked_features(X, name: str = "X") -> tuple[ChunkedRows, bool]:
     return ChunkedRows(offsets, blocks, X.shape[1], dtype, load=_computed), has_feature
 
 
+def per_piece(rows: ChunkedRows, step: int):
+    """``apply(fn, args)`` for :class:`~onebit_dask.ops.features.RowChunks` of the dask
+    chunks of ``rows``: ``[fn(X[lo:lo + step], *args)]`` for ``lo = 0, step, ...``, each
+    piece's rows joined and ``fn`` run by dask (on the current client's cluster, else in
+    threads here), only the results gathered. The pieces are the rows the feature map
+    reads of an array, so the statistics are the array's, bit for bit."""
+    import dask
+    import dask.array as da
+
+    n = rows.shape[0]
+
+    def piece(lo: int, hi: int):
+        parts = [rows.chunks[k][max(lo - a, 0): min(hi, b) - a]
+                 for k, (a, b) in enumerate(zip(rows.offsets[:-1], rows.offsets[1:]))
+                 if a < hi and b > lo]
+        return parts[0] if len(parts) == 1 else da.concatenate(parts)
+
+    def apply(fn, args):
+        return dask.compute(*[dask.delayed(fn)(piece(lo, min(lo + step, n)), *args)
+                              for lo in range(0, n, step)])
+
+    return apply
+
+
 def gathered_labels(Y, name: str = "Y"):
     """The dask array ``Y`` (a 0/1 label matrix, dense or sparse chunks) as one CSR
     matrix in this process, computed a row chunk at a time (a dense chunk is never more

@@ -311,15 +311,19 @@ class LabelMatrixSource(BaseSource):
                 "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
 
     def features(self):
-        """Every instance's row (features in row chunks: read :data:`CHUNK_BYTES` of
-        float64 rows at a time, as the feature map reads an array)."""
+        """Every instance's row. Features in row chunks (a dask array's) as
+        :class:`~onebit_dask.ops.features.RowChunks` of the rows the feature map reads
+        of an array (:data:`~onebit_dask.ops.features.CHUNK_BYTES` of float64 a piece):
+        its per-feature sums computed by dask where the chunks are
+        (:func:`~onebit_dask.data.dask_inputs.per_piece`), the pieces read here one at a
+        time only to whiten."""
         if not isinstance(self.X, ChunkedRows):
             return self.X
         from ..ops.features import CHUNK_BYTES, RowChunks
+        from .dask_inputs import per_piece
 
-        X = self.X
-        return RowChunks(self.n, self.d1, lambda lo, hi: X[lo:hi],
-                         max(1, CHUNK_BYTES // (8 * max(1, self.d1))))
+        X, step = self.X, max(1, CHUNK_BYTES // (8 * max(1, self.d1)))
+        return RowChunks(self.n, self.d1, lambda lo, hi: X[lo:hi], step, per_piece(X, step))
 
     def propensities(self) -> np.ndarray:
         """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""
