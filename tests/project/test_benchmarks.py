@@ -189,3 +189,10 @@ def test_client_memory_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same_fit"] and list(result["client_mib_median"].values())[0] > 0
+
+
+def test_dask_fit_benchmark_smoke():
+    proc = run_bench("bench_dask_fit.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["same_fit"] and set(result["client_mib"]) == {"dask", "numpy"}
