@@ -107,8 +107,9 @@ def _generated(n, d1, rows):
 
 def test_a_dask_array_fits_as_the_computed_array_on_a_cluster(client2, monkeypatch):
     """On the Dask engine the workers compute the chunks; no task the client submits
-    carries more than a small part of ``X`` (one chunk is 80 kB); the model is the
-    in-process fit's of the computed array."""
+    carries more than a small part of ``X`` (one chunk is 72 kB); the model is the
+    in-process fit's of the computed array, also for a persisted array (on the Dask
+    engine, and in process with its chunks computed by the cluster)."""
     monkeypatch.setattr(features, "CHUNK_BYTES", 8 * 30 * 250)  # pieces across chunks
     rows = (300,) * 5 + (100,)
     Xd = _generated(1600, 30, rows)
@@ -120,9 +121,12 @@ def test_a_dask_array_fits_as_the_computed_array_on_a_cluster(client2, monkeypat
     guard_whole_computes(monkeypatch)
     with client2.as_current():
         got = OneBitMultiLabel(engine="dask", **fit).fit(Xd, Y)
-        persisted = OneBitMultiLabel(engine="dask", **fit).fit(Xd.persist(), Y)
+        kept = Xd.persist()
+        persisted = OneBitMultiLabel(engine="dask", **fit).fit(kept, Y)
+        here = OneBitMultiLabel(engine="local", **fit).fit(kept, Y)  # chunks from the cluster
     sizes = client2.run_on_scheduler(
         lambda dask_scheduler: dask_scheduler.plugins["task-spec-sizes"].sizes)
     assert max(sizes.values()) < X[:300].nbytes / 4, max(sizes.items(), key=lambda kv: kv[1])
     assert_same_model(want, got, X)
     assert_same_model(want, persisted, X)
+    assert_same_model(want, here, X)
