@@ -384,7 +384,13 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             shards run, or an XC/svmlight multi-label text file (read as a label
             matrix). Otherwise the features, ``(n, d1)``, dense or
             ``scipy.sparse`` (kept sparse: the cost of a step follows the batch's
-            non-zeros).
+            non-zeros), or, with a label matrix or a binary target ``Y``, a dask array
+            of dense chunks, never computed whole in this process: checked by dask
+            reductions, each row chunk computed by a worker on the Dask engine (in
+            process, when rows of it are read; two kept), the label blocks reading
+            their rows from the chunks; the same model, bit for bit, as the fit of
+            ``X.compute()`` (and the same checkpoint identity). Its chunk sizes must be
+            known (``X = X.compute_chunk_sizes()``); sparse chunks are refused.
         Y : array-like or scipy.sparse matrix of shape (n, d2), or of shape (n,)
             A 2-D 0/1 indicator (bool, int or float) is a label matrix: batch ``t``
             draws ``batch_size`` pairs ``(i, j)`` uniformly from the ``n x d2`` grid
@@ -396,7 +402,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             without ``bits`` is a binary target: the label matrix of one label
             ``y == classes_[1]``, with scikit-learn's binary classifier outputs
             (:meth:`predict` of the classes, :meth:`predict_proba` of shape
-            ``(n, 2)``). With ``bits``: the observed label of each row, in ``[0, d2)``.
+            ``(n, 2)``). A dask array ``Y`` is gathered into a CSR matrix here, a row
+            chunk at a time. With ``bits``: the observed label of each row, in
+            ``[0, d2)`` (then ``X`` in memory, not a dask array).
         bits : array-like of shape (n,), optional
             The observed bit of each row: ``-1``/``+1``, ``0``/``1`` or booleans
             (single-label observations ``(X, Y, bits)``, used in order, ``batch_size``

@@ -11,6 +11,8 @@ from ..utils.checks import as_generator, check_seed
 from ..utils.validation import check_features, check_observations
 from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
+from .dask_inputs import (check_dask_shape, chunked_features, gathered_labels,
+                          is_dask_array)
 from .label_matrix import (LabelMatrixSource, binary_target, check_label_matrix,
                            check_learnable, is_one_dimensional)
 from .synthetic.source import ProblemSource
@@ -46,8 +48,13 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
     * ``X``, 1-D integer labels ``Y`` and their ``bits`` (-1/+1): single-label observations
       (:class:`~onebit_dask.data.arrays.ArraySource`).
 
-    ``X`` is a dense array or a ``scipy.sparse`` matrix (kept sparse, as CSR). Every
-    check runs here, before any work.
+    ``X`` is a dense array or a ``scipy.sparse`` matrix (kept sparse, as CSR), or, with
+    a label matrix ``Y``, a dask array of dense chunks: it is checked chunk by chunk and
+    never computed whole here (:func:`~onebit_dask.data.dask_inputs.chunked_features`:
+    a :class:`~onebit_dask.data.chunked_rows.ChunkedRows`, whose chunks the workers of a
+    Dask engine compute). A dask ``Y`` is gathered into a CSR matrix here, a row chunk
+    at a time (:func:`~onebit_dask.data.dask_inputs.gathered_labels`). Every check runs
+    here, before any work.
     """
     if isinstance(X, (SyntheticProblem, FullObservationProblem)):
         _none_of("fit(problem)", "the problem draws them", Y=Y, bits=bits, n_labels=n_labels)
@@ -74,12 +81,13 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         from .observations import ZarrSource  # or the error that says what is not there
 
         return ZarrSource(path)
+    if is_dask_array(X):
+        return _dask_source(X, Y, bits, n_labels, random_state)
     if Y is None:
         check_features(X, training=True)  # X's own errors first, as scikit-learn's
-        raise ValueError("OneBitMultiLabel requires y to be passed, but the target y is None: "
-                         "labels and y are required with an array X: pass a 0/1 label "
-                         "matrix, fit(X, Y), or single-label observations and their bits, "
-                         "fit(X, labels, bits)")
+        raise _no_target()
+    if is_dask_array(Y):
+        Y = Y.compute() if Y.ndim == 1 else gathered_labels(Y)  # a 1-D y: n classes
     if bits is not None:
         if np.asarray(Y).ndim != 1:
             raise ValueError(f"Y has shape {np.asarray(Y).shape} with bits given: fit(X, labels, "
@@ -87,11 +95,46 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
         X, labels, y, d2 = check_observations(X, Y, bits, n_labels=n_labels)
         return ArraySource(X, labels, y, d2)
     X = check_features(X, training=True)  # X first, as scikit-learn's estimators
+    return _label_matrix_source(X, Y, n_labels, random_state)
+
+
+def _no_target() -> ValueError:
+    return ValueError("OneBitMultiLabel requires y to be passed, but the target y is None: "
+                      "labels and y are required with an array X: pass a 0/1 label "
+                      "matrix, fit(X, Y), or single-label observations and their bits, "
+                      "fit(X, labels, bits)")
+
+
+def _dask_source(X, Y, bits, n_labels, random_state):
+    """The label matrix of a dask array ``X`` (checked chunk by chunk, never computed
+    whole here) and labels ``Y``; its shape and the rows of ``Y`` are checked before
+    anything is computed."""
+    check_dask_shape(X)
+    if Y is None:
+        raise _no_target()
+    if bits is not None:
+        raise TypeError("fit(X, labels, bits) takes an in-memory X (a numpy array or a "
+                        "scipy.sparse matrix), not a dask array: pass X.compute(), or a "
+                        "0/1 label matrix Y with the dask array, fit(X, Y)")
+    rows = np.shape(Y)[0] if np.ndim(Y) else None
+    if rows != X.shape[0]:
+        raise ValueError(f"Y has {rows} rows, but X has {X.shape[0]}: pass one row of Y per "
+                         "row of X")
+    X, has_feature = chunked_features(X)
+    if is_dask_array(Y):
+        Y = Y.compute() if Y.ndim == 1 else gathered_labels(Y)  # a 1-D y: n classes
+    return _label_matrix_source(X, Y, n_labels, random_state, has_feature)
+
+
+def _label_matrix_source(X, Y, n_labels, random_state, has_feature=None):
+    """The :class:`LabelMatrixSource` of checked features ``X`` and the labels ``Y`` (a
+    label matrix or a binary target), checked here (``has_feature``: whether ``X`` has a
+    non-zero entry, when already known)."""
     classes = None
     if is_one_dimensional(Y):
         classes, Y = binary_target(Y, X.shape[0])
     Y = check_label_matrix(Y, X.shape[0])
-    check_learnable(X, Y)
+    check_learnable(X, Y, has_feature=has_feature)
     if n_labels is not None and n_labels != Y.shape[1]:
         raise ValueError(f"n_labels={n_labels!r} is not allowed: Y has {Y.shape[1]} columns; "
                          "omit n_labels with a label matrix")

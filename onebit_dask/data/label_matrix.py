@@ -26,6 +26,7 @@ from ..utils.checks import check_int
 from .seeding import block_bounds, label_blocks
 from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
+from .chunked_rows import ChunkedRows
 from .shards import ShardKind, block_activation, block_scores, rows_of_bits
 from .source import BaseSource
 
@@ -166,13 +167,15 @@ def uniform_batch(X, Y, m: int, rng: np.random.Generator):
     return X[rows], labels, 2.0 * bits - 1.0
 
 
-def check_learnable(X, Y, where: str = "X, Y") -> None:
+def check_learnable(X, Y, where: str = "X, Y", has_feature: bool | None = None) -> None:
     """Refuse a training set with nothing to learn: no instance with a label (``Y`` has no
-    1), or no instance with a feature (``X`` all zeros). Single empty rows are allowed."""
+    1), or no instance with a feature (``X`` all zeros; ``has_feature``: whether it has
+    one, when the caller knows). Single empty rows are allowed."""
     if Y.nnz == 0:
         raise ValueError(f"{where}: no instance has a label (the label matrix holds no 1): "
                          "there is nothing to learn; check the file or the labels' coding")
-    has_feature = X.nnz > 0 if scipy.sparse.issparse(X) else bool(np.any(X))
+    if has_feature is None:
+        has_feature = X.nnz > 0 if scipy.sparse.issparse(X) else bool(np.any(X))
     if not has_feature:
         raise ValueError(f"{where}: no instance has a feature (every feature is 0): there is "
                          "nothing to learn from")
@@ -234,8 +237,10 @@ class LabelMatrixSource(BaseSource):
 
     Parameters
     ----------
-    X : ndarray of shape (n, d1) or scipy.sparse CSR matrix
-        Checked features (float32 or float64).
+    X : ndarray of shape (n, d1), scipy.sparse CSR matrix or ChunkedRows
+        Checked features (float32 or float64); a dask array's row chunks
+        (:class:`~onebit_dask.data.chunked_rows.ChunkedRows`) are read where the shards
+        run, never joined here.
     Y : scipy.sparse CSR matrix of shape (n, d2)
         0/1 labels (:func:`check_label_matrix`).
     seed : int
@@ -257,10 +262,13 @@ class LabelMatrixSource(BaseSource):
 
     def place(self, engine, bounds) -> "LabelMatrixSource":
         """This source with ``X`` and each label block's columns of ``Y`` shared once
-        with ``engine``."""
+        with ``engine`` (features in row chunks, a dask array's, by
+        ``engine.share_rows``: on Dask the workers compute the chunks)."""
         blocks = {(lo, hi): engine.share(self.Y[:, lo:hi]) for lo, hi in zip(bounds[:-1],
                                                                           bounds[1:])}
-        return LabelMatrixSource(self.X, self.Y, self.seed, (engine.share(self.X), blocks))
+        X = (engine.share_rows(self.X) if isinstance(self.X, ChunkedRows)
+             else engine.share(self.X))
+        return LabelMatrixSource(self.X, self.Y, self.seed, (X, blocks))
 
     def _data(self):
         """``(X, columns(lo, hi))`` as the shards read them (the engine's copies once
@@ -303,8 +311,19 @@ class LabelMatrixSource(BaseSource):
                 "sha256": content_digest(self.X, (self.Y.indptr, self.Y.indices))}
 
     def features(self):
-        """Every instance's row."""
-        return self.X
+        """Every instance's row. Features in row chunks (a dask array's) as
+        :class:`~onebit_dask.ops.features.RowChunks` of the rows the feature map reads
+        of an array (:data:`~onebit_dask.ops.features.CHUNK_BYTES` of float64 a piece):
+        its per-feature sums computed by dask where the chunks are
+        (:func:`~onebit_dask.data.dask_inputs.per_piece`), the pieces read here one at a
+        time only to whiten."""
+        if not isinstance(self.X, ChunkedRows):
+            return self.X
+        from ..ops.features import CHUNK_BYTES, RowChunks
+        from .dask_inputs import per_piece
+
+        X, step = self.X, max(1, CHUNK_BYTES // (8 * max(1, self.d1)))
+        return RowChunks(self.n, self.d1, lambda lo, hi: X[lo:hi], step, per_piece(X, step))
 
     def propensities(self) -> np.ndarray:
         """Propensities of the training labels (Jain et al. 2016, ``A = 0.55, B = 1.5``)."""

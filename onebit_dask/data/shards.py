@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
+from .chunked_rows import ChunkedRows
 from ..ops.kernels import (ActiveRows, aligned, bit_scores, label_mass, residuals,
                            weighted_label_sums)
 
@@ -72,9 +73,11 @@ def row_scaled(w, X):
 def rows_of_bits(X, rows):
     """``(X_b, at)`` with bit ``i``'s row ``X_b[at_i]`` (``at`` ``None``: row ``i``), for
     bits on the rows ``rows`` of ``X``: ``X`` itself and ``at = rows`` where the bits
-    outnumber the rows (each row then read once, :func:`active_sums`), else the gathered
-    ``X[rows]``."""
-    return (X, rows) if rows.size > X.shape[0] else (X[rows], None)
+    outnumber the rows (each row then read once, :func:`active_sums`; features in row
+    chunks joined, fewer numbers than the gathered rows), else the gathered ``X[rows]``."""
+    if rows.size <= X.shape[0]:
+        return X[rows], None
+    return (X.whole() if isinstance(X, ChunkedRows) else X), rows
 
 
 def block_activation(bits, model, B_rows, lo: int, hi: int, b_rows=None):

@@ -33,6 +33,7 @@ from dask.sizeof import sizeof
 from distributed import Future
 
 from ..utils.warnings import ignored
+from ..data.chunked_rows import held_rows
 from ..data.shards import Pieces, ScoredPieces
 from ..ops.features import FeatureMap
 from ..utils.provenance import processes_blas
@@ -169,6 +170,24 @@ class DaskEngine:
         with _large_arguments_expected():
             future = self.client.submit(_identity, value, key=task_key("shared"))
         self._shared[id(value)] = (value, future)
+        return future
+
+    def share_rows(self, rows):
+        """Features in row chunks whose chunks are dask arrays
+        (:class:`~onebit_dask.data.chunked_rows.ChunkedRows` of a dask array ``X``) as a
+        future of a :class:`~onebit_dask.data.chunked_rows.ChunkedRows` of the computed
+        chunks: each chunk computed by a worker (``client.compute``: the array's graph
+        goes to the scheduler, its values never come here), then one task that takes
+        the chunks' futures (resolved on its worker) and holds them. The label blocks'
+        tasks read their rows from it, as from a :meth:`share`'d array; a worker lost
+        computes it again from the chunks' lineage. Once per fit, as :meth:`share`."""
+        kept = self._shared.get(id(rows))
+        if kept is not None and kept[0] is rows:
+            return kept[1]
+        chunks = self.client.compute(list(rows.chunks))
+        future = self.client.submit(held_rows, rows.offsets, rows.shape[1], rows.dtype,
+                                    *chunks, key=task_key("shared-rows"))
+        self._shared[id(rows)] = (rows, future)
         return future
 
     def prepare(self, shards, bounds):

@@ -39,6 +39,11 @@ class LocalEngine:
         """``value`` as the blocks' tasks see it (here: itself)."""
         return value
 
+    def share_rows(self, rows):
+        """Features in row chunks as the blocks read them (here: themselves, each chunk
+        computed when rows of it are read, :class:`~onebit_dask.data.chunked_rows.ChunkedRows`)."""
+        return rows
+
     def settle(self, timeout: float = 600.0) -> None:
         """Wait until the tasks of the last round have ended (here: they ended with it)."""
 

@@ -51,6 +51,11 @@ class Engine(Protocol):
     def share(self, value):
         """``value`` as the blocks' tasks take it (sent to a cluster once)."""
 
+    def share_rows(self, rows):
+        """Features in row chunks (:class:`~onebit_dask.data.chunked_rows.ChunkedRows`
+        of a dask array's chunks) as the blocks' tasks take them: on a cluster, the
+        chunks computed by the workers, never in this process."""
+
     def prepare(self, shards, bounds):
         """The per-block data of a batch's ``shards``."""
 

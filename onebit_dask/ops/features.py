@@ -130,16 +130,27 @@ class FeatureMap:
 
 class RowChunks(NamedTuple):
     """Rows ``[lo, hi)`` of ``n`` training feature rows, read ``chunk`` at a time by
-    ``read(lo, hi)`` (dense or CSR): features that are not in memory (a store)."""
+    ``read(lo, hi)`` (dense or CSR): features that are not in memory (a store, a dask
+    array). ``apply(fn, args)``, when given, returns ``[fn(rows, *args)]`` for the
+    chunks in order, computed where the rows are (a dask array's: by dask, on the
+    current client's cluster), so that per-chunk statistics are all this process gets
+    (:meth:`per_chunk`)."""
 
     n: int
     d1: int
     read: Callable
     chunk: int
+    apply: Callable | None = None
 
     def __iter__(self):
         for lo in range(0, self.n, self.chunk):
             yield self.read(lo, min(lo + self.chunk, self.n))
+
+    def per_chunk(self, fn, *args):
+        """``fn(rows, *args)`` of each chunk of rows, in order (here, or by ``apply``)."""
+        if self.apply is not None:
+            return self.apply(fn, args)
+        return (fn(rows, *args) for rows in self)
 
 
 def as_chunks(X) -> RowChunks:
@@ -248,26 +259,42 @@ def _fit(rows: RowChunks, features: str, n_components, random_state, bits,
 
 def _moments(rows: RowChunks):
     """Mean, (population) variance and number of non-zero entries of each feature
-    (variance 0 for a feature constant up to rounding)."""
+    (variance 0 for a feature constant up to rounding), from per-chunk sums
+    (:meth:`RowChunks.per_chunk`) added in chunk order."""
     total, squares, sparse, nnz = np.zeros(rows.d1), np.zeros(rows.d1), False, 0
-    for chunk in rows:
-        sparse = scipy.sparse.issparse(chunk)
+    for part_total, part_squares, part_nnz, sparse in rows.per_chunk(chunk_moments):
         if sparse:
-            chunk = chunk.astype(np.float64, copy=False)
-            squares += np.asarray(chunk.multiply(chunk).sum(axis=0)).ravel()
-            nnz += int(chunk.count_nonzero())
-        else:
-            nnz += int(np.count_nonzero(chunk))
-        total += np.asarray(chunk.sum(axis=0, dtype=np.float64)).ravel()
+            squares += part_squares
+        nnz += part_nnz
+        total += part_total
     mean = total / rows.n
     if sparse:  # E[x^2] - mean^2: the non-zeros alone
         var = squares / rows.n - mean * mean
         var[var <= 4 * np.finfo(float).eps * mean * mean] = 0.0  # constant up to rounding
     else:  # a second, centred pass
-        for chunk in rows:
-            squares += ((chunk - mean) ** 2).sum(axis=0)
+        for part in rows.per_chunk(centred_squares, mean):
+            squares += part
         var = squares / rows.n
     return mean, np.maximum(var, 0.0), nnz
+
+
+def chunk_moments(chunk):
+    """``(sums, squares, nnz, sparse)`` of one chunk of rows: each feature's sum (float64),
+    for a CSR chunk the sums of its squares (``None`` for a dense one: see
+    :func:`centred_squares`), and the non-zero entries."""
+    squares, sparse = None, scipy.sparse.issparse(chunk)
+    if sparse:
+        chunk = chunk.astype(np.float64, copy=False)
+        squares = np.asarray(chunk.multiply(chunk).sum(axis=0)).ravel()
+        nnz = int(chunk.count_nonzero())
+    else:
+        nnz = int(np.count_nonzero(chunk))
+    return np.asarray(chunk.sum(axis=0, dtype=np.float64)).ravel(), squares, nnz, sparse
+
+
+def centred_squares(chunk, mean):
+    """Each feature's sum of ``(x - mean)^2`` over a dense chunk of rows."""
+    return ((chunk - mean) ** 2).sum(axis=0)
 
 
 def ridge_from_bits(bits, mean: np.ndarray, var: np.ndarray, n_labels: int) -> float:

@@ -4,20 +4,19 @@ import contextlib
 import dataclasses
 import json
 import os
-import pickle
 import signal
 import threading
 
 import numpy as np
 import pytest
 from distributed import Client
-from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.security import Security
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.testing import assert_same_fit
 
-from tests.support.clusters import DaskProcesses, local_client, make_certificates
+from tests.support.clusters import (DaskProcesses, TaskSpecSizes, local_client,
+                                   make_certificates)
 from tests.support.helpers import lineage_pickles, run_cli
 
 pytestmark = pytest.mark.integration
@@ -103,21 +102,6 @@ def test_validation_bits_of_a_label_matrix_on_dask_equal_in_process(client2):
         b = OneBitMultiLabel(2, engine="dask", **params).fit(X, Y)
     assert_same_fit(a, b, link=True)
     assert all("validation_auc" in h for h in b.history_)
-
-
-class TaskSpecSizes(SchedulerPlugin):
-    """Records the pickled size of every task the client submits."""
-
-    name = "task-spec-sizes"
-
-    def __init__(self):
-        self.sizes = {}
-
-    def update_graph(self, scheduler, *, keys=(), **kwargs):
-        for key in keys:
-            ts = scheduler.tasks.get(key)
-            if ts is not None and ts.run_spec is not None:
-                self.sizes[str(key)] = len(pickle.dumps(ts.run_spec, protocol=5))
 
 
 def test_no_task_carries_the_features_from_the_client(client2):

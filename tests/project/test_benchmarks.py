@@ -196,3 +196,10 @@ def test_predict_topk_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same_as_brute_force"] and result["rows"] == 300
+
+
+def test_dask_fit_benchmark_smoke():
+    proc = run_bench("bench_dask_fit.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["same_fit"] and set(result["client_mib"]) == {"dask", "numpy"}

@@ -6,9 +6,12 @@ import datetime
 import ipaddress
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
+
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 
 @contextlib.contextmanager
@@ -22,6 +25,21 @@ def local_client(n_workers, **kwargs):
                       host="127.0.0.1", dashboard_address="127.0.0.1:0", **kwargs) as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield client  # engine="auto" stays in-process outside `with client.as_current():`
+
+
+class TaskSpecSizes(SchedulerPlugin):
+    """Records the pickled size of every task the client submits."""
+
+    name = "task-spec-sizes"
+
+    def __init__(self):
+        self.sizes = {}
+
+    def update_graph(self, scheduler, *, keys=(), **kwargs):
+        for key in keys:
+            ts = scheduler.tasks.get(key)
+            if ts is not None and ts.run_spec is not None:
+                self.sizes[str(key)] = len(pickle.dumps(ts.run_spec, protocol=5))
 
 
 def _wait_for_file(path, proc, timeout=300):
