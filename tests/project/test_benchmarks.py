@@ -203,3 +203,10 @@ def test_dask_fit_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same_fit"] and set(result["client_mib"]) == {"dask", "numpy"}
+
+
+def test_eval_cluster_benchmark_smoke():
+    proc = run_bench("bench_eval_cluster.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["iterations"] == 3 and 0 <= result["last_precision_at_1"] <= 1
