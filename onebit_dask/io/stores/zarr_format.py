@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from ...utils.errors import RunError
+from ...utils.signals import sigint_deferred
 from ...utils.warnings import ignored
 from . import paths
 
@@ -178,11 +179,16 @@ def consolidate(path) -> None:
     """Consolidate the metadata of the zarr (v3) group at ``path`` into its root
     ``zarr.json`` (``xarray.open_zarr`` then opens it without a warning), without zarr's
     warnings that consolidated metadata are not yet part of the Zarr v3 specification and
-    that a file of the package's (a temporary's marker) is not part of the hierarchy."""
+    that a file of the package's (a temporary's marker) is not part of the hierarchy.
+
+    A Ctrl-C is held back until the consolidation ends: zarr runs it in its own event
+    loop's thread, which would otherwise go on after the interrupt left the block that
+    silences those warnings and print one after ``onebit-dask``'s own line."""
     import zarr
 
-    with ignored(dict(message=".*[Cc]onsolidated metadata.*"),
-                 dict(message=".*is not recognized as a component of a Zarr hierarchy.*")):
+    with sigint_deferred(), \
+            ignored(dict(message=".*[Cc]onsolidated metadata.*"),
+                    dict(message=".*is not recognized as a component of a Zarr hierarchy.*")):
         zarr.consolidate_metadata(paths.store(os.fspath(path)), zarr_format=3)
 
 
