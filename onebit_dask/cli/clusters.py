@@ -78,7 +78,7 @@ _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (s
 # SSHCluster's worker_options (keyword arguments of distributed.Nanny and Worker) checked
 # here, with their types, and the ports of its worker_options and scheduler_options
 # (distributed.Scheduler's); the other options are passed unchecked
-_SSH_WORKER_TYPES = {"n_workers": int, "nthreads": int}
+_SSH_WORKER_TYPES = {"n_workers": int, "nthreads": int, "memory_limit": (str, int)}
 _SSH_PORTS = {"worker_options": ("port", "worker_port", "scheduler_port"),
               "scheduler_options": ("port",)}
 _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
@@ -146,6 +146,9 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
     for key in ("memory", "job_mem"):
         if key in options:
             _check_size(where, f"options.{key}", options[key])
+    _check_scheduler_options(where, options.get("scheduler_options") or {})
+    if "dashboard_address" in options:
+        _check_dashboard_port(where, "options.dashboard_address", options["dashboard_address"])
     pattern, forms = _WALLTIME[kind]
     if "walltime" in options and not pattern.match(options["walltime"]):
         raise ClusterConfigError(f"{where}: options.walltime={options['walltime']!r} is not a "
@@ -157,6 +160,20 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
             raise ClusterConfigError(
                 f"{where}: options.worker_extra_args repeats {flag}, which dask-jobqueue sets "
                 "from options.cores, options.processes and options.memory: remove it there")
+
+
+def _check_scheduler_options(where: str, scheduler: dict) -> None:
+    """The scheduler's ``port`` (an int, 1-65535 or 0 for a free one) and
+    ``dashboard_address`` in an SSH or job-queue config's ``scheduler_options``, which
+    the scheduler would refuse only while starting."""
+    if "port" in scheduler:
+        _check_type(where, "options.scheduler_options.port", scheduler["port"], int)
+        _check_port(where, "options.scheduler_options.port", scheduler["port"])
+    if "dashboard_address" in scheduler:
+        _check_type(where, "options.scheduler_options.dashboard_address",
+                    scheduler["dashboard_address"], (str, int))
+        _check_dashboard_port(where, "options.scheduler_options.dashboard_address",
+                              scheduler["dashboard_address"])
 
 
 def _check_size(where: str, name: str, value) -> None:
@@ -322,6 +339,8 @@ def _check_ssh_options(where: str, options: dict) -> None:
         if key in workers:
             _check_type(where, f"options.worker_options.{key}", workers[key], expected)
     _check_threads(where, "options.worker_options.nthreads", workers.get("nthreads"))
+    _check_memory_limit(where, "options.worker_options.memory_limit", workers.get("memory_limit"))
+    _check_scheduler_options(where, options.get("scheduler_options") or {})
     for section, keys in _SSH_PORTS.items():
         given = options.get(section) or {}
         for key in keys:
@@ -331,13 +350,11 @@ def _check_ssh_options(where: str, options: dict) -> None:
                                   given["dashboard_address"])
 
 
-def _check_local(where: str, options: dict) -> None:
-    """The local cluster's options that LocalCluster would take and fail on only while
-    starting (or never): threads per worker, the memory limit, the ports."""
-    _check_threads(where, "options.threads_per_worker", options.get("threads_per_worker"))
-    memory = options.get("memory_limit")
-    if isinstance(memory, int) and memory < 0:
-        raise ClusterConfigError(f"{where}: options.memory_limit={memory} is not allowed: "
+def _check_memory_limit(where: str, name: str, memory) -> None:
+    """A worker's memory limit ``name=memory`` (when given): bytes >= 0, a size dask can
+    parse, or 'auto'."""
+    if isinstance(memory, int) and not isinstance(memory, bool) and memory < 0:
+        raise ClusterConfigError(f"{where}: {name}={memory} is not allowed: "
                                  "give bytes >= 0 (0: no limit), a size such as '4GiB', or "
                                  "'auto'")
     if isinstance(memory, str) and memory != "auto":
@@ -346,12 +363,19 @@ def _check_local(where: str, options: dict) -> None:
         try:
             size = parse_bytes(memory)
         except ValueError:
-            raise ClusterConfigError(f"{where}: options.memory_limit={memory!r} is not a "
+            raise ClusterConfigError(f"{where}: {name}={memory!r} is not a "
                                      "size: give bytes, a size such as '4GiB', or 'auto'") \
                 from None
         if size < 0:
-            raise ClusterConfigError(f"{where}: options.memory_limit={memory!r} is not allowed: "
+            raise ClusterConfigError(f"{where}: {name}={memory!r} is not allowed: "
                                      "give a size >= 0 (0: no limit), such as '4GiB', or 'auto'")
+
+
+def _check_local(where: str, options: dict) -> None:
+    """The local cluster's options that LocalCluster would take and fail on only while
+    starting (or never): threads per worker, the memory limit, the ports."""
+    _check_threads(where, "options.threads_per_worker", options.get("threads_per_worker"))
+    _check_memory_limit(where, "options.memory_limit", options.get("memory_limit"))
     _check_port(where, "options.scheduler_port", options.get("scheduler_port"))
     dashboard = options.get("dashboard_address")
     host = options.get("host", "127.0.0.1")

@@ -387,6 +387,15 @@ def test_worker_counts_beyond_the_limit_need_allow_large(tmp_path, text, key):
      "options.scheduler_options.dashboard_address=':99999' is not allowed"),
     ("scheduler_options: {dashboard_address: 'localhost:abc'}",
      "options.scheduler_options.dashboard_address='localhost:abc' is not allowed"),
+    ("worker_options: {memory_limit: lots}",
+     "options.worker_options.memory_limit='lots' is not a size: give bytes, a size such as "
+     "'4GiB', or 'auto'"),
+    ("worker_options: {memory_limit: -5}",
+     "options.worker_options.memory_limit=-5 is not allowed: give bytes >= 0"),
+    ("worker_options: {memory_limit: [4GiB]}",
+     "options.worker_options.memory_limit=['4GiB'] has type list, expected str or int"),
+    ("scheduler_options: {port: x}",
+     "options.scheduler_options.port='x' has type str, expected int"),
     ("connect_options: {port: 99999}",
      "options.connect_options.port=99999 is not allowed: give a port 1-65535"),
     ("connect_options: {port: 0}",
@@ -402,6 +411,34 @@ def test_ssh_options_are_checked_as_a_local_clusters_exit_2(tmp_path, options, k
     path.write_text(f"kind: ssh\noptions:\n  hosts: [a, b]\n  {options}\n")
     if not options.startswith("connect_options"):
         path.write_text(path.read_text() + f"  connect_options: {{known_hosts: {known}}}\n")
+    with pytest.raises(ClusterConfigError, match=re.escape(key)):
+        load_cluster_config(path)
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+@pytest.mark.parametrize("options, key", [
+    ("scheduler_options: {port: 99999}",
+     "options.scheduler_options.port=99999 is not allowed: give a port 1-65535, or 0 for a "
+     "free one"),
+    ("scheduler_options: {port: x}",
+     "options.scheduler_options.port='x' has type str, expected int"),
+    ("scheduler_options: {dashboard_address: '127.0.0.1:99999'}",
+     "options.scheduler_options.dashboard_address='127.0.0.1:99999' is not allowed: give "
+     "HOST:PORT with a port 1-65535"),
+    ("scheduler_options: {dashboard_address: 'localhost:abc'}",
+     "options.scheduler_options.dashboard_address='localhost:abc' is not allowed"),
+    ("dashboard_address: 'localhost:abc'",
+     "options.dashboard_address='localhost:abc' is not allowed"),
+])
+def test_job_queue_scheduler_ports_are_checked_exit_2(tmp_path, kind, options, key):
+    """A job queue's scheduler port and dashboard address are refused as a local or SSH
+    config's, with one line naming the key, before anything is submitted (they were found
+    only by the scheduler while starting, or by sbatch)."""
+    pytest.importorskip("dask_jobqueue")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: {kind}\noptions:\n  cores: 1\n  memory: 1GiB\n  {options}\n")
     with pytest.raises(ClusterConfigError, match=re.escape(key)):
         load_cluster_config(path)
     proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)

@@ -276,3 +276,30 @@ def test_the_arrays_digest_is_under_the_attributes_digest(request, tmp_path):
         with pytest.raises(DamagedStoreError, match="attributes .* differ from what was "
                                                     "written"):
             KINDS[kind][4](path)
+
+
+def test_a_ctrl_c_during_consolidation_is_held_back_until_it_ends(tmp_path, monkeypatch):
+    """zarr consolidates in its event loop's thread: a Ctrl-C that left the block silencing
+    zarr's consolidated-metadata warning while that thread went on printed the warning
+    after "onebit-dask: interrupted" (Ctrl-C on fit --checkpoint while a checkpoint is
+    written). The interrupt is held back until the consolidation ends, then raised."""
+    import signal
+
+    from onebit_dask.io.stores.zarr_format import consolidate
+
+    path = tmp_path / "g.zarr"
+    zarr.open_group(str(path), mode="w", zarr_format=3).create_array("a", data=np.arange(3))
+    real = zarr.consolidate_metadata
+
+    def interrupted(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C as the consolidation starts
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(zarr, "consolidate_metadata", interrupted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            consolidate(path)
+    root = json.loads((path / "zarr.json").read_text())
+    assert "a" in root["consolidated_metadata"]["metadata"]  # it ran to its end
+    assert not [w for w in caught if "onsolidated metadata" in str(w.message)], caught
