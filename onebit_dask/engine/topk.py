@@ -142,6 +142,24 @@ indexes, each dropped with its ``B`` array."""
 _LOCK = threading.Lock()
 
 
+_FLOORED: dict = {}
+"""``id(b) -> (weakref(b), floor, max(b, floor))``: the thresholds with a floor, one array
+per block's ``b`` and floor, so that the row chunks of one top-``k`` find one label index
+(:func:`label_index` keys on the arrays' identity); each dropped with its ``b``."""
+
+
+def floored(b: np.ndarray, floor: float) -> np.ndarray:
+    """``max(b, floor)``, the same array for the same ``b`` array and ``floor``."""
+    with _LOCK:
+        hit = _FLOORED.get(id(b))
+        if hit is not None and hit[0]() is b and hit[1] == floor:
+            return hit[2]
+        out = np.maximum(b, floor)
+        _FLOORED[id(b)] = (weakref.ref(b), floor, out)
+        weakref.finalize(b, _FLOORED.pop, id(b), None)
+        return out
+
+
 def label_index(B_rows: np.ndarray, b, leaf_size: int):
     """The label index of a block's rows ``B_rows`` and thresholds ``b`` (``None``: none),
     built at the first call and kept while these very arrays live (it is found by their
@@ -204,7 +222,7 @@ def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
     """
     B_rows, b = block.slots["B"], block.slots.get("b")
     if floor is not None and b is not None:
-        b = np.maximum(b, floor)
+        b = floored(b, floor)
     n = XA.shape[0]
     k = min(k, block.hi - block.lo)
     rows = n if rows is None else max(1, rows)
