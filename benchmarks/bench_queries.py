@@ -49,10 +49,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tail", type=int, default=1000)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--policies", nargs="+", default=["uniform", "popularity", "model"])
+    ap.add_argument("--permute-labels", type=int, default=None, metavar="SEED",
+                    help="permute the label columns of both files first (a generator that "
+                         "numbers its labels by popularity then no longer tells ties it)")
     args = ap.parse_args(argv)
     X, Y = read_xc(args.train)
     Xt, Yt = read_xc(args.test, n_features=X.shape[1], n_labels=Y.shape[1])
     X, Xt, Y = X.tocsr().astype(np.float64), Xt.tocsr().astype(np.float64), Y.tocsr()
+    if args.permute_labels is not None:
+        perm = np.random.default_rng(args.permute_labels).permutation(Y.shape[1])
+        Y, Yt = Y[:, perm].tocsr(), Yt.tocsr()[:, perm].tocsr()
     prop = propensities(Y)
     popular = np.argsort(-np.asarray(Y.sum(axis=0)).ravel(), kind="stable")[:5]
     base = top_k_metrics(Yt, np.tile(popular, (Xt.shape[0], 1)), prop, ks=(1, 3, 5))

@@ -8,7 +8,9 @@ the ``m`` rows ``i`` uniformly, and for each row
 * with probability ``explore`` a label uniformly from ``[0, d2)`` (exploration);
 * otherwise a label uniformly from the ``top_k`` best labels of the row that were not
   asked about before, best by the positive bits found so far (``"popularity"``, the same
-  order for every row) or by the current model's scores (``"model"``). A row drawn
+  order for every row) or by the current model's scores (``"model"``: each label's
+  threshold at least that of a label the uniform batches never saw positive,
+  :func:`unseen_share`). A row drawn
   ``c`` times in a batch gets ``c`` distinct such labels (without replacement); where it
   has fewer, the rest are explored.
 
@@ -102,6 +104,35 @@ class Asked:
     def popular(self, k: int) -> np.ndarray:
         """The ``k`` labels with the most positive bits found, ties to the smaller label."""
         return np.argsort(-self.positives, kind="stable")[:k]
+
+
+def unseen_share(positive_labels: np.ndarray, n_bits: int, d2: int) -> float:
+    r"""The Good-Turing share of a label that ``n_bits`` uniform bits never saw positive
+    (``docs/ALGORITHM.md`` section 11): a uniform bit is a positive of label ``j`` with
+    probability ``p_j / d2``, and the chance that the next one is a positive of a label
+    with no positive among the ``n_bits`` is about ``N_1 / n_bits`` (Good, 1953), ``N_1``
+    the labels with exactly one positive among them; over the ``U_0`` labels with none
+    that is the mean share ``N_1 d2 / (n_bits U_0)``.
+
+    Parameters
+    ----------
+    positive_labels : ndarray of int
+        The label of each positive bit among the uniform bits.
+    n_bits : int
+        The uniform bits, positive or not.
+    d2 : int
+        Labels.
+
+    Returns
+    -------
+    float
+        The share; 0 where no label was seen exactly once or every label was seen.
+    """
+    counts = np.bincount(np.asarray(positive_labels, dtype=np.int64), minlength=d2)
+    n1, u0 = int(np.count_nonzero(counts == 1)), int(np.count_nonzero(counts == 0))
+    if n1 == 0 or u0 == 0 or n_bits <= 0:
+        return 0.0
+    return min(1.0, n1 * d2 / (n_bits * u0))
 
 
 def occurrence(inverse: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.special
 
-from ..data.queries import Asked, choose
+from ..data.queries import Asked, choose, unseen_share
 from ..engine import topk
 from ..ops.features import project
 
@@ -39,6 +40,23 @@ class QueriedBatches:
         self.settings, self.source, self.placed = settings, source, placed
         self.asked = Asked(source.d2)
         self.last = {}
+        self._floor = None
+
+    def floor(self) -> float | None:
+        """The least threshold a label takes in the model's query rule: ``Phi^{-1}`` of the
+        Good-Turing share of a label the uniform batches ``0, ..., warmup - 1`` never saw
+        positive (:func:`~onebit_dask.data.queries.unseen_share`, ``docs/ALGORITHM.md``
+        section 11); ``None`` where it is 0. Drawn again from the seed, so a resumed fit
+        has the same (nothing to checkpoint)."""
+        if self._floor is None:
+            s, labels, n_bits = self.settings, [], 0
+            for t in range(s.policy.warmup):
+                rows, cols = self.source.uniform_pairs(t, s.batch_size, s.n_shards)
+                labels.append(cols[self.source.bits_at(rows, cols) > 0])
+                n_bits += rows.size
+            share = unseen_share(np.concatenate(labels), n_bits, self.source.d2)
+            self._floor = (float(scipy.special.ndtri(share)) if share > 0 else None,)
+        return self._floor[0]
 
     def __call__(self, t: int, state, engine) -> list:
         """The shards of batch ``t``, chosen from the model in ``state`` on ``engine``
@@ -52,7 +70,7 @@ class QueriedBatches:
         else:
             def candidates(unique, k):
                 XA = project(self.source.X[unique], state.top.Q, state.feature_map)
-                return topk.predict_top_k(engine, XA, k, state.bounds)[0]
+                return topk.predict_top_k(engine, XA, k, state.bounds, self.floor())[0]
 
             rows, labels, explored = choose(s.policy, self.source.seed, t, self.source.n,
                                             s.batch_size, self.asked, candidates)

@@ -97,6 +97,22 @@ def test_streamed_top_k_equals_the_dense_argsort(tied_model, monkeypatch, budget
     assert labels.dtype == np.int64 and labels.shape == scores.shape == (XA.shape[0], k)
 
 
+@pytest.mark.parametrize("k", [1, 8, 41])
+def test_a_floor_on_the_thresholds_ranks_as_the_dense_argsort(tied_model, k):
+    """``floor`` (the query rule under chosen queries): the scores ``XA B_j + max(b_j,
+    floor)``, ties to the smaller label; without it (or a floor below every threshold)
+    the plain scores, which differ."""
+    XA, Bm, b = tied_model
+    engine = local_engine(Bm, b)
+    labels, scores = topk.predict_top_k(engine, XA, k, BOUNDS, floor=0.0)
+    want_labels, want_scores = dense_top_k(reference_scores(XA, Bm, np.maximum(b, 0.0)), k)
+    np.testing.assert_array_equal(labels, want_labels)
+    np.testing.assert_array_equal(scores, want_scores)
+    plain = topk.predict_top_k(engine, XA, k, BOUNDS, floor=-1.0)
+    np.testing.assert_array_equal(plain[0], dense_top_k(reference_scores(XA, Bm, b), k)[0])
+    assert not np.array_equal(plain[1], scores)
+
+
 def test_tile_shape_keeps_a_task_within_the_budget():
     assert topk.tile_shape(1500, 75_000, 64 * 2**20) == (111, 75_573)
     assert topk.tile_shape(10, 75_000, 64 * 2**20) == (10, 838_860)

@@ -18,6 +18,8 @@ from scipy import stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data.label_matrix import LabelMatrixSource, check_label_matrix
+from onebit_dask.data.queries import unseen_share
+from onebit_dask.engine import topk
 from onebit_dask.engine import LocalEngine
 from onebit_dask.fit import loop as fitting
 from onebit_dask.fit.state import FitSettings, new_state
@@ -103,6 +105,60 @@ def test_the_initial_estimate_is_the_svd_of_the_positives_found(data):
     np.add.at(H.T, labels[~found], -0.02 * X[rows[~found]])
     V = np.linalg.svd(H)[0][:, :3]
     assert np.linalg.norm(basis @ basis.T - V @ V.T, 2) > 1e-3
+
+
+def test_the_unseen_share_is_the_mean_share_of_the_labels_not_seen():
+    """Good-Turing on a planted Zipf of shares (``p_j = 0.3 (j + 1)^{-0.7}``, 400 labels,
+    4000 uniform bits, about half the labels seen): over 200 draws the estimate's mean is
+    within 3 standard errors and 5 % of the true mean share of the labels each draw did not
+    see positive; ``N_1 / n_bits`` alone (the chance per bit, not per label) and the mean
+    share of every label are rejected by the same test."""
+    d2, n_bits = 400, 4000
+    share = 0.3 * (np.arange(d2) + 1.0) ** -0.7
+    g = np.random.default_rng(5)
+    est, truth, wrong, every = [], [], [], []
+    for _ in range(200):
+        labels = g.integers(0, d2, n_bits)
+        positive = labels[g.random(n_bits) < share[labels]]
+        counts = np.bincount(positive, minlength=d2)
+        est.append(unseen_share(positive, n_bits, d2))
+        truth.append(share[counts == 0].mean())
+        wrong.append(np.count_nonzero(counts == 1) / n_bits)
+        every.append(share.mean())
+    est, truth = np.array(est), np.array(truth)
+    diff = est - truth
+    assert abs(diff.mean()) < 3 * diff.std() / np.sqrt(diff.size) + 1e-12
+    assert abs(diff.mean()) < 0.05 * truth.mean()
+    for bad in (np.array(wrong), np.array(every)):
+        off = bad - truth
+        assert abs(off.mean()) > 3 * off.std() / np.sqrt(off.size) + 0.05 * truth.mean()
+    assert unseen_share(np.array([0, 0, 1, 1]), 10, 2) == 0.0  # every label seen
+    assert unseen_share(np.array([], dtype=int), 10, 5) == 0.0  # none seen once
+
+
+def test_the_model_ranks_each_label_at_least_at_the_unseen_share(data, monkeypatch):
+    """The model's queries rank a row's labels by ``phi(x)^T w_j + max(b_j, b_0)``, ``b_0 =
+    Phi^{-1}`` of the Good-Turing share of a label the warm-up batches never saw positive
+    (docs/ALGORITHM.md section 11): the floor each chosen batch passes to the top-``k``
+    engine is that of the uniform batches' bits, recomputed here from ``Y``."""
+    X, Y = data
+    floors = []
+    predict = topk.predict_top_k
+
+    def recording(engine, XA, k, bounds, floor=None):
+        floors.append(floor)
+        return predict(engine, XA, k, bounds, floor)
+
+    monkeypatch.setattr(topk, "predict_top_k", recording)
+    OneBitMultiLabel(3, batch_size=1000, n_iter=3, queries="model", query_warmup=2,
+                     random_state=0, engine="local").fit(X, Y)
+    source = LabelMatrixSource(X, check_label_matrix(Y, X.shape[0]), 0)
+    pairs = [source.uniform_pairs(t, 1000, 4) for t in range(2)]
+    positive = np.concatenate([j[Y[i, j] > 0] for i, j in pairs])
+    counts = np.bincount(positive, minlength=200)
+    want = np.count_nonzero(counts == 1) * 200 / (2000 * np.count_nonzero(counts == 0))
+    assert 0 < want < 1
+    assert floors == [scipy.special.ndtri(want)] * 2
 
 
 def test_same_seed_same_queries(data, fits):
