@@ -60,7 +60,8 @@ def _parse_adapt(text):
 def _run_sweep(args) -> int:
     from .client import check_cluster_target
     from ..sweep import load_spec, run_sweep
-    from ..sweep.cube import check_output, local_output
+    from ..sweep.cube import local_output
+    from ..sweep.plan import check_output
 
     adapt = _parse_adapt(args.adapt)
     if adapt is not None and (args.scheduler is not None or args.workers is not None):

@@ -12,8 +12,9 @@ combinations the spec does not ask for are never run. A chunk holds many cells
 next to the store). A store is created whole or not at all: it is built in a
 marked temporary directory next to ``--out`` and moved into place
 (:mod:`onebit_dask.io.stores.atomic`); so is a cube extended by a spec that appends grid
-values to its own (:func:`plan_output`, :func:`extend`): the new cube is built in a
-temporary, the old cells copied into it, and it replaces the old one.
+values to its own (:func:`.plan.plan_output` decides, :func:`.extension.extend` does it):
+the new cube is built in a temporary, the old cells copied into it, and it replaces the
+old one.
 
 Damage is detected before anything is read (:func:`check_cube`, in :func:`open_cube`
 and before a sweep resumes): every chunk of the arrays the package wrote is zstd with
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass
 import os
 import urllib.parse
 import socket
@@ -45,9 +45,7 @@ from ..io.stores import atomic, paths
 from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
                                      arrays_problem, attrs_digest, check_added,
                                      check_version, checked_codecs, consolidate as
-                                     consolidate_metadata, group_attrs,
-                                     missing_chunk, newer_message, NewerFormatError,
-                                     unreadable_chunk)
+                                     consolidate_metadata, missing_chunk, unreadable_chunk)
 from ..metrics.names import RANKING_KS
 from .noise import parse_noise
 from .spec import SweepSpec
@@ -315,7 +313,7 @@ def _coords_problem(group, digests) -> str | None:
     return None
 
 
-def _quiet_zarr():
+def quiet_zarr():
     """A block in which zarr's warnings about the cube's string types and metadata are
     ignored."""
     return ignored(dict(message=".*does not have a Zarr V3 specification.*"),
@@ -466,7 +464,7 @@ def check_cube(path) -> dict:
 
     path = os.fspath(path)
     where = f"the result cube {path!r}"
-    with _quiet_zarr():
+    with quiet_zarr():
         group = zarr.open_group(path, mode="r", use_consolidated=False)
         attrs = dict(group.attrs)
         if attrs.get("format") != FORMAT:
@@ -508,183 +506,34 @@ def create(path: str, spec: SweepSpec) -> None:
     """Create (or replace) the store at ``path``, whole or not at all.
 
     The cube is built in a marked temporary next to it and moved into place
-    (:func:`onebit_dask.io.stores.atomic.replace`); a build left by a killed run is removed
-    here (the caller holds the store's lock).
+    (:func:`build_aside`); a build left by a killed run is removed here (the caller holds
+    the store's lock).
     """
     path = os.fspath(path).rstrip("/")
-    atomic.recover(path, temporaries=True)
-    tmp = atomic.temporary_name(path)
-    with _quiet_zarr():
-        try:
-            atomic.make_temporary(tmp)
-            _build(tmp, spec)
-            atomic.replace(tmp, path)
-        except BaseException:
-            atomic.discard(tmp)
-            raise
+    build_aside(path, spec)
     if os.path.exists(failures_path(path)):
         os.remove(failures_path(path))
 
 
-def _axes(spec: SweepSpec) -> dict:
-    """The values along each of the cube's dimensions for ``spec`` (its grid's, with
-    ``noise`` as :func:`noise_axes`, and ``iteration``)."""
-    axes = {}
-    for dim in spec.dims:
-        if dim == "noise":
-            models, levels, _ = noise_axes(spec)
-            axes.update(noise_model=models, noise_level=levels)
-        else:
-            axes[RENAMED.get(dim, dim)] = list(spec.grid[dim])
-    axes["iteration"] = list(range(spec.n_iterations))
-    return axes
-
-
-def _changed_dims(old: SweepSpec, new: SweepSpec) -> set:
-    """The cube's dimensions whose values differ between the cubes of ``old`` and
-    ``new``."""
-    was, now = _axes(old), _axes(new)
-    return {dim for dim in now if was.get(dim) != now[dim]}
-
-
-def user_entries(path: str, attrs: dict) -> dict:
-    """What a user added to the cube at ``path`` (attributes ``attrs``): ``{name: its
-    dimension names}`` of each entry of the store's directory that is not one of the
-    package's arrays (its variables and the coordinates of ``coords_sha256``): an array's
-    dimension names, ``()`` for a group or anything else."""
-    import zarr
-
-    kind = FILE_VARIABLES if attrs.get("data") == "files" else VARIABLES
-    ours = {"zarr.json", *kind, *(attrs.get("coords_sha256") or {})}
-    found = {}
-    with _quiet_zarr():
-        group = zarr.open_group(path, mode="r", use_consolidated=False)
-        for name in sorted(set(os.listdir(path)) - ours):
-            try:
-                node = group[name]
-            except Exception:  # not a zarr node: a file or directory of the user's
-                node = None
-            names = getattr(getattr(node, "metadata", None), "dimension_names", None)
-            found[name] = tuple(names or ()) if hasattr(node, "shape") else ()
-    return found
-
-
-def extended_flags(path: str, old: SweepSpec, spec: SweepSpec):
-    """The ``done`` and ``failed`` masks over the grid of ``spec``, which extends the
-    cube's spec ``old`` by appended values: the cube's over its cells, False elsewhere."""
-    done, failed = (np.zeros(spec.shape, dtype=bool) for _ in range(2))
-    region = tuple(slice(0, n) for n in old.shape)
-    done[region], failed[region] = flags(path, old)
-    return done, failed
-
-
-def extend(path: str, old: SweepSpec, spec: SweepSpec) -> None:
-    """Replace the cube at ``path``, made from ``old``, by the cube of ``spec``, which
-    extends ``old`` by appended grid values (:func:`plan_output` has checked both: the
-    caller holds the store's lock), with the old cells' values and ``done`` and
-    ``failed`` marks bit for bit.
-
-    The new cube is built as :func:`create` builds one, in a marked temporary next to
-    ``path``; the old cells' values are copied into their places (:func:`_copy_cells`), a
-    user's attributes, groups and arrays along the dimensions that do not grow are carried
-    over, and the temporary replaces the old cube by the two renames of
-    :func:`~onebit_dask.io.stores.atomic.replace`. Killed before them, ``path`` is the
-    old cube, whole (the same command extends it again); after them, the new one, which
-    the same command resumes. The failures file is kept (the failed marks are).
-    """
+def build_aside(path: str, spec: SweepSpec, fill=None) -> None:
+    """Build the cube of ``spec`` (:func:`_build`) in a marked temporary next to ``path``,
+    ``fill(tmp)`` it when given, and move it into place
+    (:func:`onebit_dask.io.stores.atomic.replace`): ``path`` holds the old store or the
+    new one, whole; a build left by a killed run is removed first, and the temporary on
+    any error (the caller holds the store's lock)."""
     path = os.fspath(path).rstrip("/")
     atomic.recover(path, temporaries=True)
     tmp = atomic.temporary_name(path)
-    with _quiet_zarr():
+    with quiet_zarr():
         try:
             atomic.make_temporary(tmp)
             _build(tmp, spec)
-            _copy_cells(path, tmp, old, spec)
-            _carry_over(path, tmp)
+            if fill is not None:
+                fill(tmp)
             atomic.replace(tmp, path)
         except BaseException:
             atomic.discard(tmp)
             raise
-
-
-def _blocks(shape: tuple, block: tuple):
-    """The slices of the blocks of shape ``block`` that tile ``shape``."""
-    import itertools
-
-    return itertools.product(*(
-        [slice(start, min(start + step, size)) for start in range(0, size, step)]
-        for size, step in zip(shape, block)))
-
-
-def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
-    """Copy every variable of the cube at ``path`` (of ``old``) into the new cube at
-    ``tmp`` (of ``spec``), each position to the one of the same coordinates; a method
-    without a step rule (stored along every step) also to the steps ``spec`` appends, as
-    a run stores its cells. The new cube is written a block of its chunks at a time (the
-    steps whole), each chunk once, whole (what the old cube does not hold: the fill
-    value); a block with nothing of the old cube is left as :func:`_build` wrote it."""
-    import zarr
-
-    from .methods import METHODS
-
-    src = zarr.open_group(path, mode="r", use_consolidated=False)
-    dst = zarr.open_group(tmp, mode="r+", use_consolidated=False)
-    was, now = _axes(old), _axes(spec)
-    names = dims(spec)
-    inverse = []  # for each dimension: the old position of each new one (-1: none)
-    for d in (*names, "iteration"):
-        position = {v: i for i, v in enumerate(was[d])}
-        inverse.append(np.array([position.get(v, -1) for v in now[d]], dtype=np.intp))
-    step, est = names.index("step"), names.index("estimator")
-    once = np.array([not METHODS[m].uses_step for m in was["estimator"]])
-    for name in variables(spec):
-        source, target = src[name], dst[name].with_config(ALL_CHUNKS)
-        block = list(target.chunks)
-        block[step] = target.shape[step]
-        for region in _blocks(target.shape, tuple(block)):
-            back = [m[r] for m, r in zip(inverse, region)]  # old positions, -1: new
-            held = [np.flatnonzero(b >= 0) for b in back]
-            if not all(len(h) for h in held):
-                continue  # nothing of the old cube here
-            values = np.full(tuple(r.stop - r.start for r in region), target.fill_value,
-                             dtype=target.dtype)
-            values[np.ix_(*held)] = source.get_orthogonal_selection(
-                tuple(b[h] for b, h in zip(back, held)))
-            rows = held[est][once[back[est][held[est]]]]
-            added = np.flatnonzero(back[step] < 0)
-            if len(rows) and len(added):  # stored at step 0, so at each appended step
-                where = [b[h] for b, h in zip(back, held)]
-                where[est], where[step] = back[est][rows], np.zeros(1, dtype=np.intp)
-                first = source.get_orthogonal_selection(tuple(where))
-                at = list(held)
-                at[est], at[step] = rows, added
-                values[np.ix_(*at)] = np.repeat(first, len(added), axis=step)
-            target[region] = values
-
-
-def _carry_over(path: str, tmp: str) -> None:
-    """Copy into the new cube at ``tmp`` what a user added to the cube at ``path``
-    (:func:`plan_output` refused those along a dimension that grows): each entry of the
-    store's directory that is not the package's, as it is, and the attributes outside
-    ``attrs_digested`` (not xarray's own, which it writes again)."""
-    import shutil
-
-    import zarr
-
-    group = zarr.open_group(path, mode="r", use_consolidated=False)
-    attrs = dict(group.attrs)
-    for name in user_entries(path, attrs):
-        source, target = os.path.join(path, name), os.path.join(tmp, name)
-        if os.path.isdir(source) and not os.path.islink(source):
-            shutil.copytree(source, target, symlinks=True)
-        else:
-            shutil.copy2(source, target, follow_symlinks=False)
-    signed = set(attrs.get("attrs_digested") or ()) | {"attrs_digested", "attrs_sha256",
-                                                       *XARRAY_ATTRS}
-    new = zarr.open_group(tmp, mode="r+", use_consolidated=False)
-    mine = {k: v for k, v in attrs.items() if k not in signed and k not in new.attrs}
-    if mine:
-        new.attrs.update(mine)
 
 
 def local_output(path) -> str:
@@ -702,157 +551,6 @@ def local_output(path) -> str:
                      "URL, and copy the finished cube to the object store")
 
 
-@dataclass(frozen=True)
-class OutputPlan:
-    """What a sweep does with its output (:func:`plan_output`)."""
-
-    action: str  # "create" (a new store), "resume" (the same spec) or "extend"
-    old: SweepSpec | None = None  # "extend": the cube's own spec
-    added: dict | None = None  # "extend": the grid values the spec appends to it
-
-
-def check_output(path: str, spec: SweepSpec, overwrite: bool) -> bool:
-    """Check the output before any work; return True if a store must be created (False:
-    the store is resumed, or extended: :func:`plan_output` says which). Nothing is
-    touched here."""
-    return plan_output(path, spec, overwrite).action == "create"
-
-
-def plan_output(path: str, spec: SweepSpec, overwrite: bool) -> OutputPlan:
-    """Check the output before any work, and say what the sweep does with it.
-
-    A missing or read-only parent directory, a path that is not one of our
-    stores, or one of ours made from another spec or an older format (without
-    ``overwrite``) is a :class:`StoreError`; one of ours that is damaged and holds
-    results is a :class:`DamagedStoreError` (``overwrite`` replaces it); one that
-    holds no results yet is recreated (``"create"``). A cube of the same spec is resumed
-    (``"resume"``); one whose spec ``spec`` extends by grid values appended after its own,
-    everything else the same (:func:`~.spec.grid_extension`), is extended (``"extend"``,
-    :func:`extend`). Nothing is touched here.
-    """
-    path = os.fspath(path)
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise StoreError(f"--out {path!r}: the directory {parent!r} does not exist")
-    if not atomic.writable(parent):
-        raise StoreError(f"--out {path!r}: the directory {parent!r} is not writable")
-    if not os.path.lexists(path):
-        return OutputPlan("create")
-    if not os.path.isdir(path):
-        raise StoreError(f"--out {path!r} exists and is a file, not a sweep store: choose "
-                         "another path for the cube (nothing was changed)")
-    attrs = group_attrs(path)
-    if attrs is None or attrs.get("format") != FORMAT:
-        if attrs is None and _ours_without_attributes(path):
-            return OutputPlan("create")  # a store we started to make and that holds nothing yet
-        raise StoreError(f"--out {path!r} exists and is not an onebit-dask sweep store: "
-                         "choose another path (nothing was changed)")
-    if not os.access(path, os.W_OK):
-        raise StoreError(f"--out {path!r} is not writable")
-    if overwrite:
-        return OutputPlan("create")
-    found = attrs.get("format_version")
-    if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT_VERSION:
-        raise NewerFormatError(newer_message(f"the result cube {path!r}", found,
-                                             FORMAT_VERSION))
-    if attrs.get("spec_fingerprint") != spec.fingerprint():
-        old, added = _extension(path, attrs, spec)
-        return OutputPlan("extend", old, added)
-    if attrs.get("format_version") != FORMAT_VERSION:
-        raise StoreError(f"--out {path!r} was made by an older onebit-dask (store format "
-                         f"{attrs.get('format_version')}, this one writes {FORMAT_VERSION}): "
-                         "use a new path, or --overwrite to recompute it")
-    problem = damage(path, spec)
-    if problem is None:
-        return OutputPlan("resume")
-    raise _damaged(path, problem)
-
-
-def _damaged(path: str, problem: str) -> DamagedStoreError:
-    return DamagedStoreError(f"the store {path!r} is damaged ({problem}): run again with "
-                             "--overwrite to recompute it, or choose another --out")
-
-
-def _another_spec(path: str, attrs: dict, spec: SweepSpec, differs: str) -> StoreError:
-    """The refusal of a cube made from another spec that ``spec`` does not extend
-    (``differs``: what differs)."""
-    was, now = attrs.get("sampler"), spec.fixed.get("sampler")
-    hint = (f"; its onebit cells were drawn with sampler {was!r} and this spec uses "
-            f"{now!r} (the default is 'conditional'): write 'sampler: {was}' under "
-            "fixed to resume it" if was is not None and was != now else "")
-    if spec.files and not hint:
-        hint = " (or of data files that changed since it was started)"
-    return StoreError(f"--out {path!r} holds the results of another spec "
-                      f"({attrs.get('spec_name')!r}){hint}: use a new path, or "
-                      f"--overwrite to replace them. It differs from this spec in {differs}: "
-                      "a sweep extends a cube only by grid values appended after the "
-                      "cube's own (each kept, in its order; everything else the same)")
-
-
-def _extension(path: str, attrs: dict, spec: SweepSpec) -> tuple:
-    """``(old, added)`` when ``spec`` extends the cube at ``path`` (attributes ``attrs``,
-    of another fingerprint): its own spec and the grid values appended to it
-    (:func:`~.spec.grid_extension`), once the cube is found whole; else the refusal."""
-    import zarr
-
-    from .spec import NotAnExtension, grid_extension, parse_spec
-
-    version = attrs.get("format_version")
-    if version != FORMAT_VERSION:
-        raise _another_spec(path, attrs, spec, f"the store format ({version}; only a cube "
-                                               f"of format {FORMAT_VERSION} is extended)")
-    with _quiet_zarr():
-        try:
-            group = zarr.open_group(path, mode="r", use_consolidated=False)
-            problem = cube_problem(group, attrs)
-        except Exception as exc:  # unreadable metadata
-            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    if problem is not None:
-        raise _damaged(path, problem)
-    text = attrs.get("spec_text")
-    try:
-        old = parse_spec(text if isinstance(text, str) else "", f"{path} (its spec)",
-                         allow_large=True, folder=spec.folder or None)
-    except ValueError as exc:
-        raise _another_spec(path, attrs, spec, f"its spec, which cannot be read here "
-                                               f"({exc})") from None
-    if old.fingerprint() != attrs.get("spec_fingerprint"):
-        raise _another_spec(path, attrs, spec, "the data files' contents (changed since the "
-                            "cube was made)" if old.files else "its spec's fingerprint "
-                            "(computed otherwise by this onebit-dask)")
-    try:
-        added = grid_extension(old, spec)
-    except NotAnExtension as exc:
-        raise _another_spec(path, attrs, spec, str(exc)) from None
-    problem = damage(path, old, whole=False)
-    if problem is not None:
-        raise _damaged(path, problem)
-    grown = _changed_dims(old, spec)
-    along = {name: [d for d in dims_of if d in grown]
-             for name, dims_of in user_entries(path, attrs).items() if dims_of}
-    along = {name: found for name, found in along.items() if found}
-    if along:
-        listed = ", ".join(f"{name!r} (along {', '.join(found)})"
-                           for name, found in sorted(along.items()))
-        raise StoreError(
-            f"--out {path!r}: this spec extends its cube, which holds arrays that onebit-dask "
-            f"did not write along the dimensions the extension grows: {listed}; their "
-            "values for the new cells cannot be made, so the cube is not extended (nothing "
-            "was changed): move them out of the cube (each is a directory in it) and run "
-            "again, then compute them anew; arrays along the other dimensions, groups and "
-            "attributes of yours are carried over")
-    return old, added
-
-
-def _ours_without_attributes(path: str) -> bool:
-    """A directory with nothing but zarr metadata in it (an interrupted ``to_zarr`` of an
-    older version): safe to recreate."""
-    for _, _, files in os.walk(path):
-        if any(f != "zarr.json" for f in files):
-            return False
-    return True
-
-
 def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
     """What is wrong with our store at ``path`` (``None``: it can be resumed): the arrays'
     shapes for ``spec`` (:func:`cube_shape`; or anything with the cube's grid ``shape``
@@ -860,7 +558,7 @@ def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
     ``whole``, :func:`cube_problem` (without: the caller has run :func:`check_cube`)."""
     import zarr
 
-    with _quiet_zarr():
+    with quiet_zarr():
         try:
             group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
             shape = cube_shape(spec)
@@ -949,7 +647,7 @@ class CubeWriter:
                            for name in variables(self.spec)}
         n_it = self.spec.n_iterations
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
-        with _quiet_zarr():
+        with quiet_zarr():
             if ok:
                 cells = np.concatenate([idx for idx, *_ in ok])
                 repeat = [len(idx) for idx, *_ in ok]
@@ -991,7 +689,7 @@ def set_attrs(path: str, **attrs) -> None:
 def consolidate(path: str) -> None:
     """Consolidate the metadata (once no cell is being written): ``xr.open_zarr(path)``
     then opens the cube without a warning."""
-    with _quiet_zarr():
+    with quiet_zarr():
         consolidate_metadata(os.fspath(path))
 
 
@@ -1007,7 +705,7 @@ def open_cube(path) -> xr.Dataset:
     """
     path = os.fspath(path)
     check_cube(path)
-    with _quiet_zarr():
+    with quiet_zarr():
         ds = xr.open_zarr(path, consolidated=False)  # each array's own, as checked
     if ds.attrs.get("format") == FORMAT and ds.attrs.get("format_version", 0) < 3:
         ds = ds.rename({old: new for old, new in RENAMED.items() if old in ds.dims})

@@ -9,7 +9,7 @@ writer of the store: it holds the store's lock (:mod:`onebit_dask.io.stores.lock
 writes the finished cells every :data:`FLUSH_CELLS` cells or :data:`FLUSH_S` seconds. A
 cell computed but not yet written when the runner dies is computed again by the next run
 (same values). A spec that appends grid values to the cube's own extends the cube
-(:func:`.cube.extend`, while the new cells run, as a new store is created).
+(:func:`.extension.extend`, while the new cells run, as a new store is created).
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ import numpy as np
 
 from . import cube as store
 from .cell import compute_cell
+from .extension import extend, extended_flags
 from ..utils.errors import SweepRuntimeError
 from ..utils.provenance import processes_blas
 from ..io.stores import atomic
 from ..io.stores.lock import StoreLock, StoreLockedError
 from .methods import METHODS
 from .distribute import placement_text, runs_distributed
+from .plan import plan_output
 from .spec import SweepSpec
 
 FLUSH_CELLS = 256   # write the finished cells at least every this many cells ...
@@ -231,7 +233,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         missing; if it holds the same spec,
         the cells already done are skipped; a spec that appends grid values to the
         cube's own, everything else the same, extends it (its cells done kept, the new
-        ones run: :func:`~.cube.extend`); another spec is refused unless ``overwrite``.
+        ones run: :func:`~.extension.extend`); another spec is refused unless ``overwrite``.
     client : distributed.Client, optional
         Run the cells on its workers (large cells across all of them); ``None``
         runs them here, one after the other. Only this process writes ``out``.
@@ -259,11 +261,11 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
     start = time.perf_counter()
     with StoreLock(out) as lock:
         atomic.recover(out)  # a replace killed between its renames: the old store back
-        plan = store.plan_output(out, spec, overwrite)
+        plan = plan_output(out, spec, overwrite)
         if plan.action == "create":  # every cell to run; created while the first cells run
             done = failed = np.zeros(spec.shape, dtype=bool)
         elif plan.action == "extend":  # the cube's cells kept; extended while new ones run
-            done, failed = store.extended_flags(out, plan.old, spec)
+            done, failed = extended_flags(out, plan.old, spec)
         else:
             done, failed = store.flags(out, spec)
         cells = list(pending_cells(spec, done, failed))
@@ -275,7 +277,7 @@ def run_sweep(spec: SweepSpec, out, client=None, *, overwrite: bool = False,
         # it is (the with block waits for the build, a Ctrl-C before the loop too)
         with concurrent.futures.ThreadPoolExecutor(1, "onebit-sweep-create") as creator:
             creating = (creator.submit(store.create, out, spec) if plan.action == "create"
-                        else creator.submit(store.extend, out, plan.old, spec)
+                        else creator.submit(extend, out, plan.old, spec)
                         if plan.action == "extend" else None)
 
             writer = store.CubeWriter(out, spec, before_write=lock.check)

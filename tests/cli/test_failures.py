@@ -194,7 +194,8 @@ def test_report_plots_onto_a_file_or_read_only_dir_exit_2(cube, tmp_path):
 
 def test_report_plots_with_no_cell_done_exits_1_and_writes_nothing(tmp_path):
     from onebit_dask.sweep.spec import parse_spec
-    from onebit_dask.sweep.cube import check_output, create
+    from onebit_dask.sweep.cube import create
+    from onebit_dask.sweep.plan import check_output
 
     spec = parse_spec(SPEC)
     path = tmp_path / "empty.zarr"

@@ -7,7 +7,9 @@ import time
 import numpy as np
 import pytest
 
+from onebit_dask.io.stores.zarr_format import group_attrs
 from onebit_dask.sweep import cube as store
+from onebit_dask.sweep import plan
 from onebit_dask.sweep.spec import parse_spec
 
 SPEC = parse_spec("""
@@ -207,46 +209,46 @@ def test_damaged_store_is_named_and_empty_one_recreated(tmp_path, cube):
     writer.flush()
     shutil.rmtree(os.path.join(cube, "done"))
     with pytest.raises(store.DamagedStoreError, match="damaged .*'done' is missing.*--overwrite"):
-        store.check_output(cube, SPEC, False)
-    assert store.check_output(cube, SPEC, True) is True
+        plan.check_output(cube, SPEC, False)
+    assert plan.check_output(cube, SPEC, True) is True
     # a cube appears whole (built aside, then moved into place) with every chunk written:
     # one that lost an array or a chunk before any result is damaged too, never re-read
     empty = str(tmp_path / "empty.zarr")
     store.create(empty, SPEC)
     shutil.rmtree(os.path.join(empty, "done"))
     with pytest.raises(store.DamagedStoreError, match="'done' is missing"):
-        store.check_output(empty, SPEC, False)
+        plan.check_output(empty, SPEC, False)
     lost = str(tmp_path / "lost.zarr")
     store.create(lost, SPEC)
     chunk = next(os.path.join(root, f) for root, _, files in os.walk(os.path.join(lost, "auc"))
                  for f in files if f != "zarr.json")
     os.remove(chunk)
     with pytest.raises(store.DamagedStoreError, match="the chunk auc/c/.* is missing"):
-        store.check_output(lost, SPEC, False)
+        plan.check_output(lost, SPEC, False)
     with pytest.raises(store.DamagedStoreError, match="the chunk auc/c/.* is missing"):
         store.open_cube(lost)
 
 
 def test_check_output(tmp_path, cube):
-    assert store.check_output(str(tmp_path / "new.zarr"), SPEC, False) is True
-    assert store.check_output(cube, SPEC, False) is False
+    assert plan.check_output(str(tmp_path / "new.zarr"), SPEC, False) is True
+    assert plan.check_output(cube, SPEC, False) is False
     other = parse_spec(SPEC.text.replace("seed: [0, 1]", "seed: [5]"))
     with pytest.raises(store.StoreError, match="holds the results of another spec"):
-        store.check_output(cube, other, False)
-    assert store.check_output(cube, other, True) is True
+        plan.check_output(cube, other, False)
+    assert plan.check_output(cube, other, True) is True
     projected = parse_spec(SPEC.text.replace("n_shards: 2}", "n_shards: 2, sampler: projected}"))
     with pytest.raises(store.StoreError, match="drawn with sampler 'conditional' and this "
                                                "spec uses 'projected'"):
-        store.check_output(cube, projected, False)
+        plan.check_output(cube, projected, False)
     with pytest.raises(store.StoreError, match=r"another spec \('[^']*'\): use"):
-        store.check_output(cube, other, False)  # no sampler hint when it is the same
+        plan.check_output(cube, other, False)  # no sampler hint when it is the same
     with pytest.raises(store.StoreError, match="does not exist"):
-        store.check_output(str(tmp_path / "no" / "dir.zarr"), SPEC, False)
+        plan.check_output(str(tmp_path / "no" / "dir.zarr"), SPEC, False)
     foreign = tmp_path / "foreign.zarr"
     foreign.mkdir()
     (foreign / "data.txt").write_text("not ours")
     with pytest.raises(store.StoreError, match="is not an onebit-dask sweep store"):
-        store.check_output(str(foreign), SPEC, True)
+        plan.check_output(str(foreign), SPEC, True)
     assert (foreign / "data.txt").read_text() == "not ours"
 
 
@@ -260,7 +262,7 @@ def test_read_only_directory(tmp_path):
         targets.append(str(ro / "cube.zarr"))
     for target in targets:
         with pytest.raises(store.StoreError, match="is not writable"):
-            store.check_output(target, SPEC, False)
+            plan.check_output(target, SPEC, False)
 
 
 def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
@@ -279,7 +281,7 @@ def test_a_cube_of_format_2_opens_with_the_estimator_dimension(tmp_path, cube):
     assert "estimator" in opened.dims and "method" not in opened.dims
     assert list(opened["estimator"].values) == list(SPEC.grid["method"])
     with pytest.raises(store.StoreError, match="older onebit-dask .*format 2.*--overwrite"):
-        store.check_output(old, SPEC, False)
+        plan.check_output(old, SPEC, False)
 
 
 def test_an_existing_file_as_out_is_refused_before_any_cell(tmp_path):
@@ -318,7 +320,7 @@ def test_out_as_a_url(tmp_path):
     proc = run_main("sweep", spec, "--out", f"file://{tmp_path}/q.zarr", "--workers", 0,
                     "--quiet")
     assert proc.returncode == 0, proc.stderr
-    assert store.group_attrs(str(tmp_path / "q.zarr"))["format"] == store.FORMAT
+    assert group_attrs(str(tmp_path / "q.zarr"))["format"] == store.FORMAT
 
 
 # -- format 5: chunk checksums and the attributes' digest (issue 36 item 2) ---------------------
@@ -454,7 +456,7 @@ def test_a_damaged_cube_is_refused_in_one_line(swept, tmp_path, case):
     damage, message = CUBE_DAMAGES[case]
     path = _copy_cube(swept, tmp_path)
     damage(path)
-    for read in (store.open_cube, lambda p: store.check_output(p, RUN_SPEC, False)):
+    for read in (store.open_cube, lambda p: plan.check_output(p, RUN_SPEC, False)):
         with pytest.raises(store.DamagedStoreError, match=message) as info:
             read(path)
         assert repr(path) in str(info.value) and "\n" not in str(info.value)
@@ -495,7 +497,7 @@ def test_a_cube_of_format_4_is_read_with_one_warning(swept, tmp_path):
     assert len([w for w in seen if "older onebit-dask" in str(w.message)]) == 1
     assert "2 of 2 cells done" in text
     with pytest.raises(store.StoreError, match="older onebit-dask .*format 4.*--overwrite"):
-        store.check_output(path, RUN_SPEC, False)
+        plan.check_output(path, RUN_SPEC, False)
 
 
 def test_what_a_user_adds_with_xarray_is_left_alone(swept, tmp_path):
@@ -625,7 +627,7 @@ def test_a_cube_of_format_6_opens_as_before(cube):
     assert list(ds["noise_model"].values) == ["none", "flip", "gaussian"]
     assert ds.where(ds["noise_model"] == "flip", drop=True).sizes["noise_model"] == 1
     with pytest.raises(store.StoreError, match="older onebit-dask .*format 6.*--overwrite"):
-        store.check_output(cube, SPEC, False)
+        plan.check_output(cube, SPEC, False)
 
 
 # -- format 8: the noise settings on two index dimensions (xarray's groupby and where) --------

@@ -19,7 +19,7 @@ import zarr
 
 from onebit_dask.io.stores import atomic
 from onebit_dask.sweep import cube as store
-from onebit_dask.sweep import methods, run_sweep
+from onebit_dask.sweep import extension, methods, plan, run_sweep
 from onebit_dask.sweep.spec import parse_spec
 from onebit_dask.testing import MEASURED, PLACES, cube_values
 
@@ -176,7 +176,7 @@ def test_other_specs_are_refused_naming_the_difference(cubes, tmp_path, case):
     path = _copy(cubes["A"], tmp_path)
     before = _state(path)
     with pytest.raises(store.StoreError) as info:
-        store.check_output(path, parse_spec(text), False)
+        plan.check_output(path, parse_spec(text), False)
     message = str(info.value)
     assert "\n" not in message and "holds the results of another spec ('small')" in message
     assert "a sweep extends a cube only by grid values appended after the cube's own" in message
@@ -292,7 +292,7 @@ def test_an_error_while_extending_leaves_the_old_cube(cubes, tmp_path, monkeypat
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(store, "_carry_over", interrupted)
+    monkeypatch.setattr(extension, "_carry_over", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _sweep(ONE_SEED, path)
     after = _state(path)
@@ -334,7 +334,7 @@ KILLED_SWEEP = textwrap.dedent("""
     import os, signal, sys
     from onebit_dask.cli import main
     from onebit_dask.io.stores import atomic
-    from onebit_dask.sweep import cube
+    from onebit_dask.sweep import extension
 
     where = sys.argv.pop(1)
 
@@ -343,12 +343,12 @@ KILLED_SWEEP = textwrap.dedent("""
 
     if where == "copy":
         def copied_once(path, tmp, old, spec):
-            names = list(cube.variables(spec))
-            cube.variables = lambda spec: names[:1]
+            names = list(extension.variables(spec))
+            extension.variables = lambda spec: names[:1]
             copy(path, tmp, old, spec)
             die()
 
-        copy, cube._copy_cells = cube._copy_cells, copied_once
+        copy, extension._copy_cells = extension._copy_cells, copied_once
     else:
         def swap_killed(tmp, path):
             token = "0123456789abcdef"
@@ -428,7 +428,7 @@ def test_a_cube_of_data_files_extends_by_a_dataset_and_a_seed(tmp_path):
         fh.write("\n")
     with pytest.raises(store.StoreError, match=r"another spec \('files'\).*the data files' "
                                                r"contents \(changed since the cube was made\)"):
-        store.check_output(old, load_spec(tmp_path / "b.yaml"), False)
+        plan.check_output(old, load_spec(tmp_path / "b.yaml"), False)
 
 
 def test_every_value_is_copied_to_its_coordinates_across_chunkings(tmp_path, monkeypatch):
@@ -474,7 +474,7 @@ fixed: {n_test: 100, n_shards: 2}
             array[...] = rng.random(array.shape)
     before = xr.open_zarr(path, consolidated=False).load()
     chunks = group["done"].chunks
-    store.extend(path, old, new)
+    extension.extend(path, old, new)
     after = store.open_cube(path).load()
     assert zarr.open_array(os.path.join(path, "done"), mode="r").chunks[:-2] != chunks[:-2]
     for name in store.variables(old):
