@@ -56,7 +56,7 @@ from .stores.lock import StoreLock
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
                                   attrs_digest, check_added, check_arrays_digest,
                                   check_attrs_digest, check_version, checked_codecs,
-                                  format_attrs, group_attrs, missing_chunk)
+                                  format_attrs, group_attrs, missing_chunk, unparsed_array)
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = FORMAT_OF["csr"]
@@ -140,6 +140,8 @@ class CsrStore:
                 array = group[name]
             except KeyError:
                 raise _damaged(self.path, f"the array {name} is missing") from None
+            except Exception:  # its zarr.json does not parse as zarr's metadata
+                raise _damaged(self.path, unparsed_array(group, [name])) from None
             if (not isinstance(array, zarr.Array) or array.dtype.kind != kind
                     or array.shape != (lengths[length],)):
                 shown = (array.dtype, array.shape) if isinstance(array, zarr.Array) else "group"

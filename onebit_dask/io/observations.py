@@ -59,7 +59,8 @@ from .stores import atomic, paths
 from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
                                  attrs_digest, check_added, check_arrays_digest,
                                  check_attrs_digest, check_version, checked_codecs,
-                                 chunk_rows, format_attrs, group_attrs, missing_chunk)
+                                 chunk_rows, format_attrs, group_attrs, missing_chunk,
+                                 unparsed_array)
 
 FORMAT = FORMAT_OF["observations"]
 VERSION = 4
@@ -222,6 +223,9 @@ def open_observations(path) -> Observations:
     if checked:
         check_attrs_digest(attrs, DIGESTED if arrays_checked else DIGESTED_V3 if shaped
                            else DIGESTED_V2, where)
+    unread = unparsed_array(group, ("X", "labels", "y"))
+    if unread is not None:
+        raise DamagedStoreError(f"{where} is damaged: {unread}")
     missing = {"X", "labels", "y"} - set(group.array_keys())
     if missing:
         raise ValueError(f"data={path!r} lacks the arrays {sorted(missing)}")

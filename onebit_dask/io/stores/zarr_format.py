@@ -87,12 +87,31 @@ def arrays_digests(group, names) -> dict:
     return {name: array_digest(group[name]) for name in names}
 
 
+def unparsed_array(group, names) -> str | None:
+    """The first of the arrays ``names`` of ``group`` whose metadata (its ``zarr.json``)
+    zarr cannot parse (a fill value or data type edited into nonsense), as a problem naming
+    it; ``None`` when each parses or is missing (a missing one is another check's)."""
+    for name in names:
+        try:
+            group[name]
+        except KeyError:
+            continue
+        except Exception as exc:  # zarr raises several types for metadata it cannot parse
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return (f"the metadata of the array {name} (its zarr.json) cannot be read "
+                    f"({type(exc).__name__}: {first})")
+    return None
+
+
 def arrays_problem(group, digests) -> str | None:
     """What is wrong with the arrays of ``group`` whose metadata digests are ``digests``
-    (``arrays_sha256``): one missing, or whose metadata (its ``zarr.json``) differ from
-    what was written; ``None`` when each matches."""
+    (``arrays_sha256``): one missing, whose metadata (its ``zarr.json``) do not parse, or
+    differ from what was written; ``None`` when each matches."""
     if not isinstance(digests, dict) or not all(isinstance(v, str) for v in digests.values()):
         return f"the attribute arrays_sha256={digests!r} is not a mapping of digests"
+    unread = unparsed_array(group, digests)
+    if unread is not None:
+        return unread
     for name, digest in digests.items():
         try:
             array = group[name]

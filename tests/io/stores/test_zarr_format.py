@@ -215,6 +215,27 @@ ARRAY_EDITS = {  # (kind, array, edit of its zarr.json)
 }
 
 
+UNREADABLE_EDITS = {  # (kind, array, edit of its zarr.json that zarr cannot parse)
+    "observations X fill value": ("observations", "X", lambda m: m.update(fill_value="x")),
+    "csr X/data data type": ("csr", "X/data", lambda m: m.update(data_type="nonsense")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE_EDITS))
+def test_an_array_whose_metadata_do_not_parse_is_named(request, tmp_path, case):
+    """A ``zarr.json`` edited into metadata zarr cannot parse (a fill value ``"x"`` for
+    floats, an unknown data type): refused in one line naming the store and the array
+    (the message named neither the array nor where: issue 36's second pass)."""
+    kind, name, edit = UNREADABLE_EDITS[case]
+    path = _copy(request, kind, tmp_path)
+    _edit_array_meta(path, name, edit)
+    with pytest.raises(DamagedStoreError, match=rf"the metadata of the array {name} "
+                                                rf"\(its zarr.json\) cannot be read") as info:
+        KINDS[kind][4](path)
+    assert path in str(info.value) and "damaged" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("case", sorted(ARRAY_EDITS))
 def test_an_array_whose_metadata_was_edited_is_refused(request, tmp_path, case):
     """The byte order of an array's chunks (or its data type, fill value, chunk grid)
