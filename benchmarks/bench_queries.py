@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from onebit_dask import OneBitMultiLabel
+from onebit_dask.cli.args import count_or_share
 from onebit_dask.io.xc import read_xc
 from onebit_dask.metrics.ranking import propensities, top_k_metrics
 
@@ -43,7 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rank", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=50_000)
     ap.add_argument("--n-iter", type=int, default=9)
-    ap.add_argument("--warmup", type=int, default=2, help="uniform batches first")
+    ap.add_argument("--warmup", type=count_or_share, default=2,
+                    help="uniform batches first: a count, or a share in (0, 1) of the "
+                         "n_iter + 1 batches (the estimator's query_warmup)")
     ap.add_argument("--top-k", type=int, default=20)
     ap.add_argument("--explore", type=float, default=0.1)
     ap.add_argument("--tail", type=int, default=1000)

@@ -80,6 +80,23 @@ def number(low: float, high: float | None = None):
     return parse
 
 
+def count_or_share(text: str) -> int | float:
+    """An argparse type: an integer ``>= 1`` (a count) or a number in ``(0, 1)`` (a share),
+    ``OneBitMultiLabel``'s ``query_warmup``."""
+    allowed = "give an integer >= 1 (uniform batches) or a number in (0, 1) (their share)"
+    try:
+        return integer(1)(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: {allowed}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: {allowed}")
+    return value
+
+
 def positive_rate(text: str) -> str:
     """An argparse type: ``none``, a rate ``P`` or a range ``P_MIN:P_MAX`` (checked by
     :func:`onebit_dask.synthetic.parse_positive_rate`, kept as text)."""

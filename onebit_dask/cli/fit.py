@@ -10,11 +10,11 @@ import time
 
 from ..metrics.names import METRICS, RANKING
 from ..ops.features import KINDS as FEATURE_KINDS
-from ..data.queries import QUERIES
+from ..data.queries import QUERIES, WARMUP_SHARE
 from ..ops.thresholds import THRESHOLDS
 from ..utils.errors import RunError
-from .args import (Given, HelpFormatter, UsageError, add_common, add_target, connect, integer,
-                   number, positive_rate, target_of)
+from .args import (Given, HelpFormatter, UsageError, add_common, add_target, connect,
+                   count_or_share, integer, number, positive_rate, target_of)
 
 SYNTHETIC_ONLY = ("d1", "d2", "flip", "noise_std", "positive_rate", "n_test", "max_eval_labels",
                   "sampler")
@@ -93,8 +93,11 @@ def add_fit(sub):
                    help="with chosen queries: the best unasked labels a query draws from")
     e.add_argument("--query-explore", type=number(0.0, 1.0), default=0.1, metavar="SHARE",
                    help="with chosen queries: the share of queries with a uniform label")
-    e.add_argument("--query-warmup", type=integer(1), default=1, metavar="N",
-                   help="with chosen queries: the uniform batches before the policy chooses")
+    e.add_argument("--query-warmup", type=count_or_share, default=WARMUP_SHARE,
+                   metavar="N|SHARE",
+                   help="with chosen queries: the uniform batches before the policy chooses, "
+                        "a count N >= 1 or a share in (0, 1) of the --n-iter + 1 batches "
+                        "(rounded, halves up, at least 1 and at most --n-iter)")
     e.add_argument("--seed", type=integer(0), default=0,
                    help="seed of the start (and of the synthetic data)")
     e.add_argument("--shards", type=integer(1), default=4,

@@ -20,7 +20,9 @@ the ``m`` rows ``i`` uniformly, and for each row
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 
@@ -28,6 +30,21 @@ from .seeding import QUERY_TAG, rng as stream
 
 QUERIES = ("uniform", "popularity", "model")
 """``OneBitMultiLabel``'s ``queries`` values."""
+
+WARMUP_SHARE = 0.6
+"""``OneBitMultiLabel``'s default ``query_warmup``: the share of a fit's ``n_iter + 1``
+batches drawn uniformly before the policy chooses (``docs/ALGORITHM.md`` section 11)."""
+
+
+def warmup_batches(warmup, n_iter: int) -> int:
+    """The uniform batches of a fit of ``n_iter + 1`` batches for ``query_warmup``: an int
+    is the count itself; a share ``s`` in ``(0, 1)`` is ``max(1, floor(s (n_iter + 1) +
+    1/2))`` (halves round up, not to even, so the count never hangs on its parity), at
+    most ``n_iter`` when ``n_iter >= 1`` (a share leaves a batch to choose)."""
+    if isinstance(warmup, Integral):
+        return int(warmup)
+    count = max(1, math.floor(float(warmup) * (n_iter + 1) + 0.5))
+    return min(count, n_iter) if n_iter >= 1 else count
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ the loop) and :class:`FitState` (what the fit has learned, between steps and aft
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from numbers import Integral
 from typing import Any
 
-from ..data.queries import QueryPolicy
+from ..data.queries import QueryPolicy, warmup_batches
 from ..data.synthetic.source import PROBLEM_KINDS
 from ..utils.checks import as_generator
 from . import steps
@@ -36,7 +37,7 @@ class FitSettings:
     queries: str
     query_top_k: int
     query_explore: float
-    query_warmup: int
+    query_warmup: int  # the uniform batches: a share resolved against n_iter
 
     @classmethod
     def of(cls, params: dict, planted: bool, partial: bool = False) -> "FitSettings":
@@ -70,6 +71,7 @@ class FitSettings:
                              "step='refine'" + ("" if partial else
                                                 ", or validation_fraction=None"))
         settings["step"] = rule
+        settings["query_warmup"] = warmup_batches(settings["query_warmup"], settings["n_iter"])
         if planted and settings["features"] == "auto":  # a planted problem's N(0, I)
             settings["features"] = "none"
         if settings["threshold"] == "auto":
@@ -88,13 +90,14 @@ class FitSettings:
                                             and d1 * d2 <= DENSE_INIT_LIMIT)
 
 
-def check_chosen(queries: str, rule: str, threshold: str, *, warmup: int, n_iter: int,
+def check_chosen(queries: str, rule: str, threshold: str, *, warmup, n_iter: int,
                  validation_fraction: float | None = None) -> None:
     """The settings a fit under chosen queries refuses. It estimates the positives found
     (``docs/ALGORITHM.md`` section 11): its initial and moment steps, with the shares'
     thresholds. Residual steps and the progressive scores of ``"select"`` take a batch's
     bits as a uniform sample, which chosen bits are not; validation pairs are of the
-    training rows the queries go after; and with ``warmup > n_iter`` no batch chooses."""
+    training rows the queries go after; and with ``warmup > n_iter`` (a count) or
+    ``n_iter = 0`` (a share) no batch chooses."""
     if rule != "moment":
         raise ValueError(f"step={rule!r} is not allowed with queries={queries!r}: chosen bits "
                          "are not a uniform sample, which its residual steps (and "
@@ -109,7 +112,11 @@ def check_chosen(queries: str, rule: str, threshold: str, *, warmup: int, n_iter
                          f"validation_fraction={validation_fraction!r}: the validation pairs "
                          "are of the training rows, whose positives the queries go after "
                          "and the model then holds; drop one of them")
-    if warmup > n_iter:
+    if not isinstance(warmup, Integral) and n_iter < 1:
+        raise ValueError(f"query_warmup={warmup!r} is not allowed with n_iter={n_iter!r}: "
+                         "a share of the fit's one batch leaves no batch to choose; pass "
+                         "n_iter >= 1, or queries='uniform'")
+    if isinstance(warmup, Integral) and warmup > n_iter:
         raise ValueError(f"query_warmup={warmup!r} is not allowed with n_iter={n_iter!r}: "
                          "the fit's batches 0..n_iter would all be uniform; pass "
                          "query_warmup <= n_iter, or queries='uniform'")

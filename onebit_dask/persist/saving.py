@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from . import model_store as model_io
+from ..data.queries import warmup_batches
 from ..utils.checks import check_int
 from ..utils.errors import RunError
 from ..io.stores import atomic, paths
@@ -23,6 +24,8 @@ from ..io.stores.lock import StoreLock
 from ..io.stores.zarr_format import DamagedStoreError, NewerFormatError
 
 FINGERPRINT_SKIP = ("engine", "progress", "eval_every")  # do not change the numbers
+QUERY_KNOBS = ("query_top_k", "query_explore", "query_warmup", "query_warmup_batches")
+"""Parameters that do not change a fit's numbers under ``queries="uniform"``."""
 
 
 def _jsonable(value):
@@ -65,7 +68,20 @@ def fingerprint(params: dict, data: dict) -> dict:
     ``progress``, ``eval_every``) and the data's identity."""
     params = {k: v for k, v in params.items() if k not in FINGERPRINT_SKIP}
     params["random_state"] = _random_state(params["random_state"])
+    warmup = params.get("query_warmup")
+    if warmup is not None and not isinstance(warmup, (int, np.integer)):  # a share
+        params["query_warmup_batches"] = warmup_batches(warmup, params["n_iter"])
     return _jsonable({"params": params, "data": data})
+
+
+def _numbers_only(fp):
+    """A fingerprint without the query knobs where ``queries="uniform"`` (they do not
+    change its numbers: a checkpoint of an earlier default resumes)."""
+    if not isinstance(fp, dict) or not isinstance(fp.get("params"), dict):
+        return fp
+    if fp["params"].get("queries", "uniform") != "uniform":
+        return fp
+    return {**fp, "params": {k: v for k, v in fp["params"].items() if k not in QUERY_KNOBS}}
 
 
 def show(value) -> str:
@@ -215,7 +231,8 @@ class Checkpoint:
         if not isinstance(attrs.get("checkpoint"), dict):
             raise ValueError(f"checkpoint={self.path!r} is a saved model, not a checkpoint: "
                              f"{self._advice()}")
-        diffs = _differences(attrs["checkpoint"].get("fingerprint"), self.fingerprint)
+        diffs = _differences(_numbers_only(attrs["checkpoint"].get("fingerprint")),
+                             _numbers_only(self.fingerprint))
         if diffs:
             raise ValueError(f"checkpoint={self.path!r} is of another fit ({'; '.join(diffs)}): "
                              f"{self._advice()}")

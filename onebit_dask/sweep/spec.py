@@ -82,7 +82,7 @@ from ..utils.errors import SpecError
 from ..fit import steps
 from ..fit.steps import STEPS
 from ..ops.thresholds import THRESHOLDS
-from ..data.queries import QUERIES, QueryPolicy
+from ..data.queries import QUERIES, WARMUP_SHARE
 from ..io import detect
 from ..fit.state import check_chosen
 from ..data.synthetic.problem import SAMPLERS, parse_positive_rate
@@ -428,7 +428,7 @@ def _parse_file_spec(data, text, grid_in, folder, where, allow_large) -> SweepSp
         rule = steps.resolve(step, planted=False, partial=False, validation=False,
                              chosen=True)
         try:  # the settings a chosen policy refuses, before any work
-            check_chosen(queries, rule or step, threshold, warmup=QueryPolicy().warmup,
+            check_chosen(queries, rule or step, threshold, warmup=WARMUP_SHARE,
                          n_iter=n_iter)
         except ValueError as exc:
             raise SpecError(f"{where}: grid: {exc}") from None

@@ -18,7 +18,7 @@ from scipy import stats
 
 from onebit_dask import OneBitMultiLabel, SyntheticProblem
 from onebit_dask.data.label_matrix import LabelMatrixSource, check_label_matrix
-from onebit_dask.data.queries import unseen_share
+from onebit_dask.data.queries import WARMUP_SHARE, unseen_share, warmup_batches
 from onebit_dask.engine import topk
 from onebit_dask.engine import LocalEngine
 from onebit_dask.fit import loop as fitting
@@ -27,7 +27,8 @@ from onebit_dask.testing import assert_same_fit
 from tests.support.helpers import FILES, one_line, run_main
 
 PROBLEM = SyntheticProblem(30, 200, 3, positive_rate=(0.005, 0.05), seed=3, n_test=10)
-PARAMS = dict(batch_size=20000, n_iter=5, random_state=0, engine="local")
+PARAMS = dict(batch_size=20000, n_iter=5, random_state=0, engine="local", query_warmup=1)
+# one uniform batch: docs/ALGORITHM.md section 11's measurement on this truth
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,8 @@ def fits(data):
 
 def test_uniform_queries_are_the_default_fit(data, fits):
     assert_same_fit(OneBitMultiLabel(3, **PARAMS).fit(*data), fits["uniform"], X=data[0])
+    default = {k: v for k, v in PARAMS.items() if k != "query_warmup"}  # the share 0.6
+    assert_same_fit(OneBitMultiLabel(3, **default).fit(*data), fits["uniform"], X=data[0])
     with pytest.raises(AttributeError, match="queries='uniform'"):
         fits["uniform"].queries_asked_
 
@@ -213,6 +216,35 @@ def test_a_resume_asks_the_same_queries(data, fits, tmp_path, monkeypatch, queri
         OneBitMultiLabel(3, queries=queries, **PARAMS).fit(*data, checkpoint=stopped)
 
 
+def test_a_resume_of_a_share_is_the_uninterrupted_fit(data, tmp_path, monkeypatch):
+    """The default share (4 uniform batches of 6) resumed after batch 3 (a uniform one)
+    ends with the uninterrupted fit's numbers and pairs; its checkpoint refuses a fit
+    whose share resolves to another count."""
+    from onebit_dask import persist
+
+    params = {**PARAMS, "query_warmup": WARMUP_SHARE}
+    whole = OneBitMultiLabel(3, queries="model", **params).fit(*data)
+    write = persist.Checkpoint.write
+
+    def write_then_stop(self, state, engine):
+        write(self, state, engine)
+        if state.n_steps == 3:
+            raise KeyboardInterrupt
+
+    path = tmp_path / "ck.zarr"
+    with monkeypatch.context() as patch:
+        patch.setattr(persist.Checkpoint, "write", write_then_stop)
+        with pytest.raises(KeyboardInterrupt):
+            OneBitMultiLabel(3, queries="model", **params).fit(*data, checkpoint=path)
+    with pytest.raises(ValueError, match="query_warmup_batches=4 there, 3 here"):
+        OneBitMultiLabel(3, queries="model", **{**params, "query_warmup": 0.5}
+                         ).fit(*data, checkpoint=path)
+    resumed = OneBitMultiLabel(3, queries="model", **params).fit(*data, checkpoint=path)
+    assert_same_fit(whole, resumed, X=data[0][:50])
+    for a, b in zip(resumed.queries_asked_, whole.queries_asked_):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_refused_where_there_are_no_queries_to_choose(data, tmp_path):
     X, Y = data
     est = OneBitMultiLabel(3, queries="model", **PARAMS)
@@ -227,7 +259,92 @@ def test_refused_where_there_are_no_queries_to_choose(data, tmp_path):
                                          "validation_fraction=0.1"):
         OneBitMultiLabel(3, queries="model", validation_fraction=0.1, **PARAMS).fit(X, Y)
     with pytest.raises(ValueError, match="query_warmup=6 is not allowed with n_iter=5"):
-        OneBitMultiLabel(3, queries="model", query_warmup=6, **PARAMS).fit(X, Y)
+        OneBitMultiLabel(3, queries="model", **{**PARAMS, "query_warmup": 6}).fit(X, Y)
+    with pytest.raises(ValueError, match="query_warmup=0.6 is not allowed with n_iter=0: a "
+                                         "share of the fit's one batch"):
+        OneBitMultiLabel(3, queries="model", **{**PARAMS, "n_iter": 0,
+                                                "query_warmup": 0.6}).fit(X, Y)
+    OneBitMultiLabel(3, **{**PARAMS, "query_warmup": 6}).fit(X, Y)  # uniform: not read
+    OneBitMultiLabel(3, **{**PARAMS, "n_iter": 0, "query_warmup": 0.6}).fit(X, Y)
+
+
+@pytest.mark.parametrize("share, n_iter, count", [
+    (0.6, 9, 6), (0.6, 10, 7), (0.6, 5, 4), (0.6, 1, 1), (0.6, 2, 2), (0.6, 3, 2),
+    (0.5, 4, 3), (0.5, 5, 3), (0.5, 6, 4), (0.25, 9, 3), (0.01, 50, 1), (0.01, 1, 1),
+    (0.95, 9, 9), (0.99, 1, 1), (0.1, 5, 1),
+])
+def test_a_share_resolves_to_a_count_of_uniform_batches(share, n_iter, count):
+    """``max(1, floor(s (n_iter + 1) + 1/2))``, halves up, at most ``n_iter``: at least one
+    uniform batch and at least one chosen; the fit's settings hold the count."""
+    assert warmup_batches(share, n_iter) == count
+    params = OneBitMultiLabel(3, queries="model", query_warmup=share, n_iter=n_iter
+                              ).get_params()
+    settings = FitSettings.of(params, planted=False)
+    assert settings.query_warmup == settings.policy.warmup == count
+    assert not settings.policy.chooses(count - 1) and settings.policy.chooses(count)
+
+
+def test_a_count_is_itself_and_the_default_is_the_share():
+    assert OneBitMultiLabel().query_warmup == WARMUP_SHARE == 0.6
+    for n_iter in (1, 5, 10, 100):
+        assert warmup_batches(1, n_iter) == 1 and warmup_batches(n_iter, n_iter) == n_iter
+    settings = FitSettings.of(OneBitMultiLabel(3, queries="model", query_warmup=3
+                                               ).get_params(), planted=False)
+    assert settings.query_warmup == 3 and type(settings.query_warmup) is int
+
+
+def test_a_count_of_one_is_the_fit_of_a_share_of_one_batch(data):
+    """``query_warmup=1`` (the earlier default, passed) fits as before: bit for bit the
+    fit of a share that resolves to one uniform batch (0.1 of 6 batches), and not that of
+    the default share (4 uniform batches of 6)."""
+    one = OneBitMultiLabel(3, queries="model", **{**PARAMS, "query_warmup": 1}).fit(*data)
+    share = OneBitMultiLabel(3, queries="model", **{**PARAMS, "query_warmup": 0.1}).fit(*data)
+    assert_same_fit(one, share, X=data[0][:50])
+    for a, b in zip(one.queries_asked_, share.queries_asked_):
+        np.testing.assert_array_equal(a, b)
+    default = OneBitMultiLabel(3, queries="model", **{**PARAMS, "query_warmup": WARMUP_SHARE}
+                               ).fit(*data)
+    assert [h["explored_bits"] for h in default.history_[:4]] == [20000] * 4
+    assert default.history_[4]["explored_bits"] < 20000
+    assert one.history_[1]["explored_bits"] < 20000
+
+
+@pytest.mark.parametrize("bad", [0, 1.0, -0.5, 2.5, "a", -1, float("nan")])
+def test_a_bad_warmup_is_refused_naming_it(data, bad):
+    X, Y = data
+    with pytest.raises(ValueError, match=(rf"query_warmup={bad!r} is not allowed: .*an int in "
+                                          r"the range \[1, inf\) or a float in the range "
+                                          r"\(0.0, 1.0\)").replace("nan", "nan")):
+        OneBitMultiLabel(3, queries="model", **{**PARAMS, "query_warmup": bad}).fit(X, Y)
+
+
+@pytest.mark.parametrize("warmup", [WARMUP_SHARE, 2])
+def test_a_saved_model_keeps_its_warmup(data, tmp_path, warmup):
+    """The model store's params are JSON: a share loads as the same float, a count (as
+    every earlier store holds) as the same int."""
+    est = OneBitMultiLabel(3, queries="model", **{**PARAMS, "n_iter": 2, "query_warmup": warmup}
+                           ).fit(*data)
+    est.save(tmp_path / "m.zarr")
+    loaded = OneBitMultiLabel.load(tmp_path / "m.zarr")
+    assert loaded.query_warmup == warmup and type(loaded.query_warmup) is type(warmup)
+    assert loaded.get_params() == {**est.get_params(), "engine": "auto"}
+
+
+def test_the_resolved_count_is_in_a_checkpoint_fingerprint():
+    """A share's checkpoint holds the count it resolved to (a resume is the same fit); a
+    count is its own; under uniform queries the query knobs do not decide the numbers, so
+    a checkpoint of the earlier default (``query_warmup=1``) resumes."""
+    from onebit_dask.persist.saving import _differences, _numbers_only, fingerprint
+
+    params = OneBitMultiLabel(3, queries="model", n_iter=9).get_params()
+    assert fingerprint(params, {})["params"]["query_warmup_batches"] == 6
+    assert "query_warmup_batches" not in fingerprint({**params, "query_warmup": 6},
+                                                     {})["params"]
+    model = [_numbers_only(fingerprint({**params, "query_warmup": w}, {})) for w in (1, 0.6)]
+    assert _differences(*model)
+    uniform = [_numbers_only(fingerprint({**params, "queries": "uniform", "query_warmup": w},
+                                         {})) for w in (1, 0.6)]
+    assert not _differences(*uniform)
 
 
 def test_a_first_batch_without_a_positive_is_a_fit(data):
@@ -250,6 +367,15 @@ def test_the_command_line_takes_the_policy():
     est = OneBitMultiLabel(2, batch_size=500, n_iter=2, queries="model", query_top_k=3,
                            query_explore=0.2, random_state=0, engine="local").fit(path)
     assert json.loads(proc.stdout)["n_samples"] == est.n_samples_seen_ == 1500
+    for given, count in (("0.5", 2), ("1", 1)):
+        proc = run_main("fit", "--data", path, "--queries", "model", "--rank", "2",
+                        "--batch-size", "500", "--n-iter", "3", "--query-warmup", given,
+                        "--workers", "0", "--json", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+    for bad in ("0", "1.0", "-0.5", "2.5", "a"):
+        line = one_line(run_main("fit", "--data", path, "--queries", "model",
+                                 "--query-warmup", bad, "--workers", "0"), 2)
+        assert f"--query-warmup: {bad!r} is not allowed: give an integer >= 1" in line, line
     line = one_line(run_main("fit", "--data", path, "--queries", "model", "--step", "paper",
                              "--workers", "0"), 2)
     assert "step='paper' is not allowed with queries='model'" in line

@@ -231,7 +231,7 @@ def test_cli_runs_and_reports(swept, tmp_path):
     (("  rank: [2]\n", "  rank: [2]\n  queries: [best]\n"), "queries='best' is not allowed"),
     (("  step: [auto, paper]\n  batch_size: [1500]\n  n_iter: [2]\n",
       "  queries: [model]\n  batch_size: [1500]\n  n_iter: [0]\n"),
-     "grid: query_warmup=1 is not allowed with n_iter=0"),
+     "grid: query_warmup=0.6 is not allowed with n_iter=0"),
     (("  rank: [2]\n", "  rank: [2]\n  features: [pca]\n"), "features='pca' is not allowed"),
     (("  dataset: [emotions, bibtex]\n", "  dataset: [emotions, bibtex]\n  method: [leml]\n"),
      "method='leml' does not run on file datasets"),
