@@ -97,8 +97,13 @@ def randomized_svd(matvec, rmatvec, d2: int, k: int, rng, n_power: int = 4, over
 
 
 def fit_reference(X, i, j, y, d2: int, rank: int, lam, seed: int):
+    return estimate(X, *pooled(X, i, j, y, d2), d2, rank, lam, seed)
+
+
+def estimate(X, S, p, n_j, d2: int, rank: int, lam, seed: int):
+    """The ridge-standardised, centred ``G`` of the pooled sums ``S`` and shares ``p``,
+    and its rank-``rank`` randomized SVD."""
     mu, var = moments(X)
-    S, p, n_j = pooled(X, i, j, y, d2)
     lam = eb_ridge(S, p, n_j, mu, var) if lam == "eb" else float(lam)
     D = np.sqrt(var + lam)
     Sd, mud = sp.diags(1 / D) @ S, mu / D
@@ -114,14 +119,7 @@ def found_estimate(X, rows, labels, n: int, d2: int, rank: int, lam, seed: int):
     E = sp.csr_matrix((np.full(rows.size, 1.0 / n), (np.arange(rows.size), labels)),
                       shape=(rows.size, d2))
     S, p, n_j = (X[rows].T @ E).tocsr(), np.bincount(labels, minlength=d2) / n, np.full(d2, n)
-    mu, var = moments(X)
-    lam = eb_ridge(S, p, n_j, mu, var) if lam == "eb" else float(lam)
-    D = np.sqrt(var + lam)
-    Sd, mud = sp.diags(1 / D) @ S, mu / D
-    matvec = lambda V: Sd @ V - np.outer(mud, p @ V)  # noqa: E731
-    rmatvec = lambda U: Sd.T @ U - np.outer(p, mud @ U)  # noqa: E731
-    U = randomized_svd(matvec, rmatvec, d2, rank, np.random.default_rng(seed))
-    return dict(mu=mu, D=D, U=U, UtG=rmatvec(U).T, p=p, lam=lam)
+    return estimate(X, S, p, n_j, d2, rank, lam, seed)
 
 
 def reference_scores(m, Xr):
