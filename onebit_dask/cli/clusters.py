@@ -16,8 +16,9 @@ A config is a YAML mapping::
 :func:`load_cluster_config` checks the whole file and raises one error naming
 the key (:class:`ClusterConfigError`): keys and types, for SLURM/PBS the memory
 size, the walltime and worker flags dask-jobqueue sets itself, for SSH asyncssh's
-connection options and the known-hosts file (host keys are always checked), and the
-workers' threads and counts and every port as a local config's.
+connection options, the known-hosts file (host keys are always checked) and the keys its
+worker class takes, and the workers' threads and counts and every port as a local
+config's; a dashboard is served no wider than the scheduler's address a config names.
 :func:`cluster_spec` shows what would be started (a job script, the operator's
 cluster spec, keyword arguments) without starting anything; :func:`make_cluster`
 starts it (a SLURM job is first offered to ``sbatch --test-only``) and raises
@@ -75,10 +76,21 @@ _KINDS = {
 _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (str, list),
                       "username": str, "connect_timeout": (int, float, str),
                       "config": (str, list)}
-# SSHCluster's worker_options (keyword arguments of distributed.Nanny and Worker) checked
-# here, with their types, and the ports of its worker_options and scheduler_options
-# (distributed.Scheduler's); the other options are passed unchecked
+# SSHCluster's worker_options: SSHCluster takes n_workers (on each worker host) and passes
+# the other keys to its worker_class as keyword arguments (distributed.Nanny's, then
+# Worker's and Server's: _ssh_worker_keys); a key the class does not take fails only in
+# the remote worker's start (exit 1), so it is refused here. A worker_class other than
+# distributed's Nanny or Worker (e.g. dask_cuda.CUDAWorker, perhaps not installed here) has
+# its keys passed unchecked. These keys are checked with their types, and the ports of
+# worker_options and scheduler_options (distributed.Scheduler's)
 _SSH_WORKER_TYPES = {"n_workers": int, "nthreads": int, "memory_limit": (str, int)}
+# names of other Dask APIs for a key of the SSH workers
+_SSH_WORKER_ALIASES = {"threads_per_worker": "nthreads", "nworkers": "n_workers",
+                       "nprocs": "n_workers", "processes": "n_workers", "worker_port": "port"}
+# keyword arguments of the worker classes that a config does not give: the scheduler's
+# address (given by SSHCluster), the security section's, and those Worker gives Server
+_SSH_WORKER_NOT_OPTIONS = {"self", "scheduler_ip", "security", "worker_kwargs", "kwargs",
+                           "handlers", "stream_handlers", "connection_args"}
 _SSH_PORTS = {"worker_options": ("port", "worker_port", "scheduler_port"),
               "scheduler_options": ("port",)}
 _TOP = {"kind": str, "options": dict, "scale": int, "adapt": dict, "security": dict,
@@ -174,6 +186,31 @@ def _check_scheduler_options(where: str, scheduler: dict) -> None:
                     scheduler["dashboard_address"], (str, int))
         _check_dashboard_port(where, "options.scheduler_options.dashboard_address",
                               scheduler["dashboard_address"])
+    _check_remote_dashboard(where, scheduler)
+
+
+def _check_remote_dashboard(where: str, scheduler: dict) -> None:
+    """A remote scheduler's dashboard (SSH, SLURM, PBS) served no wider than the scheduler.
+
+    Without ``scheduler_options.host`` the scheduler listens on every interface of its
+    host (the workers and, for SSH, the client reach it from elsewhere), and so may the
+    dashboard (``":8787"``, dask-jobqueue's default): cluster/README.md says how to
+    restrict it. With a ``host``, a dashboard address naming no host (``":8787"`` or a
+    bare port: every interface) or another non-loopback host would open the
+    unauthenticated dashboard where the config keeps the scheduler: refused, as for a
+    local config."""
+    host, dashboard = scheduler.get("host"), scheduler.get("dashboard_address")
+    if not isinstance(host, str) or not isinstance(dashboard, (str, int)) \
+            or isinstance(dashboard, bool):
+        return
+    listen, _, port = str(dashboard).rpartition(":")
+    if listen == "" or (not _is_loopback(listen) and listen.strip("[]") != host.strip("[]")):
+        where_to = "on every interface" if listen == "" else f"on {listen!r}"
+        raise ClusterConfigError(
+            f"{where}: options.scheduler_options.dashboard_address={dashboard!r} would serve "
+            f"the dashboard (no authentication) {where_to} of the scheduler's machine, beyond "
+            f"its options.scheduler_options.host={host!r}: give '{host}:{port or 8787}' (or "
+            "127.0.0.1:PORT and an SSH tunnel, see cluster/README.md)")
 
 
 def _check_size(where: str, name: str, value) -> None:
@@ -330,10 +367,56 @@ def _check_dashboard_port(where: str, name: str, address) -> None:
                                  "with a port 1-65535, or 0 for a free one")
 
 
+def _ssh_worker_keys(worker_class: str) -> set | None:
+    """The keys an SSH config's ``worker_options`` may give for ``worker_class``:
+    ``n_workers`` (SSHCluster's) and the keyword arguments of distributed's ``Nanny``
+    (which passes the others on to ``Worker``) or ``Worker`` (which passes the others on
+    to ``Server``), less :data:`_SSH_WORKER_NOT_OPTIONS`; ``None`` (unchecked) for
+    another class."""
+    import inspect
+
+    from distributed import Nanny, Worker
+    from distributed.core import Server
+
+    classes = {"distributed.Nanny": (Nanny, Worker, Server),
+               "distributed.nanny.Nanny": (Nanny, Worker, Server),
+               "distributed.Worker": (Worker, Server),
+               "distributed.worker.Worker": (Worker, Server)}
+    if worker_class not in classes:
+        return None
+    names = {"n_workers"}
+    for cls in classes[worker_class]:
+        names |= set(inspect.signature(cls.__init__).parameters)
+    return names - _SSH_WORKER_NOT_OPTIONS
+
+
+def _check_ssh_worker_keys(where: str, options: dict) -> None:
+    """Refuse a ``worker_options`` key the SSH workers' class does not take (it would fail
+    only in each remote worker's start), naming the key it is probably meant to be."""
+    workers = options.get("worker_options") or {}
+    worker_class = options.get("worker_class", "distributed.Nanny")
+    allowed = _ssh_worker_keys(worker_class)
+    if allowed is None:
+        return
+    for key in workers:
+        if key in allowed:
+            continue
+        if key == "security":
+            raise ClusterConfigError(f"{where}: options.worker_options.security is not "
+                                     "allowed: TLS is the config's 'security' section")
+        meant = _SSH_WORKER_ALIASES.get(key)
+        hint = f" (did you mean {meant!r}?)" if meant in allowed else _suggest(key, allowed)
+        raise ClusterConfigError(
+            f"{where}: unknown key 'options.worker_options.{key}'{hint}: the SSH workers "
+            f"({worker_class}) do not take it; allowed: n_workers (on each worker host), "
+            f"nthreads, memory_limit and the other keyword arguments of {worker_class}")
+
+
 def _check_ssh_options(where: str, options: dict) -> None:
     """The SSH cluster's worker and scheduler options, checked as a local cluster's: the
-    types of :data:`_SSH_WORKER_TYPES`, threads per worker and the ports (the workers'
-    count is checked with the other configs' counts)."""
+    keys the workers' class takes, the types of :data:`_SSH_WORKER_TYPES`, threads per
+    worker and the ports (the workers' count is checked with the other configs' counts)."""
+    _check_ssh_worker_keys(where, options)
     workers = options.get("worker_options") or {}
     for key, expected in _SSH_WORKER_TYPES.items():
         if key in workers:

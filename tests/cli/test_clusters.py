@@ -417,6 +417,95 @@ def test_ssh_options_are_checked_as_a_local_clusters_exit_2(tmp_path, options, k
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
 
 
+def _ssh_config(tmp_path, options):
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    path = tmp_path / "c.yaml"
+    path.write_text(f"kind: ssh\noptions:\n  hosts: [a, b]\n  {options}\n"
+                    f"  connect_options: {{known_hosts: {known}}}\n")
+    return path
+
+
+@pytest.mark.parametrize("options, key", [
+    ("worker_options: {threads_per_worker: 2}",
+     "unknown key 'options.worker_options.threads_per_worker' (did you mean 'nthreads'?): "
+     "the SSH workers (distributed.Nanny) do not take it"),
+    ("worker_options: {nthreads: 1, nthread: 2}",
+     "unknown key 'options.worker_options.nthread' (did you mean 'nthreads'?)"),
+    ("worker_options: {nworkers: 2}",
+     "unknown key 'options.worker_options.nworkers' (did you mean 'n_workers'?)"),
+    ("worker_options: {security: {}}",
+     "options.worker_options.security is not allowed: TLS is the config's 'security' section"),
+    ("worker_class: distributed.Worker\n  worker_options: {worker_port: 0}",
+     "unknown key 'options.worker_options.worker_port' (did you mean 'port'?): the SSH "
+     "workers (distributed.Worker) do not take it"),
+])
+def test_ssh_worker_options_the_workers_do_not_take_are_refused_exit_2(tmp_path, options, key):
+    """SSHCluster passes worker_options (but n_workers) to its worker class as keyword
+    arguments: a key the class does not take passed the check and failed in each remote
+    worker's start (exit 1, "Worker failed to start"). Refused before anything starts,
+    naming the key meant (a LocalCluster's threads_per_worker is the workers' nthreads)."""
+    pytest.importorskip("asyncssh")
+    path = _ssh_config(tmp_path, options)
+    with pytest.raises(ClusterConfigError, match=re.escape(key)):
+        load_cluster_config(path)
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
+@pytest.mark.parametrize("options", [
+    "worker_options: {nthreads: 1, n_workers: 4}",  # the shipped ssh.yaml's
+    "worker_options: {nthreads: 1, host: 127.0.0.1, worker_port: '40000:40100', "
+    "port: 0, local_directory: /tmp, lifetime: 1h, resources: {GPU: 1}, preload: [],"
+    " memory_limit: 4GiB, death_timeout: 60, connection_limit: 64}",
+    "worker_class: distributed.Worker\n  worker_options: {nthreads: 1, port: 0, "
+    "dashboard_address: '127.0.0.1:0'}",
+    "worker_class: dask_cuda.CUDAWorker\n  worker_options: {rmm_pool_size: 1GB}",
+])
+def test_ssh_worker_options_the_workers_take_are_accepted(tmp_path, options):
+    """Keys of distributed's Nanny (and of the Worker and Server it passes the others to)
+    stay accepted; another worker class's keys are passed on unchecked."""
+    pytest.importorskip("asyncssh")
+    assert load_cluster_config(_ssh_config(tmp_path, options)).kind == "ssh"
+
+
+@pytest.mark.parametrize("kind", ["ssh", "slurm"])
+@pytest.mark.parametrize("scheduler, key", [
+    ("{host: 10.0.0.1, dashboard_address: ':8787'}",
+     "options.scheduler_options.dashboard_address=':8787' would serve the dashboard (no "
+     "authentication) on every interface of the scheduler's machine, beyond its "
+     "options.scheduler_options.host='10.0.0.1': give '10.0.0.1:8787'"),
+    ("{host: 127.0.0.1, dashboard_address: 8787}",
+     "options.scheduler_options.dashboard_address=8787 would serve the dashboard"),
+    ("{host: 10.0.0.1, dashboard_address: '10.0.0.2:8787'}",
+     "options.scheduler_options.dashboard_address='10.0.0.2:8787' would serve the dashboard "
+     "(no authentication) on '10.0.0.2'"),
+    ("{dashboard_address: ':8787'}", None),  # the shipped ssh.yaml's, dask-jobqueue's default
+    ("{host: 10.0.0.1, dashboard_address: '127.0.0.1:8787'}", None),
+    ("{host: 10.0.0.1, dashboard_address: '10.0.0.1:0'}", None),
+])
+def test_remote_dashboard_is_served_no_wider_than_the_scheduler_exit_2(tmp_path, kind,
+                                                                        scheduler, key):
+    """A remote scheduler without scheduler_options.host listens on every interface of its
+    host, and ':8787' serves the dashboard there too (kept, cluster/README.md says so and how
+    to restrict it). A config that names the scheduler's host but gives the dashboard no
+    host (every interface) or another non-loopback one is refused, as a local config is."""
+    pytest.importorskip("asyncssh" if kind == "ssh" else "dask_jobqueue")
+    if kind == "ssh":
+        path = _ssh_config(tmp_path, f"scheduler_options: {scheduler}")
+    else:
+        path = tmp_path / "c.yaml"
+        path.write_text(f"kind: slurm\noptions:\n  cores: 1\n  memory: 1GiB\n"
+                        f"  scheduler_options: {scheduler}\n")
+    if key is None:
+        assert load_cluster_config(path).kind == kind
+        return
+    with pytest.raises(ClusterConfigError, match=re.escape(key)):
+        load_cluster_config(path)
+    proc = run_main("fit", "--d1", 10, "--d2", 10, "--rank", 2, "--cluster", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and key in proc.stderr, proc
+
+
 @pytest.mark.parametrize("kind", ["slurm", "pbs"])
 @pytest.mark.parametrize("options, key", [
     ("scheduler_options: {port: 99999}",
