@@ -159,8 +159,11 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
         if key in options:
             _check_size(where, f"options.{key}", options[key])
     _check_scheduler_options(where, options.get("scheduler_options") or {})
-    if "dashboard_address" in options:
-        _check_dashboard_port(where, "options.dashboard_address", options["dashboard_address"])
+    if "dashboard_address" in options:  # dask-jobqueue refuses it when the cluster starts
+        raise ClusterConfigError(
+            f"{where}: options.dashboard_address={options['dashboard_address']!r} is not "
+            f"taken by a {kind} cluster: give it as options.scheduler_options."
+            "dashboard_address")
     pattern, forms = _WALLTIME[kind]
     if "walltime" in options and not pattern.match(options["walltime"]):
         raise ClusterConfigError(f"{where}: options.walltime={options['walltime']!r} is not a "
