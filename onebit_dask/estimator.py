@@ -877,31 +877,51 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             return positive
         return np.concatenate([1.0 - positive, positive], axis=1)  # dask's for a dask array
 
-    def predict_top_k(self, X, k: int = 5):
-        """The ``k`` labels with the highest scores ``x^T w_j + b_j`` for each row of ``X``,
-        streamed: rows in chunks, each label block searched where it lives through its
-        label index (:mod:`onebit_dask.engine.topk`, :mod:`onebit_dask.ops.mips`: only
-        the labels that can be in the top ``k`` are scored; the index is built at the
-        first call, and after a load or a new fit), only ``k`` labels per row sent back.
-        Memory does not grow with ``n x d2``, unlike :meth:`decision_function`.
+    def predict_top_k(self, X, k: int = 5, *, by: str = "score"):
+        """The ``k`` labels with the highest scores ``x^T w_j + b_j`` (or probabilities)
+        for each row of ``X``, streamed: rows in chunks, each label block searched where
+        it lives through its label index (:mod:`onebit_dask.engine.topk`,
+        :mod:`onebit_dask.ops.mips`: only the labels that can be in the top ``k`` are
+        scored; the index is built at the first call, and after a load or a new fit), only
+        ``k`` labels per row sent back. Memory does not grow with ``n x d2``, unlike
+        :meth:`decision_function`.
 
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n, d1)
         k : int, default 5
             ``1 <= k <= d2``.
+        by : {"score", "proba"}, default "score"
+            Rank by the score (:meth:`decision_function`), or by the probability of a
+            positive label (:meth:`predict_proba`, a model with ``calibration_``):
+            ``Phi(alpha u + beta b_j)`` with ``u = phi(x)^T w_j``, which weighs each
+            label's threshold (its popularity) against the direction by the fitted link
+            rather than one to one; the labels of the highest probabilities are those of
+            the highest ``alpha u + beta b_j`` (``Phi`` increases), found through the
+            same index (docs/ALGORITHM.md section 12). A row's most probable labels are
+            what precision at ``k`` rewards.
 
         Returns
         -------
         labels : ndarray of shape (n, k), int64
             Best first; ties go to the smaller label (as a stable ``argsort`` of the
-            negated scores).
+            negated scores, or of ``-(alpha u + beta b)``).
         scores : ndarray of shape (n, k)
+            The scores, or with ``by="proba"`` the probabilities.
         """
         self._check_fitted()
         k = check_int("k", k, low=1, high=self.n_labels_)
+        if by not in ("score", "proba"):
+            raise ValueError(f"by={by!r} is not allowed: rank by 'score' (the decision "
+                             "function) or 'proba' (the calibrated probability)")
+        link = self.calibration_ if by == "proba" else None  # no link: says why
         XA = self._project(self._validate_X(X, reset=False))
-        return topk.predict_top_k(self._live_blocks(), XA, k, self._state.bounds)
+        if link is None:
+            return topk.predict_top_k(self._live_blocks(), XA, k, self._state.bounds)
+        alpha, beta = (float(v) for v in link)
+        labels, z = topk.predict_top_k(self._live_blocks(), alpha * XA, k,
+                                       self._state.bounds, scale=beta)
+        return labels, ndtr(z)
 
     def evaluate(self, problem) -> dict:
         """The test metrics of ``history_`` (``spectral_error``, ``frobenius_error``,

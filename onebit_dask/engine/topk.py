@@ -143,19 +143,23 @@ _LOCK = threading.Lock()
 
 
 _FLOORED: dict = {}
-"""``id(b) -> (weakref(b), floor, max(b, floor))``: the thresholds with a floor, one array
-per block's ``b`` and floor, so that the row chunks of one top-``k`` find one label index
-(:func:`label_index` keys on the arrays' identity); each dropped with its ``b``."""
+"""``id(b) -> (weakref(b), (scale, floor), max(scale b, floor))``: the thresholds scaled
+and with a floor, one array per block's ``b``, scale and floor, so that the row chunks of
+one top-``k`` find one label index (:func:`label_index` keys on the arrays' identity);
+each dropped with its ``b``."""
 
 
-def floored(b: np.ndarray, floor: float) -> np.ndarray:
-    """``max(b, floor)``, the same array for the same ``b`` array and ``floor``."""
+def floored(b: np.ndarray, floor: float | None, scale: float | None = None) -> np.ndarray:
+    """``max(scale b, floor)`` (``None``: no floor, a scale of 1), the same array for the
+    same ``b`` array, scale and floor."""
+    key = (scale, floor)
     with _LOCK:
         hit = _FLOORED.get(id(b))
-        if hit is not None and hit[0]() is b and hit[1] == floor:
+        if hit is not None and hit[0]() is b and hit[1] == key:
             return hit[2]
-        out = np.maximum(b, floor)
-        _FLOORED[id(b)] = (weakref.ref(b), floor, out)
+        out = b if scale is None else scale * b
+        out = out if floor is None else np.maximum(out, floor)
+        _FLOORED[id(b)] = (weakref.ref(b), key, out)
         weakref.finalize(b, _FLOORED.pop, id(b), None)
         return out
 
@@ -195,7 +199,8 @@ def tiled_top_k(B_rows: np.ndarray, b, lo: int, XA: np.ndarray, k: int, width: i
 
 
 def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
-          leaf_size: int | None = None, floor: float | None = None):
+          leaf_size: int | None = None, floor: float | None = None,
+          scale: float | None = None):
     """Block function: ``out = (labels, scores)``, each ``(n, min(k, hi - lo))``, per row
     the block's ``k`` best labels by score (:func:`tile_scores`, with the block's
     thresholds, slot ``"b"``, if it has them), best first.
@@ -219,10 +224,13 @@ def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
     floor : float, optional
         Score with the thresholds ``max(b_j, floor)`` (the query rule of chosen queries,
         ``docs/ALGORITHM.md`` section 11); ``None``: ``b`` as it is.
+    scale : float, optional
+        Score with the thresholds ``scale b_j`` (before the floor; the calibrated ranking
+        of :meth:`~onebit_dask.OneBitMultiLabel.predict_top_k`, section 12); ``None``: 1.
     """
     B_rows, b = block.slots["B"], block.slots.get("b")
-    if floor is not None and b is not None:
-        b = floored(b, floor)
+    if (floor is not None or scale is not None) and b is not None:
+        b = floored(b, floor, scale)
     n = XA.shape[0]
     k = min(k, block.hi - block.lo)
     rows = n if rows is None else max(1, rows)
@@ -238,8 +246,8 @@ def top_k(block, XA: np.ndarray, k: int, width: int, rows: int | None = None,
     return block.evolve(out=(labels, scores))
 
 
-def predict_top_k(engine, XA: np.ndarray, k: int, bounds, floor: float | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def predict_top_k(engine, XA: np.ndarray, k: int, bounds, floor: float | None = None,
+                  scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` best labels and their scores, by the label blocks on ``engine``.
 
     Row chunks of at least :data:`CHUNK_ROWS` rows go to the blocks one after the other;
@@ -262,6 +270,8 @@ def predict_top_k(engine, XA: np.ndarray, k: int, bounds, floor: float | None = 
         The blocks' label bounds ``[0, ..., d2]``.
     floor : float, optional
         The thresholds taken as ``max(b_j, floor)`` (:func:`top_k`).
+    scale : float, optional
+        The thresholds taken as ``scale b_j`` (:func:`top_k`).
 
     Returns
     -------
@@ -275,7 +285,8 @@ def predict_top_k(engine, XA: np.ndarray, k: int, bounds, floor: float | None = 
     chunk = max(rows, min(n, CHUNK_ROWS))
     labels, scores = np.empty((n, k), dtype=np.int64), np.empty((n, k))
     for r in range(0, n, chunk):
-        parts = engine.map(top_k, XA[r: r + chunk], k, width, rows, LEAF_SIZE, floor)
+        parts = engine.map(top_k, XA[r: r + chunk], k, width, rows, LEAF_SIZE, floor,
+                           scale)
         labels[r: r + chunk], scores[r: r + chunk] = best_k(
             np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts]), k)
     return labels, scores

@@ -125,3 +125,47 @@ def test_the_bits_numbers_are_not_kept_with_the_model(fitted):
     import pickle
 
     assert len(pickle.dumps(fitted)) < 3 * 8 * 20_000 / 10
+
+
+def test_top_k_by_probability_is_the_brute_force_of_predict_proba(fitted):
+    """``predict_top_k(X, k, by="proba")``: the labels of a stable argsort of
+    ``-predict_proba(X)`` (ties to the smaller label) and their probabilities, found
+    through the label index with the thresholds scaled by ``beta`` and the rows by
+    ``alpha``; a ranking that ignored the link would be the scores' (not the case here)."""
+    X = PROBLEM.test_set()[0][:400]
+    P = fitted.predict_proba(X)
+    order = np.argsort(-P, axis=1, kind="stable")[:, :5]
+    labels, probabilities = fitted.predict_top_k(X, 5, by="proba")
+    np.testing.assert_array_equal(labels, order)
+    np.testing.assert_allclose(probabilities, np.take_along_axis(P, order, axis=1),
+                               rtol=0, atol=1e-12)
+    assert not np.array_equal(labels, fitted.predict_top_k(X, 5)[0])
+
+
+def test_ranking_by_probability_gains_expected_precision_on_a_noisy_planted_model():
+    """With much noise (``xi = 2``: ``alpha ~ 1 / 2``, ``beta ~ 1.1``) the score
+    ``u + b`` weighs a label's popularity ``b`` half as much as the probit does: on the
+    planted model, the expected precision at 5 of the labels ranked by probability,
+    ``mean_i sum_{j in top 5} P*(y_ij = +1) / 5`` (exact probabilities: no sampling
+    noise), is above the one ranked by score, and below the truth's own ranking. (A
+    ranking by probability that ignored the thresholds' scale is the scores': equal.)"""
+    xi = 2.0
+    problem = SyntheticProblem(50, 40, 2, noise_std=xi, positive_rate=(0.05, 0.5), seed=2)
+    model = OneBitMultiLabel(2, **PARAMS).fit(problem)
+    X, labels, _ = problem.test_set()
+    A, B = problem.truth
+    truth = ndtr((X @ A @ B[labels].T + problem.truth_bias(0, problem.d2)[labels]) / xi)
+    precision = {by: np.take_along_axis(truth, model.predict_top_k(X, 5, by=by)[0],
+                                        axis=1).mean() for by in ("score", "proba")}
+    oracle = np.sort(truth, axis=1)[:, -5:].mean()
+    assert precision["score"] < precision["proba"] <= oracle, (precision, oracle)
+
+
+def test_top_k_by_is_checked(fitted):
+    X = PROBLEM.test_set()[0][:5]
+    with pytest.raises(ValueError, match=r"by='probability' is not allowed: rank by 'score'"):
+        fitted.predict_top_k(X, 2, by="probability")
+    X_bits, labels, y = PROBLEM.draw(20, 2000)
+    model = OneBitMultiLabel(2, **PARAMS).partial_fit(X_bits, labels, y, n_labels=PROBLEM.d2)
+    with pytest.raises(AttributeError, match="calibration_"):
+        model.predict_top_k(X, 2, by="proba")
