@@ -5,6 +5,7 @@ checks and API. The fit loop is :mod:`onebit_dask.fitting`; where the label bloc
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cache, partial
 from numbers import Integral, Real
 from typing import Any, NamedTuple
 
@@ -19,13 +20,14 @@ from .fit import loop as fitting
 from .fit.state import FitSettings, new_state, restored
 from .base import FactorPredictor
 from .utils.checks import check_int, check_rank
-from .utils.validation import RANDOM_STATE, check_observations, validate_params
+from .utils.validation import (RANDOM_STATE, check_features, check_observations,
+                               validate_params)
 from .data.arrays import ArraySource
 from .fit.heldout import HeldOut
 from .ops.thresholds import THRESHOLDS
 from .data.inputs import as_source
-from .data.label_matrix import (binary_target, check_label_count, check_label_matrix,
-                                is_one_dimensional, uniform_batch)
+from .data.label_matrix import (LabelMatrixSource, binary_target, check_label_count,
+                                check_label_matrix, drawn_pairs, is_one_dimensional)
 from .data.source import warn_if_cycling
 from .engine import LocalEngine, placement, topk
 from .engine.blocks import evaluation_pieces
@@ -539,7 +541,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``(i, j)`` drawn uniformly from the ``n x d2`` grid (``y = 2 Y_ij - 1``, as a
         batch of :meth:`fit` on a label matrix), with the fit's random generator (seeded
         by ``random_state``): the form ``dask_ml.wrappers.Incremental`` and loops over a
-        stream of labelled chunks call.
+        stream of labelled chunks call. The step is a fit's on those pairs (one label-block
+        shard each): a block whose pairs outnumber the chunk's rows reads each row once.
 
         Parameters
         ----------
@@ -605,20 +608,36 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         check_rank(self.rank, X.shape[1], n_labels)
         state = (new_state(X.shape[1], n_labels, self.n_shards, self.random_state)
                  if first else self._state)
-        if bits is None:
-            X, Y, bits = uniform_batch(X, Y, self.batch_size, state.rng)
-        X, labels, y, d2 = check_observations(X, Y, bits, n_labels=n_labels)
-        shards = ArraySource(X, labels, y, d2).batch(0, X.shape[0], self.n_shards)
+        if bits is None:  # a fit's label-block shards of the drawn pairs (issue 40)
+            X = check_features(X, training=True)
+            rows, labels = drawn_pairs(X.shape[0], n_labels, self.batch_size, state.rng)
+            source = LabelMatrixSource(X, Y, 0)
+            shards = partial(LabelMatrixSource.chosen_batch, t=0, rows=rows, labels=labels,
+                             n_shards=self.n_shards)
+            # the feature map sees the pairs' rows, each as many times as it was drawn
+            drawn = cache(lambda: ArraySource(X[rows], labels, source.bits_at(rows, labels),
+                                              n_labels))
+        else:
+            X, labels, y, d2 = check_observations(X, Y, bits, n_labels=n_labels)
+            source = ArraySource(X, labels, y, d2)
+            shards = partial(ArraySource.batch, t=0, batch_size=source.n,
+                             n_shards=self.n_shards)
+            drawn = lambda: source  # noqa: E731
         engine = placement.engine_named(self.engine)
         if first:
             state.classes = binary
             self._begin(state)
-            fitting.map_features(settings, self._state, lambda: X,
-                                 lambda: (shard.load() for shard in shards))
+            fitting.map_features(settings, self._state, lambda: drawn().X, lambda: (
+                shard.load() for shard in drawn().batch(0, drawn().n, self.n_shards)))
             engine.start(self._state.bounds)
         else:
             engine = placement.moved_to(self._state.blocks, engine)
-        fitting.partial_step(settings, self._state, engine, shards)
+        placed = source.place(engine, self._state.bounds)  # X sent to a cluster once
+        try:
+            fitting.partial_step(settings, self._state, engine, shards(placed))
+        finally:
+            if placed is not source:
+                placed.unplace(engine)
         return self
 
     # -- the fitted state (a fit.state.FitState) ---------------------------------------

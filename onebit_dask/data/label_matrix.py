@@ -157,14 +157,20 @@ def signed_bits(Y, rows, columns) -> np.ndarray:
     return 2.0 * np.asarray(Y[rows, columns]).ravel().astype(np.float64) - 1.0
 
 
+def drawn_pairs(n: int, d2: int, m: int, rng: np.random.Generator):
+    """``(rows, labels)``: ``m`` pairs ``(i, j)`` drawn uniformly from the ``n x d2`` grid
+    with ``rng`` (the rows first, then the labels: ``partial_fit``'s draws)."""
+    rows = rng.integers(0, n, size=m, dtype=np.int64)
+    labels = rng.integers(0, d2, size=m, dtype=np.int64)
+    return rows, labels
+
+
 def uniform_batch(X, Y, m: int, rng: np.random.Generator):
     """``(X[rows], labels, y)``: ``m`` pairs ``(i, j)`` drawn uniformly from the ``n x d2``
-    grid of the label matrix ``Y`` (CSR, :func:`check_label_matrix`) with ``rng``, and
-    ``y = 2 Y_ij - 1`` (float64)."""
-    rows = rng.integers(0, Y.shape[0], size=m, dtype=np.int64)
-    labels = rng.integers(0, Y.shape[1], size=m, dtype=np.int64)
-    bits = np.asarray(Y[rows, labels]).ravel().astype(np.float64)
-    return X[rows], labels, 2.0 * bits - 1.0
+    grid of the label matrix ``Y`` (CSR, :func:`check_label_matrix`) with ``rng``
+    (:func:`drawn_pairs`), their rows gathered, and ``y = 2 Y_ij - 1`` (float64)."""
+    rows, labels = drawn_pairs(Y.shape[0], Y.shape[1], m, rng)
+    return X[rows], labels, signed_bits(Y, rows, labels)
 
 
 def check_learnable(X, Y, where: str = "X, Y", has_feature: bool | None = None) -> None:
@@ -269,6 +275,14 @@ class LabelMatrixSource(BaseSource):
         X = (engine.share_rows(self.X) if isinstance(self.X, ChunkedRows)
              else engine.share(self.X))
         return LabelMatrixSource(self.X, self.Y, self.seed, (X, blocks))
+
+    def unplace(self, engine) -> None:
+        """Forget what :meth:`place` shared with ``engine`` (``engine.unshare``: a
+        ``partial_fit`` batch, shared for one step, leaves the cluster once its tasks
+        ended)."""
+        if self._shared is not None:
+            for value in (self._shared[0], *self._shared[1].values()):
+                engine.unshare(value)
 
     def _data(self):
         """``(X, columns(lo, hi))`` as the shards read them (the engine's copies once

@@ -190,6 +190,15 @@ class DaskEngine:
         self._shared[id(rows)] = (rows, future)
         return future
 
+    def unshare(self, shared) -> None:
+        """Forget ``shared``, what :meth:`share` or :meth:`share_rows` returned: sharing
+        the same value again sends it again, and its data leave the workers once no task
+        needs them (the task stays in the scheduler as the lineage of the blocks that
+        read it). For data shared for one round, as a ``partial_fit`` batch."""
+        for key, (_, future) in list(self._shared.items()):
+            if future is shared:
+                del self._shared[key]
+
     def prepare(self, shards, bounds):
         """Per-block data of a batch. Row-range shards start loading now, on the workers,
         below the running step's priority (:class:`~.blocks.RowShards` of futures)."""

@@ -44,6 +44,9 @@ class LocalEngine:
         computed when rows of it are read, :class:`~onebit_dask.data.chunked_rows.ChunkedRows`)."""
         return rows
 
+    def unshare(self, shared) -> None:
+        """Forget ``shared``, what :meth:`share` returned (here: nothing to forget)."""
+
     def settle(self, timeout: float = 600.0) -> None:
         """Wait until the tasks of the last round have ended (here: they ended with it)."""
 

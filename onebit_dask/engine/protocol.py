@@ -56,6 +56,10 @@ class Engine(Protocol):
         of a dask array's chunks) as the blocks' tasks take them: on a cluster, the
         chunks computed by the workers, never in this process."""
 
+    def unshare(self, shared) -> None:
+        """Forget ``shared`` (what ``share`` or ``share_rows`` returned): data shared for
+        one round, freed on a cluster once no task needs them."""
+
     def prepare(self, shards, bounds):
         """The per-block data of a batch's ``shards``."""
 

@@ -260,3 +260,54 @@ def test_a_block_with_more_pairs_than_rows_reads_each_row_once(planted, monkeypa
     np.testing.assert_allclose(by_row.Q_, gathered.Q_, rtol=0, atol=1e-10)
     np.testing.assert_allclose(by_row.decision_function(X), gathered.decision_function(X),
                                rtol=0, atol=1e-10)
+
+
+def _per_label(pieces, d2, d1):
+    """The per-label sums of ``[(ActiveRows, n_active)]`` pieces, added into a dense
+    ``(d2, d1)`` array, and their active counts."""
+    out, n_active = np.zeros((d2, d1)), 0
+    for rows, active in pieces:
+        S = rows.X.toarray() if sp.issparse(rows.X) else np.asarray(rows.X)
+        np.add.at(out, rows.labels, rows.weights[:, None] * S)
+        n_active += active
+    return out, n_active
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_partial_fits_label_block_shards_sum_as_the_gathered_rows(sparse):
+    """partial_fit(X, Y)'s batch (issue 40): the pairs ``drawn_pairs`` draws are those of
+    ``uniform_batch`` (same generator state, same pairs and bits), and the fit's
+    label-block shards of them (``chosen_batch``; 1000 pairs a block over 80 rows: by
+    row) give the per-label sums of the gathered rows cut into row ranges (``ArraySource``,
+    the path before) to rounding, for the initial batch and for a step."""
+    from onebit_dask.data.arrays import ArraySource
+    from onebit_dask.data.label_matrix import drawn_pairs, uniform_batch
+    from onebit_dask.data.shards import active_sums
+    from onebit_dask.engine.blocks import StepModel
+
+    rng = np.random.default_rng(0)
+    X = (sp.random(80, 6, density=0.5, format="csr", random_state=3) if sparse
+         else rng.standard_normal((80, 6)))
+    Y = check_label_matrix(rng.random((80, 9)) < 0.3, 80)
+    rows, labels = drawn_pairs(80, 9, 3000, np.random.default_rng(7))
+    Xg, labels_g, y = uniform_batch(X, Y, 3000, np.random.default_rng(7))
+    np.testing.assert_array_equal(labels_g, labels)
+    Xr = X[rows]
+    np.testing.assert_array_equal(Xg.toarray() if sparse else Xg, Xr.toarray() if sparse else Xr)
+    np.testing.assert_array_equal(y, 2.0 * np.asarray(Y[rows, labels]).ravel() - 1)
+    shards = LabelMatrixSource(X, Y, 0).chosen_batch(0, rows, labels, 3)
+    bounds = [0, 3, 6, 9]
+    assert all(sh.bits()[3] is not None for sh in shards)  # each block reads by row
+    A = rng.standard_normal((6, 4))
+    B = rng.standard_normal((9, 4))
+    for model in (StepModel(None), StepModel(A)):
+        B_rows = None if model.A is None else [B[lo:hi] for lo, hi in zip(bounds[:-1],
+                                                                             bounds[1:])]
+        new = [sh.activate(model, None if B_rows is None else B_rows[s])
+               for s, sh in enumerate(shards)]
+        old = [piece for sh in ArraySource(Xg, labels, y, 9).batch(0, 3000, 3)
+               for piece in active_sums(*sh.load(), model, B_rows, bounds)]
+        S_new, n_new = _per_label(new, 9, 6)
+        S_old, n_old = _per_label(old, 9, 6)
+        assert n_new == n_old > 0
+        np.testing.assert_allclose(S_new, S_old, rtol=0, atol=1e-12 * np.abs(S_old).max())
