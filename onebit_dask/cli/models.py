@@ -20,6 +20,10 @@ def add_predict(sub):
     p.add_argument("model", help="a model store written by fit --save")
     p.add_argument("--data", required=True, help="an observations store (its X is scored)")
     p.add_argument("--top-k", type=int, default=5, help="labels per row")
+    p.add_argument("--by", choices=("score", "proba"), default="score",
+                   help="rank by the score, or by the probability of a positive label (a "
+                        "model with a fitted link; the scores printed are then "
+                        "probabilities)")
     p.add_argument("--rows", type=int, default=None,
                    help="first rows scored (default: every row with --json, else the first "
                         f"{TEXT_ROWS})")
@@ -75,6 +79,10 @@ def _run_predict(args) -> int:
                              f"{attrs['n_labels']} (the model's labels)")
         if args.rows is not None and args.rows < 1:
             raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
+        if args.by == "proba" and attrs.get("calibration") is None:
+            raise ValueError("--by proba is not allowed with this model: it has no fitted "
+                             "link (fitted by partial_fit, or saved from a checkpoint); use "
+                             "--by score")
         rows = args.rows if args.rows is not None or args.json else TEXT_ROWS
         X = read_features(args.data, n_features=attrs["n_features_in"], rows=rows)
         n = X.shape[0]
@@ -85,7 +93,7 @@ def _run_predict(args) -> int:
         est = _read_model(args.model, client)
         if est is None:
             return EXIT_RUNTIME
-        labels, scores = est.predict_top_k(X, args.top_k)
+        labels, scores = est.predict_top_k(X, args.top_k, by=args.by)
     if args.json:
         text = json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
                            "labels": labels.tolist(), "scores": scores.tolist()}) + "\n"

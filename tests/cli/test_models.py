@@ -120,3 +120,24 @@ def test_damaged_model_exits_1_with_one_line_naming_the_part(saved, stores, tmp_
     proc = run_cli("evaluate", str(tmp_path / "evaluate.zarr"))  # one real process
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "is nan" in proc.stderr
+
+
+def test_cli_predict_by_probability(stores, tmp_path):
+    """``predict --by proba``: the model's ``predict_top_k(X, k, by="proba")`` (labels and
+    probabilities); refused in one line, before anything is read, for a model without a
+    fitted link (``partial_fit``) and for another ranking."""
+    model, obs = stores / "model.zarr", stores / "obs.zarr"
+    X = zarr.open_group(obs, mode="r")["X"][:4]
+    status, out, err = run_main("predict", model, "--data", obs, "--top-k", 3, "--rows", 4,
+                                "--by", "proba", "--json")
+    assert status == 0, err
+    labels, proba = OneBitMultiLabel.load(model).predict_top_k(X, 3, by="proba")
+    assert json.loads(out)["labels"] == labels.tolist()
+    assert json.loads(out)["scores"] == proba.tolist()
+    unlinked = tmp_path / "partial.zarr"
+    OneBitMultiLabel(2, **PARAMS).partial_fit(*PROBLEM.draw(0, 2000), n_labels=30).save(unlinked)
+    for args, message in ((["--by", "proba"], "--by proba is not allowed with this model"),
+                          (["--by", "rank"], "--by")):
+        status, out, err = run_main("predict", unlinked, "--data", obs, *args)
+        assert status == 2 and out == "" and message in err, err
+        assert len(err.strip().splitlines()) == 1, err
