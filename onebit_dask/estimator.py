@@ -613,7 +613,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
             rows, labels = drawn_pairs(X.shape[0], n_labels, self.batch_size, state.rng)
             source = LabelMatrixSource(X, Y, 0)
             shards = partial(LabelMatrixSource.chosen_batch, t=0, rows=rows, labels=labels,
-                             n_shards=self.n_shards)
+                             bounds=state.bounds)  # the model's blocks, as placed
             # the feature map sees the pairs' rows, each as many times as it was drawn
             drawn = cache(lambda: ArraySource(X[rows], labels, source.bits_at(rows, labels),
                                               n_labels))

@@ -511,3 +511,21 @@ def test_a_dask_graph_carries_the_factors_not_the_estimator(monkeypatch):
     Xd = da.from_array(X, chunks=(100, 30))[da.from_array(keep, chunks=100)]
     got = est.predict_proba(Xd).compute(scheduler="threads")
     np.testing.assert_array_equal(got, expected[100:])
+
+
+def test_partial_fit_on_a_label_matrix_keeps_the_models_blocks():
+    """The label blocks of a model are its own: ``partial_fit(X, Y)`` after ``n_shards``
+    changed (or after ``fit`` with another ``n_shards``) steps on the model's blocks, as
+    it did before the by-row step (a ``KeyError`` then: the shards were cut by the new
+    ``n_shards``, the shared columns by the model's bounds), and equals a model that kept
+    its ``n_shards``."""
+    X, Y = label_matrix_stream()
+    kept = OneBitMultiLabel(2, batch_size=500, n_shards=4, engine="local", random_state=0)
+    kept.partial_fit(X, Y).partial_fit(X, Y)
+    changed = OneBitMultiLabel(2, batch_size=500, n_shards=4, engine="local", random_state=0)
+    changed.partial_fit(X, Y).set_params(n_shards=2).partial_fit(X, Y)
+    np.testing.assert_array_equal(changed.B_, kept.B_)
+    refit = OneBitMultiLabel(2, batch_size=500, n_iter=1, n_shards=3, engine="local",
+                             random_state=0).fit(X, Y)
+    refit.set_params(n_shards=5).partial_fit(X, Y)
+    assert refit.n_steps_ == 2

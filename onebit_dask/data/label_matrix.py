@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse
 
 from ..utils.checks import check_int
-from .seeding import block_bounds, label_blocks
+from .seeding import label_blocks
 from .synthetic.problem import uniform_pairs
 from .arrays import content_digest
 from .chunked_rows import ChunkedRows
@@ -296,12 +296,12 @@ class LabelMatrixSource(BaseSource):
         return [LabelMatrixShard(self.seed, t, s, n_obs, lo, hi, X, columns(lo, hi))
                 for t, s, n_obs, lo, hi in label_blocks(self, t, batch_size, n_shards)]
 
-    def chosen_batch(self, t: int, rows, labels, n_shards: int) -> list[LabelMatrixShard]:
-        """Batch ``t`` of the given pairs ``(rows, labels)``, one shard per label block of
-        :meth:`batch` (each block's pairs in the given order)."""
+    def chosen_batch(self, t: int, rows, labels, bounds) -> list[LabelMatrixShard]:
+        """Batch ``t`` of the given pairs ``(rows, labels)``, one shard per label block
+        ``[bounds[s], bounds[s + 1])`` of the model (each block's pairs in the given
+        order)."""
         X, columns = self._data()
         shards = []
-        bounds = block_bounds(self.d2, n_shards)
         for s, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
             at = np.flatnonzero((labels >= lo) & (labels < hi))
             shards.append(LabelMatrixShard(self.seed, t, s, at.size, lo, hi, X, columns(lo, hi),

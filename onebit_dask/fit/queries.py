@@ -76,7 +76,7 @@ class QueriedBatches:
                                             s.batch_size, self.asked, candidates)
         y = self.source.bits_at(rows, labels)
         new = self.asked.add(rows, labels, y)  # a repeat tells nothing new
-        shards = self.placed.chosen_batch(t, *self.asked.found_pairs(), s.n_shards)
+        shards = self.placed.chosen_batch(t, *self.asked.found_pairs(), state.bounds)
         self.last = {"n_samples": self.asked.n_asked,
                      "positive_bits": int(np.count_nonzero(y[new] > 0)),
                      "explored_bits": int(explored.sum()),

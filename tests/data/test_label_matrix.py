@@ -295,8 +295,8 @@ def test_partial_fits_label_block_shards_sum_as_the_gathered_rows(sparse):
     Xr = X[rows]
     np.testing.assert_array_equal(Xg.toarray() if sparse else Xg, Xr.toarray() if sparse else Xr)
     np.testing.assert_array_equal(y, 2.0 * np.asarray(Y[rows, labels]).ravel() - 1)
-    shards = LabelMatrixSource(X, Y, 0).chosen_batch(0, rows, labels, 3)
     bounds = [0, 3, 6, 9]
+    shards = LabelMatrixSource(X, Y, 0).chosen_batch(0, rows, labels, bounds)
     assert all(sh.bits()[3] is not None for sh in shards)  # each block reads by row
     A = rng.standard_normal((6, 4))
     B = rng.standard_normal((9, 4))
