@@ -60,7 +60,7 @@ _WALLTIME = {"slurm": (re.compile(r"^(\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|-1"
 # kind -> (allowed option keys with their types, required option keys)
 _KINDS = {
     "local": ({"n_workers": int, "threads_per_worker": int, "processes": bool,
-               "memory_limit": (str, int), "host": str, "dashboard_address": str,
+               "memory_limit": (str, int, float), "host": str, "dashboard_address": str,
                "scheduler_port": int, "local_directory": str}, ()),
     "ssh": ({"hosts": list, "connect_options": dict, "worker_options": dict,
              "scheduler_options": dict, "worker_class": str, "remote_python": (str, list)},
@@ -83,7 +83,7 @@ _SSH_CONNECT_TYPES = {"port": int, "known_hosts": (str, list), "client_keys": (s
 # distributed's Nanny or Worker (e.g. dask_cuda.CUDAWorker, perhaps not installed here) has
 # its keys passed unchecked. These keys are checked with their types, and the ports of
 # worker_options and scheduler_options (distributed.Scheduler's)
-_SSH_WORKER_TYPES = {"n_workers": int, "nthreads": int, "memory_limit": (str, int)}
+_SSH_WORKER_TYPES = {"n_workers": int, "nthreads": int, "memory_limit": (str, int, float)}
 # names of other Dask APIs for a key of the SSH workers
 _SSH_WORKER_ALIASES = {"threads_per_worker": "nthreads", "nworkers": "n_workers",
                        "nprocs": "n_workers", "processes": "n_workers", "worker_port": "port"}
@@ -158,8 +158,10 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
     for key in ("memory", "job_mem"):
         if key in options:
             _check_size(where, f"options.{key}", options[key])
-    _check_scheduler_options(where, options.get("scheduler_options") or {})
-    if "dashboard_address" in options:  # dask-jobqueue refuses it when the cluster starts
+    # dask-jobqueue gives its scheduler the dashboard ":8787" unless told otherwise
+    _check_scheduler_options(where, options.get("scheduler_options") or {},
+                             default_dashboard=":8787")
+    if options.get("dashboard_address") is not None:  # dask-jobqueue refuses it at start
         raise ClusterConfigError(
             f"{where}: options.dashboard_address={options['dashboard_address']!r} is not "
             f"taken by a {kind} cluster: give it as options.scheduler_options."
@@ -177,22 +179,24 @@ def _check_jobqueue(where: str, kind: str, options: dict) -> None:
                 "from options.cores, options.processes and options.memory: remove it there")
 
 
-def _check_scheduler_options(where: str, scheduler: dict) -> None:
+def _check_scheduler_options(where: str, scheduler: dict, default_dashboard=None) -> None:
     """The scheduler's ``port`` (an int, 1-65535 or 0 for a free one) and
     ``dashboard_address`` in an SSH or job-queue config's ``scheduler_options``, which
-    the scheduler would refuse only while starting."""
+    the scheduler would refuse only while starting (``None``: the scheduler's default);
+    ``default_dashboard``: the address the cluster gives the dashboard when the config
+    gives none (dask-jobqueue's ``":8787"``)."""
     if "port" in scheduler:
         _check_type(where, "options.scheduler_options.port", scheduler["port"], int)
         _check_port(where, "options.scheduler_options.port", scheduler["port"])
-    if "dashboard_address" in scheduler:
+    if scheduler.get("dashboard_address") is not None:
         _check_type(where, "options.scheduler_options.dashboard_address",
                     scheduler["dashboard_address"], (str, int))
         _check_dashboard_port(where, "options.scheduler_options.dashboard_address",
                               scheduler["dashboard_address"])
-    _check_remote_dashboard(where, scheduler)
+    _check_remote_dashboard(where, scheduler, default_dashboard)
 
 
-def _check_remote_dashboard(where: str, scheduler: dict) -> None:
+def _check_remote_dashboard(where: str, scheduler: dict, default_dashboard=None) -> None:
     """A remote scheduler's dashboard (SSH, SLURM, PBS) served no wider than the scheduler.
 
     Without ``scheduler_options.host`` the scheduler listens on every interface of its
@@ -201,10 +205,12 @@ def _check_remote_dashboard(where: str, scheduler: dict) -> None:
     restrict it. With a ``host``, a dashboard address naming no host (``":8787"`` or a
     bare port: every interface) or another non-loopback host would open the
     unauthenticated dashboard where the config keeps the scheduler: refused, as for a
-    local config."""
-    host, dashboard = scheduler.get("host"), scheduler.get("dashboard_address")
+    local config (a scheduler on every interface, ``0.0.0.0`` or ``::``, cannot be
+    outgrown). A dashboard the config does not give is ``default_dashboard``."""
+    host = scheduler.get("host")
+    dashboard = scheduler.get("dashboard_address", default_dashboard)
     if not isinstance(host, str) or not isinstance(dashboard, (str, int)) \
-            or isinstance(dashboard, bool):
+            or isinstance(dashboard, bool) or host.strip("[]") in ("0.0.0.0", "::"):
         return
     listen, _, port = str(dashboard).rpartition(":")
     if listen == "" or (not _is_loopback(listen) and listen.strip("[]") != host.strip("[]")):
@@ -438,7 +444,11 @@ def _check_ssh_options(where: str, options: dict) -> None:
 
 def _check_memory_limit(where: str, name: str, memory) -> None:
     """A worker's memory limit ``name=memory`` (when given): bytes >= 0, a size dask can
-    parse, or 'auto'."""
+    parse, 'auto', or a float in (0, 1]: that share of the machine's memory."""
+    if isinstance(memory, float) and not 0 < memory <= 1:
+        raise ClusterConfigError(f"{where}: {name}={memory} is not allowed: a float is a "
+                                 "share of the machine's memory: give one in (0, 1], or bytes, "
+                                 "a size such as '4GiB', or 'auto'")
     if isinstance(memory, int) and not isinstance(memory, bool) and memory < 0:
         raise ClusterConfigError(f"{where}: {name}={memory} is not allowed: "
                                  "give bytes >= 0 (0: no limit), a size such as '4GiB', or "

@@ -483,6 +483,8 @@ def test_ssh_worker_options_the_workers_take_are_accepted(tmp_path, options):
     ("{dashboard_address: ':8787'}", None),  # the shipped ssh.yaml's, dask-jobqueue's default
     ("{host: 10.0.0.1, dashboard_address: '127.0.0.1:8787'}", None),
     ("{host: 10.0.0.1, dashboard_address: '10.0.0.1:0'}", None),
+    ("{host: 0.0.0.0, dashboard_address: ':8787'}", None),  # every interface either way
+    ("{dashboard_address: null}", None),  # the scheduler's default
 ])
 def test_remote_dashboard_is_served_no_wider_than_the_scheduler_exit_2(tmp_path, kind,
                                                                         scheduler, key):
@@ -631,3 +633,41 @@ def test_dask_scheduler_address_is_honoured_after_the_flags(client2, tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["n_workers"] == 0
     proc = run_cli(*fit, env={**os.environ, "DASK_SCHEDULER_ADDRESS": "nowhere"})
     assert proc.returncode == 2 and "scheduler-address='nowhere'" in proc.stderr
+
+
+def test_a_job_queues_default_dashboard_is_served_no_wider_than_its_scheduler(tmp_path):
+    """dask-jobqueue gives its scheduler the dashboard ':8787' unless the config gives
+    one: with a scheduler host named, that is every interface, refused as the same
+    address given by hand; an SSH scheduler's default dashboard follows its host (kept).
+    A top-level ``dashboard_address: null`` is dask-jobqueue's own default (kept)."""
+    pytest.importorskip("dask_jobqueue")
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: slurm\noptions:\n  cores: 1\n  memory: 1GiB\n"
+                    "  scheduler_options: {host: 10.0.0.1}\n")
+    with pytest.raises(ClusterConfigError, match=r"dashboard_address=':8787' would serve"):
+        load_cluster_config(path)
+    path.write_text("kind: slurm\noptions:\n  cores: 1\n  memory: 1GiB\n"
+                    "  dashboard_address: null\n")
+    assert load_cluster_config(path).kind == "slurm"
+    pytest.importorskip("asyncssh")
+    assert load_cluster_config(_ssh_config(tmp_path, "scheduler_options: {host: 10.0.0.1}")
+                               ).kind == "ssh"
+
+
+@pytest.mark.parametrize("kind", ["local", "ssh"])
+def test_a_memory_limit_may_be_a_share_of_the_machines_memory(tmp_path, kind):
+    """A float memory limit is distributed's share of the machine's memory: one in (0, 1]
+    is taken (it was refused as 'has type float'), another refused in one line."""
+    pytest.importorskip("asyncssh" if kind == "ssh" else "distributed")
+    for share, taken in ((0.5, True), (1.0, True), (1.5, False), (-0.2, False)):
+        if kind == "ssh":
+            path = _ssh_config(tmp_path, f"worker_options: {{memory_limit: {share}}}")
+        else:
+            path = tmp_path / "c.yaml"
+            path.write_text(f"kind: local\noptions: {{n_workers: 1, memory_limit: {share}}}\n")
+        if taken:
+            assert load_cluster_config(path).kind == kind
+            continue
+        with pytest.raises(ClusterConfigError, match=rf"memory_limit={share} is not allowed: "
+                                                     r"a float is a share"):
+            load_cluster_config(path)
