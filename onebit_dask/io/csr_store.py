@@ -53,10 +53,11 @@ from . import FORMAT_OF
 from ..utils.checks import check_int
 from .stores import atomic, paths
 from .stores.lock import StoreLock
-from .stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_digests,
-                                  attrs_digest, check_added, check_arrays_digest,
-                                  check_attrs_digest, check_version, checked_codecs,
-                                  format_attrs, group_attrs, missing_chunk, unparsed_array)
+from .stores.zarr_format import (ALL_CHUNKS, UNREADABLE_METADATA, DamagedStoreError,
+                                  arrays_digests, attrs_digest, check_added,
+                                  check_arrays_digest, check_attrs_digest, check_version,
+                                  checked_codecs, format_attrs, group_attrs,
+                                  metadata_problem, missing_chunk)
 from .xc import iter_xc, read_xc, xc_sizes
 
 FORMAT = FORMAT_OF["csr"]
@@ -138,10 +139,9 @@ class CsrStore:
         for name, (kind, _, length) in _ARRAYS.items():
             try:
                 array = group[name]
-            except KeyError:
-                raise _damaged(self.path, f"the array {name} is missing") from None
-            except Exception:  # its zarr.json does not parse as zarr's metadata
-                raise _damaged(self.path, unparsed_array(group, [name])) from None
+            except UNREADABLE_METADATA as exc:  # missing, or its zarr.json does not parse
+                raise _damaged(self.path, metadata_problem(name, exc)
+                               or f"the array {name} is missing") from None
             if (not isinstance(array, zarr.Array) or array.dtype.kind != kind
                     or array.shape != (lengths[length],)):
                 shown = (array.dtype, array.shape) if isinstance(array, zarr.Array) else "group"

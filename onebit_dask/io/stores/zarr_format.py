@@ -87,19 +87,35 @@ def arrays_digests(group, names) -> dict:
     return {name: array_digest(group[name]) for name in names}
 
 
+def metadata_problem(name: str, exc: Exception) -> str | None:
+    """What opening the array ``name`` raising ``exc`` says: ``None`` when the array is
+    missing (zarr's ``KeyError(name)``), else its metadata (its ``zarr.json``) cannot be
+    read (a fill value or data type edited into nonsense, a key of it removed)."""
+    if isinstance(exc, KeyError) and exc.args and exc.args[0] in (name, name.strip("/")):
+        return None
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return (f"the metadata of the array {name} (its zarr.json) cannot be read "
+            f"({type(exc).__name__}: {first})")
+
+
+UNREADABLE_METADATA = (KeyError, ValueError, TypeError)
+"""What zarr raises for an array's metadata it cannot parse (and ``KeyError`` for a
+missing array): :func:`metadata_problem` tells them apart."""
+
+
 def unparsed_array(group, names) -> str | None:
-    """The first of the arrays ``names`` of ``group`` whose metadata (its ``zarr.json``)
-    zarr cannot parse (a fill value or data type edited into nonsense), as a problem naming
-    it; ``None`` when each parses or is missing (a missing one is another check's)."""
+    """The first of the arrays ``names`` of ``group`` whose metadata zarr cannot parse,
+    as a problem naming it (:func:`metadata_problem`); ``None`` when each parses or is
+    missing (a missing one is another check's)."""
     for name in names:
         try:
-            group[name]
-        except KeyError:
-            continue
-        except Exception as exc:  # zarr raises several types for metadata it cannot parse
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            return (f"the metadata of the array {name} (its zarr.json) cannot be read "
-                    f"({type(exc).__name__}: {first})")
+            with ignored(dict(message=".*is not recognized as a component of a Zarr "
+                                      "hierarchy.*")):
+                group[name]
+        except UNREADABLE_METADATA as exc:
+            problem = metadata_problem(name, exc)
+            if problem is not None:
+                return problem
     return None
 
 

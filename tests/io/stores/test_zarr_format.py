@@ -218,6 +218,8 @@ ARRAY_EDITS = {  # (kind, array, edit of its zarr.json)
 UNREADABLE_EDITS = {  # (kind, array, edit of its zarr.json that zarr cannot parse)
     "observations X fill value": ("observations", "X", lambda m: m.update(fill_value="x")),
     "csr X/data data type": ("csr", "X/data", lambda m: m.update(data_type="nonsense")),
+    "observations X shape removed": ("observations", "X", lambda m: m.pop("shape")),
+    "csr Y/indptr data type removed": ("csr", "Y/indptr", lambda m: m.pop("data_type")),
 }
 
 
