@@ -98,7 +98,8 @@ def _run_predict(args) -> int:
         text = json.dumps({"model": args.model, "data": args.data, "rows": list(range(n)),
                            "labels": labels.tolist(), "scores": scores.tolist()}) + "\n"
     else:
-        text = "".join(f"row {i}: " + "  ".join(f"{j}:{v:+.3f}" for j, v in
+        shown = "{:.3f}" if args.by == "proba" else "{:+.3f}"  # probabilities are >= 0
+        text = "".join(f"row {i}: " + "  ".join(f"{j}:{shown.format(v)}" for j, v in
                                                  zip(labels[i], scores[i])) + "\n"
                        for i in range(n))
     write_whole(text)

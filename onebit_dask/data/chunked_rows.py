@@ -1,7 +1,7 @@
 """Features held as consecutive row chunks, read by rows without joining them:
 :class:`ChunkedRows`.
 
-A dask array ``X`` given to ``fit`` becomes one (:mod:`onebit_dask.data.dask_features`):
+A dask array ``X`` given to ``fit`` becomes one (:mod:`onebit_dask.data.dask_inputs`):
 in this process its chunks are dask arrays, each computed when rows of it are read (at
 most :data:`KEPT_CHUNKS` of them kept), never the whole array at once; on a Dask
 cluster the engine computes every chunk on the workers and the label blocks' tasks get a
