@@ -210,3 +210,12 @@ def test_eval_cluster_benchmark_smoke():
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["iterations"] == 3 and 0 <= result["last_precision_at_1"] <= 1
+
+
+def test_step_floor_benchmark_smoke():
+    proc = run_bench("bench_step_floor.py", "--smoke")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "step / floor" in proc.stdout and "draw: complete_rows" in proc.stdout
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["d2"] == 20_000 and result["steps"] == 2 and result["n_active"] > 0
+    assert result["step_s"] > 0 and result["floor_s"] > 0

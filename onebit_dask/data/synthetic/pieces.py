@@ -45,11 +45,13 @@ def _rot90(n: np.ndarray) -> np.ndarray:
     return np.stack([-n[..., 1], n[..., 0]], axis=-1)
 
 
-def _half_plane(a: np.ndarray, h: np.ndarray, sigma: int):
+def _half_plane(a: np.ndarray, h: np.ndarray, sigma: int, norm=None):
     """``{sigma (a.z + h) >= 0}`` (``sigma = -1``: ``a.z + h < 0``) as ``{n.z >= t}``:
     ``(n, t, proper)``; where ``a = 0`` it is the plane (``t = -T_MAX``) or nothing
-    (``t = T_MAX``) by the sign of ``h`` (``sign(0) = +1``), and ``n`` is to be chosen."""
-    norm = np.linalg.norm(a, axis=1)
+    (``t = T_MAX``) by the sign of ``h`` (``sign(0) = +1``), and ``n`` is to be chosen.
+    ``norm``: the rows' norms of ``a`` if already computed (the four pieces share them)."""
+    if norm is None:
+        norm = np.linalg.norm(a, axis=1)
     proper = norm > 0
     safe = np.where(proper, norm, 1.0)
     n = sigma * a / safe[:, None]
@@ -62,9 +64,10 @@ def plane_pieces(c2d: np.ndarray, beta: np.ndarray, e2d: np.ndarray,
                  b: np.ndarray) -> PlanePieces:
     """The four pieces of every label and their probabilities (``mass``, ``(L, 4)``)."""
     fields = []
+    c_norm, e_norm = np.linalg.norm(c2d, axis=1), np.linalg.norm(e2d, axis=1)
     for s_bit, s_score in PIECE_SIGNS:
-        n1, t1, ok1 = _half_plane(c2d, beta, s_bit)
-        n2, t2, ok2 = _half_plane(e2d, b, s_score)
+        n1, t1, ok1 = _half_plane(c2d, beta, s_bit, c_norm)
+        n2, t2, ok2 = _half_plane(e2d, b, s_score, e_norm)
         axis = np.zeros_like(n1)
         axis[:, 0] = 1.0
         n1 = np.where(ok1[:, None], n1, np.where(ok2[:, None], _rot90(n2), axis))
