@@ -245,6 +245,18 @@ def test_a_resume_of_a_share_is_the_uninterrupted_fit(data, tmp_path, monkeypatc
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("sampler", ["conditional", "projected", "explicit"])
+@pytest.mark.parametrize("queries", ["popularity", "model"])
+def test_planted_problem_refuses_chosen_queries_whatever_its_sampler(sampler, queries):
+    """Not built on a planted problem (``docs/ALGORITHM.md`` section 11, "Chosen queries on
+    a planted problem's fresh rows"): every sampler refuses, before any work, with the
+    existing message."""
+    problem = dataclasses.replace(PROBLEM, sampler=sampler)
+    with pytest.raises(ValueError, match=f"queries={queries!r} is not allowed with a planted "
+                                         "problem"):
+        OneBitMultiLabel(3, queries=queries, **PARAMS).fit(problem)
+
+
 def test_refused_where_there_are_no_queries_to_choose(data, tmp_path):
     X, Y = data
     est = OneBitMultiLabel(3, queries="model", **PARAMS)
