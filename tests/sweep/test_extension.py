@@ -493,7 +493,10 @@ def test_ctrl_c_while_extending_then_the_same_command_finishes(cubes, tmp_path):
     """A real Ctrl-C (SIGINT to the command's process group) while the extended cube is
     built beside the old one: exit 130 with one line, no temporary and no lock left, and
     the cube is the old one or the extended one, whole (the signal may come before or
-    after the swap: every assertion holds for both); the same command finishes it."""
+    after the swap: every assertion holds for both); the same command finishes it. On a
+    loaded machine the signal may land only once the command is over (a Ctrl-C then
+    changes nothing: exit 0, main.run's rule): then the cube is the extended one, whole.
+    Either way nothing is left beside the cube and the cube equals a fresh sweep."""
     from tests.support.helpers import Session, wait_until
 
     (tmp_path / "run").mkdir()
@@ -509,8 +512,9 @@ def test_ctrl_c_while_extending_then_the_same_command_finishes(cubes, tmp_path):
         wait_until(building, "the extended cube's temporary", every=0.001)
         session.ctrl_c()
         done = session.finish()
-    assert done.returncode == 130, done
-    assert done.stderr.strip().splitlines() == ["onebit-dask: interrupted"], done.stderr
+    assert done.returncode in (0, 130), done
+    if done.returncode == 130:
+        assert done.stderr.strip().splitlines() == ["onebit-dask: interrupted"], done.stderr
     assert sorted(os.listdir(tmp_path / "run")) == ["cube.zarr"]
     attrs = store.check_cube(path)
     assert attrs["spec_fingerprint"] in (parse_spec(A).fingerprint(),
