@@ -279,13 +279,9 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         an int is their count (at most ``n_iter``), a float their share of the fit's
         ``n_iter + 1`` batches, ``max(1, floor(share (n_iter + 1) + 1/2))`` of them (halves
         round up) and at most ``n_iter`` (a share needs ``n_iter >= 1``). A count does not
-        carry from one budget to another; a share does. The default 0.6 is the measured
-        best (EXPERIMENTS.md, "Query policies"; ``docs/ALGORITHM.md`` section 11): on the
-        extreme-label file with labels renumbered at random, 10 batches, P@1 0.824 / 0.848
-        / 0.868 / 0.867 with 2 / 4 / 6 / 8 uniform batches (mean of three numberings), 6
-        also the best on the file's own numbering and ahead of 2 on a second generated
-        setting; more uniform batches gained on bibtex too. Not used by
-        ``queries="uniform"``.
+        carry from one budget to another; a share does. The default 0.6 is the earliest
+        share where the measured precision levels off (EXPERIMENTS.md, "Query policies";
+        ``docs/ALGORITHM.md`` section 11). Not used by ``queries="uniform"``.
 
     Attributes
     ----------
