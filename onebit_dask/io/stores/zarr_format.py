@@ -125,14 +125,13 @@ def arrays_problem(group, digests) -> str | None:
     differ from what was written; ``None`` when each matches."""
     if not isinstance(digests, dict) or not all(isinstance(v, str) for v in digests.values()):
         return f"the attribute arrays_sha256={digests!r} is not a mapping of digests"
-    unread = unparsed_array(group, digests)
-    if unread is not None:
-        return unread
     for name, digest in digests.items():
         try:
-            array = group[name]
-        except KeyError:
-            return f"the array {name} is missing"
+            with ignored(dict(message=".*is not recognized as a component of a Zarr "
+                                      "hierarchy.*")):
+                array = group[name]
+        except UNREADABLE_METADATA as exc:  # missing, or its zarr.json does not parse
+            return metadata_problem(name, exc) or f"the array {name} is missing"
         if not hasattr(array, "metadata") or not hasattr(array, "dtype"):
             return f"the array {name} is not an array"
         if array_digest(array) != digest:
