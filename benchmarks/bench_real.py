@@ -42,7 +42,7 @@ from onebit_dask.metrics.ranking import top_k_metrics
 
 SETS = ("bibtex", "enron", "yeast", "scene", "emotions")
 METHODS = ("popularity", "centroid", "centroid_rank", "leml", "ovr_bits", "paper", "defaults",
-           "thresholded", "thresholded_oneshot", "thresholded_val", "ovr_full")
+           "pooled", "thresholded", "thresholded_oneshot", "thresholded_val", "ovr_full")
 
 
 class _Popularity:
@@ -215,6 +215,9 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
         "defaults": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
                                              random_state=seed).fit(X_train[i], j, y,
                                                                     n_labels=d2),
+        "pooled": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter, step="pooled",
+                                           random_state=seed).fit(X_train[i], j, y,
+                                                                  n_labels=d2),
         "thresholded": lambda: OneBitMultiLabel(k, batch_size=m, n_iter=n_iter,
                                                 step=step, threshold="estimated",
                                                 random_state=seed, **mapping).fit(
@@ -234,7 +237,7 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, methods, whiten, step, path)
         model = builders[method]()
         seconds = time.perf_counter() - start
         own = method in ("paper", "thresholded", "thresholded_oneshot", "thresholded_val")
-        test = X_test if method == "defaults" else X_own_test if own else Z_test
+        test = X_test if method in ("defaults", "pooled") else X_own_test if own else Z_test
         scores = model.decision_function(test)
         rows[method] = {**_scores_metrics(Y_test, np.asarray(scores), None), "fit_s": seconds}
         if method == "defaults" and hasattr(model, "predict_proba"):

@@ -233,6 +233,38 @@ def _signed_label_sums(X, labels, y, at=None):
     return uniq, S_pos, S_neg
 
 
+def merged_sums(parts):
+    """One :class:`~onebit_dask.ops.kernels.ActiveRows` of the per-label sums of ``parts``
+    (``ActiveRows`` of the same labels' block and model) added in the order given: one row
+    per label of any part, the counts merged."""
+    from ..ops import thresholds
+
+    if len(parts) == 1:
+        return parts[0]
+    uniq = np.unique(np.concatenate([a.labels for a in parts]))
+    counts = None if parts[0].counts is None else thresholds.merge_counts(
+        a.counts for a in parts)
+    n_obs = sum(a.n_obs for a in parts)
+    if scipy.sparse.issparse(parts[0].X):
+        where = np.concatenate([np.searchsorted(uniq, a.labels) for a in parts])
+        E = scipy.sparse.csr_matrix((np.ones(where.size), (where, np.arange(where.size))),
+                                    shape=(uniq.size, where.size))
+        S = scipy.sparse.csr_matrix(E @ scipy.sparse.vstack(
+            [row_scaled(a.weights, a.X) for a in parts], format="csr"))
+        S_neg = None if parts[0].X_neg is None else scipy.sparse.csr_matrix(
+            E @ scipy.sparse.vstack([a.X_neg for a in parts], format="csr"))
+    else:
+        S = np.zeros((uniq.size, parts[0].X.shape[1]))
+        S_neg = None if parts[0].X_neg is None else np.zeros_like(S)
+        for a in parts:
+            at = np.searchsorted(uniq, a.labels)
+            S[at] += a.weights[:, None] * a.X
+            if S_neg is not None:
+                S_neg[at] += a.X_neg
+    return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, counts=counts,
+                      X_neg=S_neg, features=parts[0].features)
+
+
 class Pieces(NamedTuple):
     """One label block's pieces of the row-range shards of a batch (what
     :func:`active_sums` gave it from each shard, in shard order)."""
@@ -242,31 +274,5 @@ class Pieces(NamedTuple):
     def activate(self, model, B_rows, b_rows=None):
         """``(ActiveRows, n_active)``: the pieces' per-label sums added in shard order
         (``model``, ``B_rows`` and ``b_rows`` were used when the shards were read)."""
-        from ..ops import thresholds
-
         n_active = sum(n for _, n in self.parts)
-        parts = [a for a, _ in self.parts]
-        if len(parts) == 1:
-            return parts[0], n_active
-        uniq = np.unique(np.concatenate([a.labels for a in parts]))
-        counts = None if parts[0].counts is None else thresholds.merge_counts(
-            a.counts for a in parts)
-        n_obs = sum(a.n_obs for a in parts)
-        if scipy.sparse.issparse(parts[0].X):
-            where = np.concatenate([np.searchsorted(uniq, a.labels) for a in parts])
-            E = scipy.sparse.csr_matrix((np.ones(where.size), (where, np.arange(where.size))),
-                                        shape=(uniq.size, where.size))
-            S = scipy.sparse.csr_matrix(E @ scipy.sparse.vstack(
-                [row_scaled(a.weights, a.X) for a in parts], format="csr"))
-            S_neg = None if parts[0].X_neg is None else scipy.sparse.csr_matrix(
-                E @ scipy.sparse.vstack([a.X_neg for a in parts], format="csr"))
-        else:
-            S = np.zeros((uniq.size, parts[0].X.shape[1]))
-            S_neg = None if parts[0].X_neg is None else np.zeros_like(S)
-            for a in parts:
-                at = np.searchsorted(uniq, a.labels)
-                S[at] += a.weights[:, None] * a.X
-                if S_neg is not None:
-                    S_neg[at] += a.X_neg
-        return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, counts=counts,
-                          X_neg=S_neg, features=parts[0].features), n_active
+        return merged_sums([a for a, _ in self.parts]), n_active

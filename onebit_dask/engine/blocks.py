@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 import numpy as np
 
 from ..ops import thresholds
-from ..data.shards import ShardKind, active_sums, row_scaled, scored_bits
+from ..data.shards import ShardKind, active_sums, merged_sums, row_scaled, scored_bits
+from ..ops.features import ridge_parts
 from ..ops.kernels import ActiveRows, aligned, row_norms
 from ..metrics.planted import label_auc_sums
 from ..ops.label_auc import label_aucs
@@ -62,7 +63,9 @@ class StepModel(NamedTuple):
     centre each label's bits on its own share of the batch, :func:`centred_sums`;
     ``docs/ALGORITHM.md`` section 9, "Observed data"), and, under chosen queries, the
     ``found`` rows of the label matrix whose positives found so far the model estimates
-    (0: none; :func:`found_sums`, section 11)."""
+    (0: none; :func:`found_sums`, section 11), and whether the batch's sums join the
+    block's :attr:`Block.pool` of all the fit's batches so far (``pooled``: the steps of
+    ``step="pooled"``, section 9f)."""
 
     A: np.ndarray | None
     projection: Any = None
@@ -71,6 +74,7 @@ class StepModel(NamedTuple):
     gaussian_scale: bool = True
     observed: bool = False
     found: int = 0
+    pooled: bool = False
 
 
 class Evaluation(NamedTuple):
@@ -85,13 +89,16 @@ class Evaluation(NamedTuple):
 @dataclass(frozen=True)
 class Block:
     """The labels ``[lo, hi)``: slots of ``(hi - lo) x l`` arrays, the active rows of the
-    current batch, and ``out``, the last function's small result."""
+    current batch, ``out``, the last function's small result, and under
+    ``step="pooled"`` the ``pool``: the per-label sums of every batch of the fit so far,
+    as the batches gave them (before any weighting by the thresholds)."""
 
     lo: int
     hi: int
     slots: Mapping[str, np.ndarray] = field(default_factory=dict)
     active: ActiveRows | None = None
     out: Any = None
+    pool: ActiveRows | None = None
 
     def evolve(self, out=None, active=None, **slots):
         """This block with ``out``, the ``slots`` given added or replaced, and ``active``
@@ -119,13 +126,16 @@ def _own_leaf(value):
     if isinstance(value, np.ndarray):
         return aligned(value)
     if isinstance(value, Block):
-        active = value.active
-        if active is not None:
-            active = active._replace(X=aligned(active.X), labels=aligned(active.labels),
-                                     weights=aligned(active.weights))
         return replace(value, slots={k: aligned(v) for k, v in value.slots.items()},
-                       active=active)
+                       active=_own_active(value.active), pool=_own_active(value.pool))
     return value
+
+
+def _own_active(active: ActiveRows | None) -> ActiveRows | None:
+    if active is None:
+        return None
+    return active._replace(X=aligned(active.X), labels=aligned(active.labels),
+                           weights=aligned(active.weights))
 
 
 def call(fn, block: Block, *args) -> Block:
@@ -216,8 +226,22 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
     either step are pooled over the batches (their ``pooled`` argument).
     """
     B_rows = block.slots.get("B")
+    active, n_active = data.activate(model, B_rows, block.slots.get("b"))
+    return _attach(block, active, n_active, model, expected, eta, moment)
+
+
+def activate_pool(block: Block, model: StepModel, expected: float) -> Block:
+    """:func:`activate` for the block's pool (the sums of every batch so far, added by
+    :func:`pool_batch`) as the initial batch, read through ``model.features`` (the map
+    of the pooled bits: docs/ALGORITHM.md section 9f); ``out`` as there, ``n_active`` the
+    pooled observations."""
+    pool = block.pool._replace(features=model.features)
+    return _attach(block, pool, pool.n_obs, model, expected)
+
+
+def _attach(block: Block, active: ActiveRows, n_active: int, model: StepModel,
+            expected: float, eta: float = 1.0, moment: bool = False) -> Block:
     b_rows = block.slots.get("b")
-    active, n_active = data.activate(model, B_rows, b_rows)
     if not model.thresholds:
         return block.evolve(out=n_active, active=active)
     counts = thresholds.dense_counts(active.counts, block.lo, block.hi)
@@ -240,6 +264,30 @@ def activate(block: Block, data, model: StepModel, expected: float = 0.0,
         p, v = thresholds.step_share(block.slots["p"], block.slots["v"], b_rows, counts, eta,
                                      model.observed)
     return block.evolve(out=(n_active, *thresholds.moments(p, v)), active=active, p=p, v=v)
+
+
+def pool_batch(block: Block, data, model: StepModel) -> Block:
+    """Add a batch's per-label sums, as the initial batch's (``model.A`` is ``None``), to
+    the block's pool (the first batch's start it); ``out = None``."""
+    active, _ = data.activate(model, block.slots.get("B"), block.slots.get("b"))
+    pool = active if block.pool is None else merged_sums([block.pool, active])
+    return replace(block, pool=pool, out=None)
+
+
+def ridge_moments(block: Block, mean: np.ndarray) -> Block:
+    """``out``: the block's share of the sums over labels that the empirical-Bayes ridge
+    of the pooled bits takes (:func:`~onebit_dask.ops.features.ridge_moments` of the
+    pool's sums of positive rows and counts)."""
+    pool = block.pool
+    S = pool.X if pool.features is None else pool.X[:, :-1]  # homogeneous rows [S_j, mass]
+    counts = pool.counts
+    at = np.searchsorted(counts.labels, pool.labels)
+    return block.evolve(out=ridge_parts(S, counts.n_bits[at], counts.n_pos[at], mean))
+
+
+def drop_pool(block: Block) -> Block:
+    """The block without its pool (the fitted model keeps no batch)."""
+    return replace(block, pool=None, out=None)
 
 
 def centred_sums(active: ActiveRows, b_all, lo: int, expected: float,
@@ -342,6 +390,13 @@ def random_slot(block: Block, dst: str, seed: int, width: int) -> Block:
     return block.evolve(**{dst: rng.standard_normal((block.hi - block.lo, width))})
 
 
+def warm_slot(block: Block, dst: str, seed: int, extra: int) -> Block:
+    """``dst = [Q, R]``: the block's ``Q`` rows and ``extra`` standard normal columns ``R``
+    (:func:`random_slot`'s)."""
+    R = random_slot(block, dst, seed, extra).slots[dst]
+    return block.evolve(**{dst: np.hstack([block.slots["Q"], R])})
+
+
 def _evaluation(block: Block, evaluation: Evaluation | None):
     """``(gram of [B*_s, B_s], B_s and b_s at the evaluated labels)`` for the metrics
     (``b_s`` ``None`` for the paper's model)."""
@@ -365,7 +420,8 @@ def commit(block: Block, gram_A, evaluation: Evaluation | None = None, Q_rows=No
     kept = {k: v for k, v in block.slots.items()
             if k in THRESHOLD_SLOTS or k.startswith(COPY_PREFIXES)}
     new = Block(block.lo, block.hi,
-                {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept})
+                {"Q": Qs, "V": Vs, "B": Vs / row_norms(Vs, gram_A)[:, None], **kept},
+                pool=block.pool)
     return replace(new, out=_evaluation(new, evaluation))
 
 
@@ -414,7 +470,7 @@ def swap_state(block: Block, prefix: str) -> Block:
     for k in STATE_SLOTS:
         if k in slots:
             slots[k], slots[prefix + k] = slots[prefix + k], slots[k]
-    return Block(block.lo, block.hi, slots)
+    return Block(block.lo, block.hi, slots, pool=block.pool)
 
 
 def settle(block: Block, prefix: str, restore: bool) -> Block:
@@ -423,7 +479,7 @@ def settle(block: Block, prefix: str, restore: bool) -> Block:
     if restore:
         slots.update({k[len(prefix):]: v for k, v in block.slots.items()
                       if k.startswith(prefix)})
-    return Block(block.lo, block.hi, slots)
+    return Block(block.lo, block.hi, slots, pool=block.pool)
 
 
 def bit_auc(block: Block, data, model: StepModel) -> Block:

@@ -123,11 +123,14 @@ def thresholds_prior(outs, model) -> thresholds.Prior:
 
 
 def activate_initial(engine, data, model, n_obs: int, d2: int) -> None:
-    """Attach the initial batch to the blocks; with thresholds, set them from the whole
-    batch's bits and weight the rows of each label's positive and negative bits
-    (:func:`B.finalize_init`)."""
+    """Attach the initial batch to the blocks (``model.pooled``: their pools); with
+    thresholds, set them from the whole batch's bits and weight the rows of each label's
+    positive and negative bits (:func:`B.finalize_init`)."""
     expected = n_obs / d2
-    outs = engine.map(B.activate, model, expected, per_block=engine.by_block(data, model))
+    if model.pooled:  # the blocks' pools (data is None)
+        outs = engine.map(B.activate_pool, model, expected)
+    else:
+        outs = engine.map(B.activate, model, expected, per_block=engine.by_block(data, model))
     if model.thresholds:
         engine.map(B.finalize_init, thresholds_prior([o[1:] for o in outs], model), expected,
                    model.observed, bool(model.found))
@@ -146,17 +149,27 @@ def init_dense(engine, data, model, n_obs, d1, d2, rank, bounds, evaluation):
 
 
 def init_randomized(engine, data, model, n_obs, d1, d2, rank, rng, n_power, evaluation,
-                    oversampling: int = 4):
+                    oversampling: int = 4, start: TopState | None = None):
     r"""Initialise matrix-free: randomised subspace iteration on the dilation of ``H0``
     (``n_power`` products on ``2k + oversampling`` columns, then Rayleigh-Ritz), then
     ``Q0 = cholqr2([[U_k, U_k], [V_k, -V_k]])`` and ``V0 = H0_dil Q0``, the Ritz
-    vectors with :func:`~onebit_dask.kernels.canonical_signs` taken from ``U_k``."""
+    vectors with :func:`~onebit_dask.kernels.canonical_signs` taken from ``U_k``.
+
+    ``start``: the iteration starts from the state's ``Q`` (its ``2k`` columns, the
+    blocks' slot ``"Q"``) and ``oversampling`` random columns instead of ``2k +
+    oversampling`` random ones (a warm start: ``step="pooled"``, docs/ALGORITHM.md
+    section 9f)."""
     c = scale_constant(d2, n_obs)
     n = d1 + d2
     width = min(2 * rank + oversampling, n)
     activate_initial(engine, data, model, n_obs, d2)
-    top = rng.standard_normal((d1, width))
-    engine.map(B.random_slot, "P", int(rng.integers(2**63)), width)
+    if start is None:
+        top = rng.standard_normal((d1, width))
+        engine.map(B.random_slot, "P", int(rng.integers(2**63)), width)
+    else:
+        extra = width - start.Q.shape[1]
+        top = np.hstack([start.Q, rng.standard_normal((d1, extra))])
+        engine.map(B.warm_slot, "P", int(rng.integers(2**63)), extra)
     grams = engine.map(B.cross, "P", "P")
     top = cholqr2(engine, top, "P", "P", grams, n)
     for _ in range(n_power):

@@ -21,8 +21,9 @@ from . import select as progressive
 from .calibration import calibrate, held_out_batch
 from .algorithm import init_dense, init_randomized, step
 from ..engine import placement
+from ..engine import blocks as B
 from ..engine.blocks import Evaluation, StepModel
-from ..ops.features import fit_feature_map
+from ..ops.features import fit_feature_map, ridge_basis, ridge_map, ridge_of
 from ..ops.kernels import one_blas_thread
 from . import steps
 from .progress import StepProgress
@@ -102,6 +103,9 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         map_features(settings, state, source.features, initial_bits(source, settings))
         engine.start(state.bounds)
     state.blas = engine.blas()
+    pooled = steps.RULES[settings.step].pooled
+    if pooled:
+        state.ridge_basis = ridge_basis(source.features, settings.features)
     features = shared_features(state, engine)
     placed = source.place(engine, state.bounds)
     if settings.policy.uniform:
@@ -114,6 +118,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         state.found_rows, state.asked = source.n, chosen.asked
         batches = lambda t: chosen(t, state, engine)  # noqa: E731
     given, source = source, placed  # the data as given (here) and as the engine holds them
+    if pooled and first > 0:
+        rebuild_pools(settings, state, engine, batches, source, features, first)
     problem, planted = source.planted, None
     if problem is not None:
         test_set = problem.test_set()
@@ -153,6 +159,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
                     branches.finish(state, engine)
             else:
                 advance(settings, state, engine, *step_args)
+            if pooled:  # each step's map (docs/ALGORITHM.md section 9f)
+                features = shared_features(state, engine)
             del current, step_args
             if chosen is not None:  # the pairs asked, not those the step used
                 state.history[-1].update(chosen.last)
@@ -162,6 +170,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
             if checkpoint is not None and checkpoint.due(t, last) and not forked:
                 checkpoint.write(state, engine)
+                if pooled and engine.keeps_lineage and not last:  # restarted blocks: no pools
+                    rebuild_pools(settings, state, engine, batches, source, features, t + 1)
             if t < n_iter and (chosen is not None or not engine.prefetches):
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
             bar.update(state.history[-1])
@@ -171,6 +181,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         calibrate(state, engine, validation=validation)
     else:
         calibrate(state, engine, held_out_batch(source, settings, state.d1), features=features)
+    if pooled:
+        engine.map(B.drop_pool)
     keep(state, engine)
 
 
@@ -264,24 +276,61 @@ def advance_branches(settings, state, engine, branches, data, n_obs, source, pla
     state.history.append(branches.records[steps.RULES[settings.step].branches[0]][-1])
 
 
+def initial_model(settings: FitSettings, state: FitState, projection, features) -> StepModel:
+    """The :class:`StepModel` of the initial batch, and of every step of a pooled rule
+    (whose batches join the blocks' pools: docs/ALGORITHM.md section 9f)."""
+    return StepModel(None, projection(None), settings.threshold != "none", features,
+                     observed=settings.threshold == "shares", found=state.found_rows,
+                     pooled=steps.RULES[settings.step].pooled)
+
+
+def pooled_map(state: FitState, engine):
+    """The ridge map of the pooled bits (``docs/ALGORITHM.md`` section 9f): the
+    empirical-Bayes ridge of the blocks' pools (:func:`~onebit_dask.ops.features.ridge_of`)
+    on the training features' mean and variance; set as ``state.feature_map`` and
+    returned as the blocks' tasks take it."""
+    mean, var = state.ridge_basis
+    ridge = ridge_of(engine.map(B.ridge_moments, mean), var)
+    state.feature_map = ridge_map(mean, var, ridge)
+    return shared_features(state, engine)
+
+
+def rebuild_pools(settings, state, engine, batches, source, features, first: int) -> None:
+    """The pools of a pooled fit whose blocks restarted from a checkpoint (a resume, or on
+    an engine that restarts them after each checkpoint it writes: ``keeps_lineage``):
+    batches ``0, ..., first - 1`` added in the order the fit added them (a checkpoint
+    holds the state, not the batches)."""
+    model = initial_model(settings, state, source.projection, features)
+    for t in range(first):
+        data, _ = prepare(engine, batches(t), state.bounds)
+        engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))
+
+
 def _update(settings, state, engine, data, n_obs, projection, evaluation, features):
     """The initialisation or one step; returns ``(n_active, the blocks' evaluation
     pieces)``."""
     d1, d2 = state.d1, state.d2
     thresholded = settings.threshold != "none"
     observed = settings.threshold == "shares"
-    if state.n_steps < 0:
-        model = StepModel(None, projection(None), thresholded, features, observed=observed,
-                          found=state.found_rows)
+    rule = steps.RULES[settings.step]
+    if state.n_steps < 0 or rule.pooled:  # a pooled step: the initial estimate of the pool
+        model = initial_model(settings, state, projection, features)
+        start = None if state.n_steps < 0 else state.top
+        if rule.pooled:
+            engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))
+            data = None  # the blocks' pools
+            if start is not None and state.ridge_basis is not None and model.thresholds:
+                model = model._replace(features=pooled_map(state, engine))
+        n_pooled = n_obs + (0 if start is None else state.n_samples_seen)
         if settings.dense_init(d1, d2):
-            state.top, outs = init_dense(engine, data, model, n_obs, d1, d2, settings.rank,
+            state.top, outs = init_dense(engine, data, model, n_pooled, d1, d2, settings.rank,
                                          state.bounds, evaluation)
         else:
-            state.top, outs = init_randomized(engine, data, model, n_obs, d1, d2,
+            state.top, outs = init_randomized(engine, data, model, n_pooled, d1, d2,
                                               settings.rank, state.rng,
-                                              settings.init_power_iter, evaluation)
+                                              settings.init_power_iter, evaluation,
+                                              start=start)
         return n_obs, outs
-    rule = steps.RULES[settings.step]
     moment = rule.moment(state.n_steps, settings.n_iter)
     A = None if moment else state.top.Q  # a moment step: every row counts
     model = StepModel(A, projection(A), thresholded, features,

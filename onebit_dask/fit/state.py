@@ -62,8 +62,9 @@ class FitSettings:
                          warmup=settings["query_warmup"], n_iter=settings["n_iter"],
                          validation_fraction=fraction)
         if rule is None:
-            where = ("in partial_fit (one step at a time; the two branches run over a "
-                     "fit's second half)" if partial else
+            where = ("in partial_fit (one step at a time on the batch given: its two "
+                     "branches run over a fit's second half, its pooled steps re-read the "
+                     "fit's earlier batches)" if partial else
                      f"with validation_fraction={fraction!r} (the validation bits would "
                      "choose within one branch)")
             raise ValueError(f"step={settings['step']!r} is not allowed {where}: pass "
@@ -161,6 +162,11 @@ class FitState:
         Under chosen queries, the pairs asked and the positives found
         (:class:`~onebit_dask.data.queries.Asked`); written to a checkpoint, not saved
         with the model.
+    ridge_basis : tuple of ndarray or None
+        Under ``step="pooled"`` with the ridge map, the training features' mean and
+        variance (:func:`~onebit_dask.ops.features.ridge_basis`): each pooled step
+        re-estimates the ridge from the pooled bits (``docs/ALGORITHM.md`` section 9f);
+        computed again on a resume, never saved.
     calibration : list of float or None
         ``[alpha, beta]``, the link of ``predict_proba`` fitted on held-out bits
         (:mod:`onebit_dask.fit.calibration`); ``None`` after ``partial_fit`` and for a
@@ -193,6 +199,7 @@ class FitState:
     blas: str | None = None
     found_rows: int = 0
     asked: Any = None
+    ridge_basis: Any = None
 
     @property
     def width(self) -> int:

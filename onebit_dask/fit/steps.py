@@ -2,8 +2,10 @@
 
 A rule says, for step ``t`` (from 0) of a fit of ``n_iter`` steps, the step size
 ``eta_t`` (docs/ALGORITHM.md section 2), whether the step is a moment step (every row
-counts: sections 9c-9d), whether the labels' shares take the Gaussian scale, and whether
-the fit runs two branches from a fork on (``"select"``: section 9e, :mod:`.select`).
+counts: sections 9c-9d), whether the labels' shares take the Gaussian scale, whether
+the fit runs two branches from a fork on (``"select"``: section 9e, :mod:`.select`),
+and whether each step is the initial estimate of all the batches so far (``"pooled"``:
+section 9f).
 ``step="auto"`` is not a rule: :func:`resolve` picks one by the data.
 """
 
@@ -52,6 +54,9 @@ class StepRule:
     """Whether the labels' shares take the Gaussian scale (docs/ALGORITHM.md section 9d)."""
     branches: tuple[str, ...] = ()
     """The rules whose steps two branches take from the fork on (empty: one branch)."""
+    pooled: bool = False
+    """Whether step ``t`` is the initial estimate of batches ``0, ..., t + 1`` pooled,
+    warm started from the last iterate (its ``size`` and ``moment`` are then unused)."""
 
     def fork(self, n_iter: int) -> int | None:
         """The first iteration the branches take apart (the first residual step), or
@@ -66,11 +71,13 @@ RULES = {
     "moment": StepRule(_harmonic, moment=_always),
     "refine": StepRule(_harmonic, moment=_first_half, gaussian_scale=False),
     "select": StepRule(_harmonic, moment=_first_half, branches=("moment", "refine")),
+    "pooled": StepRule(_one, moment=_always, pooled=True),
 }
 """The step rules by name (``"moment"`` is also another step: docs/ALGORITHM.md section
 9c; ``"refine"`` takes moment steps, then residual steps: section 9d; ``"select"`` runs
 ``"moment"`` and ``"refine"`` side by side over the second half and keeps one: section 9e,
-:mod:`onebit_dask.fit.select`)."""
+:mod:`onebit_dask.fit.select`; ``"pooled"`` re-estimates from all the batches so far:
+section 9f)."""
 
 STEP_RULES = tuple(RULES)
 STEPS = ("auto", *STEP_RULES)
@@ -95,10 +102,12 @@ def resolve(step: str, *, planted: bool, partial: bool, validation: bool,
     choose the iterate) and under ``chosen`` queries. A rule of two branches is refused
     there (``None``): its branches need the fit's whole schedule, the validation bits
     would choose within one branch, and its progressive scores take a batch's bits as a
-    uniform sample, which chosen queries are not."""
+    uniform sample, which chosen queries are not. ``"pooled"`` is refused in
+    ``partial_fit`` (``None``): its steps re-estimate from the fit's own earlier
+    batches, which ``partial_fit`` does not keep."""
     one_branch = partial or validation or chosen
     if step == "auto":
         return "paper" if planted else "moment" if one_branch else "select"
-    if RULES[step].branches and one_branch:
+    if (RULES[step].branches and one_branch) or (RULES[step].pooled and partial):
         return None
     return step

@@ -237,9 +237,7 @@ def _fit(rows: RowChunks, features: str, n_components, random_state, bits,
     if features == "ridge":
         if bits is None or n_labels is None:
             raise TypeError("features='ridge' needs the initial batch's bits and n_labels")
-        ridge = ridge_from_bits(bits(), mean, var, n_labels)
-        scale = np.ones(rows.d1) if not np.isfinite(ridge) else np.sqrt(var + ridge)
-        return FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
+        return ridge_map(mean, var, ridge_from_bits(bits(), mean, var, n_labels))
     scale = np.sqrt(var)
     scale[scale == 0] = 1.0
     empty = FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
@@ -297,6 +295,28 @@ def centred_squares(chunk, mean):
     return ((chunk - mean) ** 2).sum(axis=0)
 
 
+def ridge_basis(rows, features: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(mu, var_f)`` of the training features ``rows()`` (as :func:`fit_feature_map`
+    takes them; asked for only for these two values of ``features``) where ``features``
+    maps them by the ridge map (``"ridge"``, or ``"auto"`` on sparse features), else
+    ``None``: what a pooled step needs to re-estimate the ridge from the pooled bits
+    (:func:`ridge_parts`, :func:`ridge_of`)."""
+    if features not in ("ridge", "auto"):
+        return None
+    rows = as_chunks(rows())
+    mean, var, nnz = _moments(rows)
+    if features == "auto" and nnz * DENSE_SHARE > rows.n * rows.d1:
+        return None
+    return mean, var
+
+
+def ridge_map(mean: np.ndarray, var: np.ndarray, ridge: float) -> FeatureMap:
+    """The ridge map ``phi(x) = D^{-1} (x - mu)``, ``D = diag(sqrt(var_f + lambda))``
+    (the identity scale where ``lambda`` is infinite: the bits showed no signal)."""
+    scale = np.ones(mean.shape[0]) if not np.isfinite(ridge) else np.sqrt(var + ridge)
+    return FeatureMap(mean, scale, np.zeros((mean.shape[0], 0)), np.zeros(0))
+
+
 def ridge_from_bits(bits, mean: np.ndarray, var: np.ndarray, n_labels: int) -> float:
     r"""The empirical-Bayes ridge ``lambda`` of ``features="ridge"``
     (``docs/ALGORITHM.md`` section 10b), ``inf`` when the bits show no signal.
@@ -338,21 +358,48 @@ def ridge_from_bits(bits, mean: np.ndarray, var: np.ndarray, n_labels: int) -> f
             shape=(n_labels, rows.shape[0]))
         part = (onehot @ rows).tocsr()
         sums = part if sums is None else sums + part
-    seen = counts > 0
-    if sums is None or not seen.any():
+    if sums is None:
         return np.inf
-    n, p = counts[seen], positives[seen] / counts[seen]
-    S = sums[np.flatnonzero(seen)]
-    norms = np.asarray(S.multiply(S).sum(axis=1)).ravel()
+    return ridge_of([ridge_parts(sums, counts, positives, mean)], var)
+
+
+def ridge_parts(S, n_bits: np.ndarray, n_pos: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    r"""One group of labels' share of the sums over labels of :func:`ridge_from_bits`:
+    ``[sum_j C_j^2, sum_j a_j / n_j, sum_j a_j, sum_j 1 / n_j, labels]`` over the labels
+    with ``n_j > 0`` (``sum_j C_j^2`` the squared norms of ``C_j = S_j / n_j - p_j mu``).
+
+    Parameters
+    ----------
+    S : ndarray or scipy.sparse CSR matrix of shape (n_labels, d1)
+        Each label's sum of the rows of its positive bits.
+    n_bits, n_pos : ndarray of shape (n_labels,)
+        Each label's bits and positive bits.
+    mean : ndarray of shape (d1,)
+    """
+    seen = np.flatnonzero(n_bits > 0)
+    n, p = n_bits[seen], n_pos[seen] / n_bits[seen]
+    S = S[seen]
+    if scipy.sparse.issparse(S):
+        norms = np.asarray(S.multiply(S).sum(axis=1)).ravel()
+    else:
+        norms = np.einsum("ij,ij->i", S, S)
     total = float(np.sum(norms / n**2 - 2 * p * np.asarray(S @ mean).ravel() / n
                          + p**2 * (mean @ mean)))
     a = p * (1 - p)
-    noise = float(np.sum(a / n) * var.sum())
-    denominator = float(a.sum() * np.sum(var**2))
-    if denominator <= 0 or total <= noise:
+    return np.array([total, float(np.sum(a / n)), float(a.sum()), float(np.sum(1.0 / n)),
+                     float(seen.size)])
+
+
+def ridge_of(parts, var: np.ndarray) -> float:
+    r"""``lambda`` of :func:`ridge_from_bits` from the :func:`ridge_parts` of all labels
+    (added in the order given), ``inf`` when the bits show no signal."""
+    total, a_n, a, inv_n, count = np.sum(parts, axis=0)
+    noise = float(a_n * var.sum())
+    denominator = float(a * np.sum(var**2))
+    if count == 0 or denominator <= 0 or total <= noise:
         return np.inf
     kappa = (total - noise) / denominator
-    return float(np.mean(1.0 / (n * kappa)))
+    return float(inv_n / count / kappa)
 
 
 def _covariance(rows: RowChunks, mean, scale) -> np.ndarray:
