@@ -2,12 +2,12 @@
 
 For each data set and seed, the bits of ``bench_real.py`` (``--bits`` uniform pairs of
 the training label matrix, features standardised by the estimator, or whitened with
-``--whiten top:Q``) are fitted with ``step="moment"``, ``"refine"`` and ``"select"``, in
+``--whiten top:Q``) are fitted with ``step="pooled"``, ``"refine"`` and ``"select"``, in
 turn, ``--repeats`` times each (the order rotates). Printed per set: the held-out macro
 AUC of each (means over seeds), how many seeds ``select`` kept the residual branch, the
-range of its score margin (residual minus moment branch, the mean progressive AUC
+range of its score margin (residual minus pooled branch, the mean progressive AUC
 difference that decided) and of the test AUC difference of the two branches, and the
-median of ``select``'s training time over ``moment``'s (per seed, then the median over
+median of ``select``'s training time over ``pooled``'s (per seed, then the median over
 seeds)::
 
     python benchmarks/bench_select.py --data-dir ../shared/data --seeds 5
@@ -26,7 +26,7 @@ import numpy as np
 from bench_real import SETS, _scores_metrics, package_features, read_set, uniform_bits
 from onebit_dask import OneBitMultiLabel
 
-STEPS = ("moment", "refine", "select")
+STEPS = ("pooled", "refine", "select")
 
 
 def run(name, data_dir, seed, n_bits, rank, n_iter, whiten, repeats):
@@ -49,8 +49,8 @@ def run(name, data_dir, seed, n_bits, rank, n_iter, whiten, repeats):
     forked = [h for h in models["select"].history_ if "branch" in h]
     row["residual_kept"] = forked[-1]["branch"] == "refine"
     row["score_margin"] = float(np.mean([h["progressive_auc_refine"]
-                                         - h["progressive_auc_moment"] for h in forked]))
-    row["time_ratio"] = float(np.median(seconds["select"]) / np.median(seconds["moment"]))
+                                         - h["progressive_auc_pooled"] for h in forked]))
+    row["time_ratio"] = float(np.median(seconds["select"]) / np.median(seconds["pooled"]))
     return row
 
 
@@ -71,14 +71,14 @@ def main(argv=None):
         rows = [run(name, args.data_dir, s, args.bits, args.rank, args.n_iter, args.whiten,
                     args.repeats) for s in range(args.seeds)]
         results[name] = rows
-        gap = [r["refine"] - r["moment"] for r in rows]
+        gap = [r["refine"] - r["pooled"] for r in rows]
         margin = [r["score_margin"] for r in rows]
         print(f"{name:9s} auc " + " ".join(f"{s} {np.mean([r[s] for r in rows]):.3f}"
                                            for s in STEPS)
               + f" | residual kept {sum(r['residual_kept'] for r in rows)}/{len(rows)}"
               f" | score margin {min(margin):+.3f}..{max(margin):+.3f}"
               f" | test gap {min(gap):+.3f}..{max(gap):+.3f}"
-              f" | select/moment time {np.median([r['time_ratio'] for r in rows]):.2f}x",
+              f" | select/pooled time {np.median([r['time_ratio'] for r in rows]):.2f}x",
               flush=True)
     if args.json:
         with open(args.json, "w") as fh:

@@ -139,7 +139,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations ``m`` per batch (the initialisation uses one batch too).
     n_iter : int, default 10
         Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
-    step : {"auto", "paper", "averaged", "harmonic", "moment", "refine", "select"}, default "auto"
+    step : {"auto", "paper", "averaged", "harmonic", "moment", "refine", "select", "pooled"}, default "auto"
         The step. ``"paper"``, ``"averaged"`` and ``"harmonic"`` correct ``W`` by the
         residuals of the bits it gets wrong (Algorithm 1) with the step size
         ``eta_t``: ``"paper"`` 1; ``"averaged"`` 1 for ``t < 3``, then
@@ -150,12 +150,17 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         its column normalisation and ``H_t`` the initial estimate of the step's batch
         (every bit, centred on its label's share): the initial estimate pooled over the
         batches in ``O(k (d1 + d2))`` memory (``docs/ALGORITHM.md`` section 9c).
-        ``"refine"``: moment steps for ``t < n_iter // 2``, then residual steps with
+        ``"pooled"``: step ``t`` is the initial estimate of batches ``0..t + 1`` as one
+        batch (their per-label sums kept with the label blocks, the ridge map's
+        ``lambda`` re-estimated from them), warm started from the last iterate: the
+        pooled estimate without ``"moment"``'s truncation, in memory the pooled sums
+        (section 9f). Not in ``partial_fit``.
+        ``"refine"``: pooled steps for ``t < n_iter // 2``, then residual steps with
         ``eta_t = 1 / (t + 2)`` and each label's residuals scaled by its own count of
         bits only (no Gaussian ``e^{b_j^2 / 2}``; section 9d; where it does better than
         ``"moment"`` and where worse: EXPERIMENTS.md, "Step rules on real data").
-        ``"select"``: ``"refine"``'s moment steps, then from iteration
-        ``n_iter // 2 + 1`` both ``"moment"``'s and ``"refine"``'s steps side by side,
+        ``"select"``: ``"refine"``'s pooled steps, then from iteration
+        ``n_iter // 2 + 1`` both ``"pooled"``'s and ``"refine"``'s steps side by side,
         each branch scoring every batch's bits before it steps on them (progressive
         validation: the macro AUC of bits it has not used); ``fit`` keeps the branch
         with the better mean score, and its history (section 9e,
@@ -313,7 +318,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
     history_ : list of dict
         One entry per iteration (0 = after the initialisation): ``iteration``,
         ``n_samples``, ``n_active`` (observations with a non-zero residual; every
-        observation of a moment step),
+        observation of a moment or pooled step),
         ``fit_s`` (cumulative training time; with chosen queries, choosing them too),
         under chosen queries ``positive_bits``, ``explored_bits`` and ``repeated_pairs``
         (the batch's new positive pairs, its uniform draws, and its pairs asked before,
@@ -330,7 +335,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         ``validation_fraction``, ``validation_auc`` (the selection score: the mean of
         the labels' AUCs on the validation bits) and ``validation_pairs_auc`` (the same
         AUCs weighted by their pairs); with ``step="select"``, from the fork on,
-        ``progressive_auc_moment`` and ``progressive_auc_refine`` (each branch's
+        ``progressive_auc_pooled`` and ``progressive_auc_refine`` (each branch's
         iterate scored on the step's batch before it stepped) and ``branch`` (the one
         kept, whose records these are).
     best_iteration_ : int

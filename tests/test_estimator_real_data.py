@@ -5,9 +5,9 @@ One-bit feedback drawn from the training label matrix (12 000 bits, 2000 a batch
 0), the features whitened by the estimator (``features="whiten"``: all 72 directions) or
 standardised; the thresholded model. No step's held-out macro AUC may fall below the
 initial estimate's, and the model must beat popularity (AUC 0.5) by a stated floor.
-The default step on data (``step="auto"``: ``"select"``, which keeps the moment or the
+The default step on data (``step="auto"``: ``"select"``, which keeps the pooled or the
 residual branch by progressive validation) holds with either feature map, and so does
-``step="refine"`` (moment steps, then residual steps at the balanced scale); the
+``step="refine"`` (pooled steps, then residual steps at the balanced scale); the
 harmonic residual step holds only with whitened features. The check fails for
 Algorithm 1's full step (``step="paper"``) and for the harmonic step on standardised
 features: on real features they overshoot (``EXPERIMENTS.md``, "Real data"). It does
@@ -61,7 +61,7 @@ def test_the_default_step_never_falls_below_the_initial_estimate(emotions, featu
 
 @pytest.mark.parametrize("features", ["whiten", "standardize"])
 def test_refine_never_falls_below_the_initial_estimate(emotions, features):
-    """``step="refine"``: moment steps, then residual steps at the balanced scale
+    """``step="refine"``: pooled steps, then residual steps at the balanced scale
     (docs/ALGORITHM.md section 9d), on the features where the harmonic step fails."""
     assert _holds(_test_aucs(emotions, features, step="refine"))
 

@@ -65,8 +65,8 @@ def add_fit(sub):
     e.add_argument("--n-iter", type=integer(0), default=10, help="steps after the initial batch")
     e.add_argument("--step", default="auto", choices=STEPS,
                    help="the step: auto is paper on a planted problem and select on data "
-                        "(moment steps, then the moment or the residual branch, kept by "
-                        "progressive validation; docs/ALGORITHM.md section 9e)")
+                        "(pooled steps, then the pooled or the residual branch, kept by "
+                        "progressive validation; docs/ALGORITHM.md sections 9e-9f)")
     e.add_argument("--threshold", default="auto", choices=THRESHOLDS,
                    help="per-label thresholds: none (the paper's model), estimated from the "
                         "bits and shrunk (a planted problem's), or shares (each label's own "

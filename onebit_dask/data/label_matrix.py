@@ -254,6 +254,7 @@ class LabelMatrixSource(BaseSource):
     """
 
     queryable = True  # a query policy may choose its pairs (chosen_batch)
+    uniform_rows = True  # uniform pairs: rows drawn uniformly (docs/ALGORITHM.md 9f)
 
     def __init__(self, X, Y, seed: int, shared=None):
         self.X, self.Y, self.seed = X, Y, int(seed)

@@ -236,7 +236,7 @@ def _signed_label_sums(X, labels, y, at=None):
 def merged_sums(parts):
     """One :class:`~onebit_dask.ops.kernels.ActiveRows` of the per-label sums of ``parts``
     (``ActiveRows`` of the same labels' block and model) added in the order given: one row
-    per label of any part, the counts merged."""
+    per label of any part, the counts merged, the first part's ``exact`` kept."""
     from ..ops import thresholds
 
     if len(parts) == 1:
@@ -262,7 +262,7 @@ def merged_sums(parts):
             if S_neg is not None:
                 S_neg[at] += a.X_neg
     return ActiveRows(S, uniq, np.ones(uniq.size), n_obs, counts=counts,
-                      X_neg=S_neg, features=parts[0].features)
+                      X_neg=S_neg, features=parts[0].features, exact=parts[0].exact)
 
 
 class Pieces(NamedTuple):

@@ -81,6 +81,7 @@ class BaseSource:
     n = None  # a source that holds its rows sets n
     classes = None  # a binary target's two classes (as_source sets them)
     queryable = False  # whether a query policy may choose the pairs (a label matrix)
+    uniform_rows = False  # whether uniform batches draw rows uniformly, as the map's mean's
 
     @property
     def row_numbers(self) -> float:

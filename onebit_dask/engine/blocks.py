@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
+import scipy.sparse
 
 from ..ops import thresholds
 from ..data.shards import ShardKind, active_sums, merged_sums, row_scaled, scored_bits
@@ -65,7 +66,9 @@ class StepModel(NamedTuple):
     ``found`` rows of the label matrix whose positives found so far the model estimates
     (0: none; :func:`found_sums`, section 11), and whether the batch's sums join the
     block's :attr:`Block.pool` of all the fit's batches so far (``pooled``: the steps of
-    ``step="pooled"``, section 9f)."""
+    ``step="pooled"``, section 9f), and whether the batch's pairs are uniform draws of
+    the rows of a label matrix, whose mean row the feature map centres on
+    (``uniform_rows``: a pool then keeps no sums of negative bits' rows, section 9f)."""
 
     A: np.ndarray | None
     projection: Any = None
@@ -75,6 +78,7 @@ class StepModel(NamedTuple):
     observed: bool = False
     found: int = 0
     pooled: bool = False
+    uniform_rows: bool = False
 
 
 class Evaluation(NamedTuple):
@@ -270,8 +274,30 @@ def pool_batch(block: Block, data, model: StepModel) -> Block:
     """Add a batch's per-label sums, as the initial batch's (``model.A`` is ``None``), to
     the block's pool (the first batch's start it); ``out = None``."""
     active, _ = data.activate(model, block.slots.get("B"), block.slots.get("b"))
+    if model.uniform_rows and model.features is not None and model.thresholds:
+        exact = exact_labels(active) if block.pool is None else block.pool.exact
+        keep = np.isin(active.labels, exact)
+        active = active._replace(X_neg=row_scaled(keep.astype(float), active.X_neg),
+                                 exact=exact)
+        if scipy.sparse.issparse(active.X_neg):
+            active.X_neg.eliminate_zeros()
     pool = active if block.pool is None else merged_sums([block.pool, active])
     return replace(block, pool=pool, out=None)
+
+
+EXACT_SHARE = 0.01
+"""A pool of uniform rows keeps the negative sums of the labels whose share of positive
+bits in the first batch is at least this; the others' asked rows are summed at their
+mean, which multiplies the variance of their estimate by at most ``1 / (1 - p_j)``
+(docs/ALGORITHM.md section 9f)."""
+
+
+def exact_labels(active: ActiveRows) -> np.ndarray:
+    """The labels of a first batch whose share of positive bits is at least
+    :data:`EXACT_SHARE` (global, sorted)."""
+    c = active.counts
+    share = c.n_pos / np.maximum(c.n_bits, 1.0)
+    return c.labels[share >= EXACT_SHARE]
 
 
 def ridge_moments(block: Block, mean: np.ndarray) -> Block:
@@ -298,7 +324,11 @@ def centred_sums(active: ActiveRows, b_all, lo: int, expected: float,
     thresholds ``b_all`` of the block's labels ``[lo, ...)`` on a planted problem, the
     label's own share of the batch's bits for ``observed`` data), scaled by
     :func:`~onebit_dask.thresholds.step_factors` and
-    :func:`~onebit_dask.thresholds.column_weights`."""
+    :func:`~onebit_dask.thresholds.column_weights`. A pool of uniform rows keeps the
+    negative sums of ``active.exact`` only (:func:`pool_batch`): another label's asked
+    rows are summed at their mean ``n_j mu`` (``docs/ALGORITHM.md`` section 9f), which
+    the centred feature map maps to 0, so its sum is ``(w_pos - w_neg)`` times its
+    positive rows' sum (its negative sum is zero)."""
     at = active.labels - lo
     b = b_all[at]
     share = thresholds.centring_shares(b, active.counts.n_pos[at], active.counts.n_bits[at],
@@ -306,6 +336,8 @@ def centred_sums(active: ActiveRows, b_all, lo: int, expected: float,
     w_pos, w_neg = thresholds.init_weights(share)
     f = thresholds.step_factors(b, active.counts.n_bits[at], expected)
     f = f * thresholds.column_weights(b)
+    if active.exact is not None:  # a pool of uniform rows: some asked rows at their mean
+        w_pos = np.where(np.isin(active.labels, active.exact), w_pos, w_pos - w_neg)
     return active._replace(X=row_scaled(f * w_pos, active.X) + row_scaled(f * w_neg, active.X_neg),
                            X_neg=None)
 

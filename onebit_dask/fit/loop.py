@@ -103,7 +103,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         map_features(settings, state, source.features, initial_bits(source, settings))
         engine.start(state.bounds)
     state.blas = engine.blas()
-    pooled = steps.RULES[settings.step].pooled
+    pooled = steps.RULES[settings.step].keeps_pool
     if pooled:
         state.ridge_basis = ridge_basis(source.features, settings.features)
     features = shared_features(state, engine)
@@ -118,7 +118,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         state.found_rows, state.asked = source.n, chosen.asked
         batches = lambda t: chosen(t, state, engine)  # noqa: E731
     given, source = source, placed  # the data as given (here) and as the engine holds them
-    if pooled and first > 0:
+    if pooled and first > 0 and steps.pools_after(settings.step, first - 1, settings.n_iter):
         rebuild_pools(settings, state, engine, batches, source, features, first)
     problem, planted = source.planted, None
     if problem is not None:
@@ -153,7 +153,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             step_args = (*current, source, planted if due else None, ranking if due else None,
                          features)
             if fork is not None and t >= fork:
-                branches = branches or progressive.Branches(engine, state.top)
+                branches = branches or progressive.Branches(engine, state.top,
+                                                            state.feature_map)
                 advance_branches(settings, state, engine, branches, *step_args)
                 if last:
                     branches.finish(state, engine)
@@ -161,6 +162,9 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
                 advance(settings, state, engine, *step_args)
             if pooled:  # each step's map (docs/ALGORITHM.md section 9f)
                 features = shared_features(state, engine)
+                if not steps.pools_after(settings.step, state.n_steps, n_iter):
+                    engine.map(B.drop_pool)  # no step pools any more
+                    pooled = False
             del current, step_args
             if chosen is not None:  # the pairs asked, not those the step used
                 state.history[-1].update(chosen.last)
@@ -170,7 +174,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
             if checkpoint is not None and checkpoint.due(t, last) and not forked:
                 checkpoint.write(state, engine)
-                if pooled and engine.keeps_lineage and not last:  # restarted blocks: no pools
+                if pooled and engine.keeps_lineage:  # restarted blocks: no pools
                     rebuild_pools(settings, state, engine, batches, source, features, t + 1)
             if t < n_iter and (chosen is not None or not engine.prefetches):
                 upcoming = prepare(engine, batches(t + 1), state.bounds)
@@ -226,11 +230,10 @@ def advance(settings, state, engine, data, n_obs, source, planted, ranking,
     ``planted = (problem, test_set, per-block evaluations)`` its test metrics, with
     ``ranking = (heldout, propensities)`` the held-out ranking metrics; ``features``:
     :func:`shared_features`."""
-    projection = (lambda A=None: None) if source is None else source.projection
     start = time.perf_counter()
     traffic = engine.bytes_sent + engine.bytes_received
     with one_blas_thread():  # small products: no thread start-up
-        n_active, outs = _update(settings, state, engine, data, n_obs, projection,
+        n_active, outs = _update(settings, state, engine, data, n_obs, source,
                                  None if planted is None else planted[2], features)
     state.n_steps += 1
     state.n_samples_seen += n_obs
@@ -251,7 +254,7 @@ def advance_branches(settings, state, engine, branches, data, n_obs, source, pla
                      ranking, features) -> None:
     """A forked iteration of ``step="select"`` (:mod:`onebit_dask.progressive`): each
     branch scores the batch's bits with its iterate, then takes its own rule's step
-    (:func:`advance`); the moment branch's record stands in the history until
+    (:func:`advance`); the pooled branch's record stands in the history until
     :meth:`~onebit_dask.progressive.Branches.finish`."""
     before = state.n_steps, state.n_samples_seen
     traffic = engine.bytes_sent + engine.bytes_received
@@ -260,6 +263,7 @@ def advance_branches(settings, state, engine, branches, data, n_obs, source, pla
         if k:
             branches.swap(state, engine)
             state.n_steps, state.n_samples_seen = before
+            features = shared_features(state, engine)  # each branch's own map
         start = time.perf_counter()
         with one_blas_thread():
             score = progressive.batch_auc(engine, data,
@@ -276,12 +280,15 @@ def advance_branches(settings, state, engine, branches, data, n_obs, source, pla
     state.history.append(branches.records[steps.RULES[settings.step].branches[0]][-1])
 
 
-def initial_model(settings: FitSettings, state: FitState, projection, features) -> StepModel:
+def initial_model(settings: FitSettings, state: FitState, source, features) -> StepModel:
     """The :class:`StepModel` of the initial batch, and of every step of a pooled rule
-    (whose batches join the blocks' pools: docs/ALGORITHM.md section 9f)."""
-    return StepModel(None, projection(None), settings.threshold != "none", features,
+    (whose batches join the blocks' pools: docs/ALGORITHM.md section 9f); ``source``
+    ``None`` for ``partial_fit``'s given batch."""
+    return StepModel(None, None if source is None else source.projection(None),
+                     settings.threshold != "none", features,
                      observed=settings.threshold == "shares", found=state.found_rows,
-                     pooled=steps.RULES[settings.step].pooled)
+                     pooled=steps.RULES[settings.step].keeps_pool,
+                     uniform_rows=getattr(source, "uniform_rows", False))
 
 
 def pooled_map(state: FitState, engine):
@@ -300,23 +307,23 @@ def rebuild_pools(settings, state, engine, batches, source, features, first: int
     an engine that restarts them after each checkpoint it writes: ``keeps_lineage``):
     batches ``0, ..., first - 1`` added in the order the fit added them (a checkpoint
     holds the state, not the batches)."""
-    model = initial_model(settings, state, source.projection, features)
+    model = initial_model(settings, state, source, features)
     for t in range(first):
         data, _ = prepare(engine, batches(t), state.bounds)
         engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))
 
 
-def _update(settings, state, engine, data, n_obs, projection, evaluation, features):
+def _update(settings, state, engine, data, n_obs, source, evaluation, features):
     """The initialisation or one step; returns ``(n_active, the blocks' evaluation
     pieces)``."""
     d1, d2 = state.d1, state.d2
     thresholded = settings.threshold != "none"
     observed = settings.threshold == "shares"
     rule = steps.RULES[settings.step]
-    if state.n_steps < 0 or rule.pooled:  # a pooled step: the initial estimate of the pool
-        model = initial_model(settings, state, projection, features)
+    if state.n_steps < 0 or rule.pooled(state.n_steps, settings.n_iter):  # section 9f
+        model = initial_model(settings, state, source, features)
         start = None if state.n_steps < 0 else state.top
-        if rule.pooled:
+        if model.pooled:
             engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))
             data = None  # the blocks' pools
             if start is not None and state.ridge_basis is not None and model.thresholds:
@@ -333,7 +340,8 @@ def _update(settings, state, engine, data, n_obs, projection, evaluation, featur
         return n_obs, outs
     moment = rule.moment(state.n_steps, settings.n_iter)
     A = None if moment else state.top.Q  # a moment step: every row counts
-    model = StepModel(A, projection(A), thresholded, features,
+    projection = None if source is None else source.projection(A)
+    model = StepModel(A, projection, thresholded, features,
                       gaussian_scale=rule.gaussian_scale, observed=observed,
                       found=state.found_rows)
     eta = 1.0 if state.found_rows else rule.size(state.n_steps)  # all the positives found

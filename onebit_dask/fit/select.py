@@ -1,9 +1,9 @@
-r"""``step="select"``: the moment and the residual steps side by side, one kept by
+r"""``step="select"``: the pooled and the residual steps side by side, one kept by
 progressive validation (``docs/ALGORITHM.md`` section 9e).
 
-A fit with ``step="select"`` takes the moment steps of ``step="refine"``'s first half,
+A fit with ``step="select"`` takes the pooled steps of ``step="refine"``'s first half,
 then forks at iteration ``n_iter // 2 + 1``: from there two **branches** take a step on
-each batch, the *moment branch* (``step="moment"``'s steps) and the *residual branch*
+each batch, the *pooled branch* (``step="pooled"``'s steps) and the *residual branch*
 (``step="refine"``'s residual steps). Each branch is, bit for bit, the fit of its own
 rule.
 
@@ -14,12 +14,14 @@ with both classes among the batch's bits of each label's Mann-Whitney AUC
 an iterate). The iterate has not used these bits: this is *progressive validation*
 (Blum, Kalai and Langford, COLT 1999), which spends no bit on validation. After the last
 step the fit keeps the branch whose iterates scored the higher mean over the forked
-batches (the moment branch on a tie), and its history.
+batches (the pooled branch on a tie), and its history.
 
-The label blocks hold the moment branch's per-label state in their slots and the residual
-branch's in ``alt_``-named slots (twice the blocks' memory from the fork on); the client
-holds both branches' ``d1 x l`` tops. Each branch's step runs with its own state in the
-slots (:func:`~onebit_dask.engine.blocks.swap_state`, which renames and copies nothing).
+The label blocks hold the pooled branch's per-label state in their slots and the residual
+branch's in ``alt_``-named slots (twice the blocks' memory from the fork on), and the
+pools the pooled branch steps on; the client holds both branches' ``d1 x l`` tops and
+feature maps (a pooled step re-estimates the ridge map's ``lambda``). Each branch's step
+runs with its own state in the slots (:func:`~onebit_dask.engine.blocks.swap_state`,
+which renames and copies nothing).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ ALT = "alt_"
 """Prefix of the slots that hold the residual branch's per-label state."""
 
 BRANCHES = RULES["select"].branches
-"""The branches, by the rule whose steps each takes: the moment branch holds the slots
+"""The branches, by the rule whose steps each takes: the pooled branch holds the slots
 first and wins ties."""
 
 
@@ -51,7 +53,7 @@ def batch_auc(engine, data, model) -> float:
 
 
 class Branches:
-    """The residual branch beside a fit's moment branch, from the fork on.
+    """The residual branch beside a fit's pooled branch, from the fork on.
 
     Parameters
     ----------
@@ -61,16 +63,18 @@ class Branches:
         The client's state at the fork, which both branches start from.
     """
 
-    def __init__(self, engine, top):
+    def __init__(self, engine, top, feature_map):
         engine.map(blocks.copy_state, ALT)
         self.other = top  # the top state of the branch not in the blocks' main slots
+        self.other_map = feature_map  # and its feature map
         self.records = {rule: [] for rule in BRANCHES}
 
     def swap(self, state, engine) -> None:
-        """Exchange the branches: the other's state into the blocks' slots and
-        ``state.top``."""
+        """Exchange the branches: the other's state into the blocks' slots,
+        ``state.top`` and ``state.feature_map``."""
         engine.map(blocks.swap_state, ALT)
         state.top, self.other = self.other, state.top
+        state.feature_map, self.other_map = self.other_map, state.feature_map
 
     def add(self, records: dict) -> None:
         """One forked iteration's history records, by branch, each with its
@@ -92,10 +96,10 @@ class Branches:
         return means
 
     def selected(self) -> str:
-        """The branch with the higher mean score (the moment branch on a tie, or when
+        """The branch with the higher mean score (the pooled branch on a tie, or when
         a mean is NaN)."""
         means = self.mean_scores()
-        return "refine" if means["refine"] > means["moment"] else "moment"
+        return BRANCHES[1] if means[BRANCHES[1]] > means[BRANCHES[0]] else BRANCHES[0]
 
     def finish(self, state, engine) -> None:
         """Keep the selected branch (its state and its forked history records) and drop
@@ -104,6 +108,6 @@ class Branches:
         kept_other = rule != BRANCHES[0]
         engine.map(blocks.settle, ALT, kept_other)
         if kept_other:
-            state.top = self.other
+            state.top, state.feature_map = self.other, self.other_map
         records = self.records[rule]
         state.history[-len(records):] = records

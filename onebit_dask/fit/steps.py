@@ -54,9 +54,16 @@ class StepRule:
     """Whether the labels' shares take the Gaussian scale (docs/ALGORITHM.md section 9d)."""
     branches: tuple[str, ...] = ()
     """The rules whose steps two branches take from the fork on (empty: one branch)."""
-    pooled: bool = False
-    """Whether step ``t`` is the initial estimate of batches ``0, ..., t + 1`` pooled,
-    warm started from the last iterate (its ``size`` and ``moment`` are then unused)."""
+    pooled: Callable[[int, int], bool] = _never
+    """Whether step ``t`` of ``n_iter`` is a pooled step: the initial estimate of batches
+    ``0, ..., t + 1`` pooled, warm started from the last iterate (``size`` and
+    ``moment`` are then unused; docs/ALGORITHM.md section 9f)."""
+
+    @property
+    def keeps_pool(self) -> bool:
+        """Whether the label blocks keep the sums of the fit's batches (a step of this
+        rule or of a branch pools)."""
+        return self.pooled is not _never or any(RULES[b].keeps_pool for b in self.branches)
 
     def fork(self, n_iter: int) -> int | None:
         """The first iteration the branches take apart (the first residual step), or
@@ -69,15 +76,15 @@ RULES = {
     "averaged": StepRule(_averaged),
     "harmonic": StepRule(_harmonic),
     "moment": StepRule(_harmonic, moment=_always),
-    "refine": StepRule(_harmonic, moment=_first_half, gaussian_scale=False),
-    "select": StepRule(_harmonic, moment=_first_half, branches=("moment", "refine")),
-    "pooled": StepRule(_one, moment=_always, pooled=True),
+    "refine": StepRule(_harmonic, pooled=_first_half, gaussian_scale=False),
+    "select": StepRule(_harmonic, pooled=_first_half, branches=("pooled", "refine")),
+    "pooled": StepRule(_one, pooled=_always),
 }
 """The step rules by name (``"moment"`` is also another step: docs/ALGORITHM.md section
-9c; ``"refine"`` takes moment steps, then residual steps: section 9d; ``"select"`` runs
-``"moment"`` and ``"refine"`` side by side over the second half and keeps one: section 9e,
-:mod:`onebit_dask.fit.select`; ``"pooled"`` re-estimates from all the batches so far:
-section 9f)."""
+9c; ``"pooled"`` re-estimates from all the batches so far: section 9f; ``"refine"`` takes
+pooled steps, then residual steps: section 9d; ``"select"`` runs ``"pooled"`` and
+``"refine"`` side by side over the second half and keeps one: section 9e,
+:mod:`onebit_dask.fit.select`)."""
 
 STEP_RULES = tuple(RULES)
 STEPS = ("auto", *STEP_RULES)
@@ -95,6 +102,14 @@ def is_moment_step(step: str, t: int, n_iter: int) -> bool:
     return RULES[step].moment(t, n_iter)
 
 
+def pools_after(step: str, t: int, n_iter: int) -> bool:
+    """Whether a step ``t, ..., n_iter - 1`` (from 0) of rule ``step``, or of one of its
+    branches, pools (the label blocks then keep their pools)."""
+    rule = RULES[step]
+    return (any(rule.pooled(u, n_iter) for u in range(t, n_iter))
+            or any(pools_after(b, t, n_iter) for b in rule.branches))
+
+
 def resolve(step: str, *, planted: bool, partial: bool, validation: bool,
             chosen: bool = False) -> str:
     """The rule ``step`` stands for: ``"auto"`` is ``"paper"`` on a planted problem; on data
@@ -108,6 +123,6 @@ def resolve(step: str, *, planted: bool, partial: bool, validation: bool,
     one_branch = partial or validation or chosen
     if step == "auto":
         return "paper" if planted else "moment" if one_branch else "select"
-    if (RULES[step].branches and one_branch) or (RULES[step].pooled and partial):
+    if (RULES[step].branches and one_branch) or (RULES[step].keeps_pool and partial):
         return None
     return step

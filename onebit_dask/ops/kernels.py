@@ -128,6 +128,9 @@ class ActiveRows(NamedTuple):
     #                                  the positive bits' rows, X_neg of the negative ones
     features: object = None  # a FeatureMap: X (and X_neg) hold homogeneous rows [S_j, mass_j]
     #                          (d1 + 1 columns), read through it (onebit_dask.features)
+    exact: np.ndarray | None = None  # a pool of uniform rows: the labels (global, sorted)
+    #                                  whose negative sums it keeps; the others' asked rows
+    #                                  are summed at their mean (docs/ALGORITHM.md 9f)
 
 
 PRODUCT_BYTES = 1 << 18

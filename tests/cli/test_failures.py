@@ -364,7 +364,7 @@ def test_version_and_help():
         if command != "report":  # report's options have no default to show
             assert "(default: " in text
     fit = helps["fit"].stdout
-    assert "(default: 500)" in fit and "{auto,paper,averaged,harmonic,moment,refine,select}" in fit and "(default: 10.0)" in fit
+    assert "(default: 500)" in fit and "{auto,paper,averaged,harmonic,moment,refine,select,pooled}" in fit and "(default: 10.0)" in fit
 
 
 def test_batch_reuse_warning_reports_the_requested_size():

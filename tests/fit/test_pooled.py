@@ -123,3 +123,49 @@ def test_pooled_is_refused_where_it_has_no_earlier_batches(bits):
         est.partial_fit(X_rows[:M], labels[:M], y[:M], n_labels=d2)
     with pytest.raises(ValueError, match="step='pooled' is not allowed with queries='model'"):
         OneBitMultiLabel(6, step="pooled", queries="model", n_iter=3).fit(X, Y)
+
+
+def _every_pair(seed, t, s, n, n_obs, lo, hi):
+    """Every pair of the block ``[lo, hi)``, each once, whatever the batch."""
+    return np.repeat(np.arange(n), hi - lo), np.tile(np.arange(lo, hi), n)
+
+
+@pytest.mark.parametrize("features", ["standardize", "ridge"])
+def test_a_pool_of_uniform_rows_sums_the_asked_rows_at_their_mean(bits, monkeypatch,
+                                                                  features):
+    """A label matrix's pairs draw their rows uniformly, so each label's asked rows sum
+    to ``n_j mu`` in mean, which the centred map sends to 0: the pool keeps the negative
+    sums of the labels with a share of at least ``EXACT_SHARE`` only. Where every row is
+    asked once about every label the asked rows' sum is ``n mu`` exactly, and the fit
+    equals the one that keeps every negative sum; on uniform pairs it does not (the
+    check that the comparison can fail)."""
+    from onebit_dask.data import label_matrix
+    from onebit_dask.engine import blocks
+
+    X, Y = bits[5], bits[6]
+    params = dict(step="pooled", n_iter=1, init_svd="dense", features=features,
+                  random_state=0, engine="local")
+
+    def fits():
+        mean = OneBitMultiLabel(6, batch_size=X.shape[0] * Y.shape[1], **params).fit(X, Y)
+        with monkeypatch.context() as patch:
+            patch.setattr(label_matrix.LabelMatrixSource, "uniform_rows", False)
+            exact = OneBitMultiLabel(6, batch_size=X.shape[0] * Y.shape[1], **params).fit(X, Y)
+        return mean, exact
+
+    mean, exact = fits()
+    assert _gap(mean, exact, bits[4]) > 1e-3
+    monkeypatch.setattr(label_matrix, "uniform_pairs", _every_pair)
+    seen = []
+    pool_batch = blocks.pool_batch
+
+    def watched(block, data, model):
+        out = pool_batch(block, data, model)
+        if out.pool.exact is not None:
+            seen.append((out.pool.exact.size, out.hi - out.lo))
+        return out
+    monkeypatch.setattr(blocks, "pool_batch", watched)
+    mean, exact = fits()
+    assert _gap(mean, exact, bits[4]) < 1e-9
+    kept, labels = np.sum(seen, axis=0)
+    assert 0 < kept < labels  # some labels' negative sums kept, some at their mean

@@ -40,19 +40,19 @@ def fits():
     for name in ("emotions_full", "bibtex"):
         X_train, Y_train, X_test, Y_test = _read(name)
         out[name] = {step: OneBitMultiLabel(3, step=step, **PARAMS).fit(
-            X_train, Y_train, eval_set=(X_test, Y_test)) for step in ("moment", "refine", "select")}
+            X_train, Y_train, eval_set=(X_test, Y_test)) for step in ("pooled", "refine", "select")}
     return out
 
 
 def _branch_means(history):
     forked = [h for h in history if "branch" in h]
     return {rule: np.mean([h[f"progressive_auc_{rule}"] for h in forked])
-            for rule in ("moment", "refine")}
+            for rule in ("pooled", "refine")}
 
 
-@pytest.mark.parametrize("name, kept", [("emotions_full", "refine"), ("bibtex", "moment")])
+@pytest.mark.parametrize("name, kept", [("emotions_full", "refine"), ("bibtex", "pooled")])
 def test_select_keeps_the_branch_that_scores_better_and_equals_its_fit(fits, name, kept):
-    select, other = fits[name]["select"], fits[name]["moment" if kept == "refine" else "refine"]
+    select, other = fits[name]["select"], fits[name]["pooled" if kept == "refine" else "refine"]
     history = select.history_
     n_iter = PARAMS["n_iter"]
     fork = RULES["select"].fork(n_iter)
@@ -71,13 +71,13 @@ def test_select_keeps_the_branch_that_scores_better_and_equals_its_fit(fits, nam
 
 
 def test_the_score_is_the_macro_auc_of_the_next_batch_by_sklearn(fits):
-    """At the fork both branches start from the moment fit's iterate ``n_iter // 2``:
+    """At the fork both branches start from the pooled fit's iterate ``n_iter // 2``:
     their first score is the macro AUC (scikit-learn, label by label) of the fork
     batch's bits scored by that iterate. The branches then part (power: different scores)."""
     X_train, Y_train, _, _ = _read("emotions_full")
     n_iter = PARAMS["n_iter"]
     fork = RULES["select"].fork(n_iter)
-    start = OneBitMultiLabel(3, **dict(PARAMS, n_iter=n_iter // 2, step="moment")).fit(
+    start = OneBitMultiLabel(3, **dict(PARAMS, n_iter=n_iter // 2, step="pooled")).fit(
         X_train, Y_train)
     shards = LabelMatrixSource(X_train, Y_train.tocsr(), PARAMS["random_state"]).batch(
         fork, PARAMS["batch_size"], OneBitMultiLabel().n_shards)
@@ -86,10 +86,10 @@ def test_the_score_is_the_macro_auc_of_the_next_batch_by_sklearn(fits):
         scores = start.decision_function(X)[np.arange(labels.size), labels]
         sums = sums + label_auc_sums_reference(labels, y, scores)
     first = fits["emotions_full"]["select"].history_[fork]
-    assert first["progressive_auc_moment"] == pytest.approx(sums[2] / sums[3], abs=1e-12)
-    assert first["progressive_auc_refine"] == first["progressive_auc_moment"]
+    assert first["progressive_auc_pooled"] == pytest.approx(sums[2] / sums[3], abs=1e-12)
+    assert first["progressive_auc_refine"] == first["progressive_auc_pooled"]
     last = fits["emotions_full"]["select"].history_[-1]
-    assert last["progressive_auc_refine"] != last["progressive_auc_moment"]
+    assert last["progressive_auc_refine"] != last["progressive_auc_pooled"]
 
 
 def test_auto_is_select_in_fit_and_moment_where_select_cannot_run():

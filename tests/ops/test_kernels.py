@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from onebit_dask.ops.kernels import LAMBDA, column_norms, scatter_rows
-from onebit_dask.fit.steps import is_moment_step, step_size
+from onebit_dask.fit.steps import RULES, is_moment_step, pools_after, step_size
 
 D1, D2, L = 7, 5, 4
 
@@ -64,11 +64,18 @@ def test_step_size_rules():
         assert [step_size(rule, t) for t in range(3)] == [1 / 2, 1 / 3, 1 / 4]
 
 
-def test_refine_takes_moment_steps_for_the_first_half():
-    assert [is_moment_step("refine", t, 5) for t in range(5)] == [True, True, False, False, False]
+def test_refine_takes_pooled_steps_for_the_first_half():
+    pooled = [RULES["refine"].pooled(t, 5) for t in range(5)]
+    assert pooled == [True, True, False, False, False]
+    assert not any(is_moment_step("refine", t, 5) for t in range(5))
     assert all(is_moment_step("moment", t, 5) for t in range(5))
     assert not any(is_moment_step(rule, t, 5) for rule in ("paper", "averaged", "harmonic")
                    for t in range(5))
+    # the blocks keep their pools while a step to come pools, a branch's included
+    assert [pools_after("refine", t, 5) for t in range(6)] == [True, True, False, False,
+                                                               False, False]
+    assert all(pools_after("select", t, 5) for t in range(5))
+    assert not pools_after("select", 5, 5) and not RULES["moment"].keeps_pool
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -314,14 +314,16 @@ def pooled_problem():
     return problem, pooled.history_[-1]["frobenius_error"]
 
 
-def test_moment_steps_pool_the_initial_estimate(pooled_problem):
+@pytest.mark.parametrize("step", ["moment", "pooled"])
+def test_moment_steps_pool_the_initial_estimate(pooled_problem, step):
     """On the planted imbalanced model (priors 0.5 %-30 %), the moment step's error falls
     at every step, to about the initial estimate's error on all 9 batches pooled (its
     fixed point, up to the rank-k truncation at each step: within 10 %), and its ratio to
     the first error is near ``1 / sqrt(9)`` (the error of an average of 9 unbiased
-    estimates; within [0.25, 0.45])."""
+    estimates; within [0.25, 0.45]). The pooled step (docs/ALGORITHM.md section 9f) is
+    that initial estimate of the batches so far, without the truncation."""
     problem, pooled = pooled_problem
-    errors = _moment_errors(problem)
+    errors = _moment_errors(problem, step)
     assert all(b < a for a, b in zip(errors, errors[1:])), errors
     assert errors[-1] <= 1.1 * pooled, (errors[-1], pooled)
     assert 0.25 <= errors[-1] / errors[0] <= 0.45, errors
@@ -341,13 +343,13 @@ def test_the_moment_test_rejects_a_step_that_forgets(pooled_problem, monkeypatch
     assert errors[-1] > 1.1 * pooled and errors[-1] / errors[0] > 0.45, errors
 
 
-def test_refine_takes_moment_steps_then_residual_steps_that_keep_falling(pooled_problem):
+def test_refine_takes_pooled_steps_then_residual_steps_that_keep_falling(pooled_problem):
     """``step="refine"`` (docs/ALGORITHM.md section 9d) on the planted imbalanced model:
-    its first ``n_iter // 2 = 4`` steps are the moment steps, bit for bit; the next four
+    its first ``n_iter // 2 = 4`` steps are the pooled steps, bit for bit; the next four
     are residual steps (only the bits the model gets wrong are active), and with the
     balanced scale they still lower the error at every step."""
     problem, _ = pooled_problem
-    moment = _moment_errors(problem)
+    moment = _moment_errors(problem, "pooled")
     history = _history(problem, "refine")
     refine = [h["frobenius_error"] for h in history]
     assert refine[:5] == moment[:5]
