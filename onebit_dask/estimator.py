@@ -139,7 +139,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         Observations ``m`` per batch (the initialisation uses one batch too).
     n_iter : int, default 10
         Steps ``T`` after the initialisation; ``fit`` uses ``T + 1`` batches.
-    step : {"auto", "paper", "averaged", "harmonic", "moment", "refine", "select", "pooled"}, default "auto"
+    step : {"auto", "paper", "averaged", "harmonic", "moment", "refine", "select", \
+            "pooled"}, default "auto"
         The step. ``"paper"``, ``"averaged"`` and ``"harmonic"`` correct ``W`` by the
         residuals of the bits it gets wrong (Algorithm 1) with the step size
         ``eta_t``: ``"paper"`` 1; ``"averaged"`` 1 for ``t < 3``, then
