@@ -6,15 +6,23 @@
 Writes a training and a test file with ``benchmarks/make_xc.py`` (seeds 0 and 1: the
 same label and feature law), then trains and predicts the top 5 labels with each of
 omikuji (Parabel/Bonsai trees), napkinXC (PLT) and PECOS (XR-Linear), each in a fresh
-process of ``--python`` (an interpreter with ``omikuji napkinxc libpecos`` installed,
-for example a separate virtualenv: ``pip install omikuji napkinxc libpecos``), with
+process of ``--python`` (an interpreter with ``omikuji napkinxc libpecos`` installed:
+a separate virtualenv, ``python -m venv PEERS_VENV && PEERS_VENV/bin/pip install
+"numpy<2" "scipy<1.12" scikit-learn omikuji napkinxc && PEERS_VENV/bin/pip install
+--no-deps libpecos``; PECOS 1.2.8 calls ``scipy.sparse.sputils.get_index_dtype``, which
+later SciPy releases no longer have, and pins NumPy below 2), with
 one thread, given the full label sets, and (``--bits M ...``) given the one-bit
 observations a uniform draw of ``M`` (instance, label) pairs would yield: the
 positive bits, each as an instance with that single label (the negative bits are
 dropped: these libraries take positive labels only). With ``p`` positives among
 ``d2`` labels per instance, one uniform bit is positive with probability ``p / d2``.
+``--found B ...`` fits onebit-dask with learner-chosen queries (``queries="model"``,
+its defaults, ``B`` bits in 10 batches, ``--onebit-rank``) on the training label matrix
+and gives the libraries the positives those queries found: each training instance with
+the labels found positive for it (instances with none left out), issue 38's item 5
+(b); the onebit-dask fit's own test metrics are a row of the table.
 onebit-dask's own row (in this interpreter, in-process, one BLAS thread) fits the
-training file's label matrix with the averaged step, ``--onebit-iter + 1`` batches of
+training file's label matrix with ``--onebit-step``, ``--onebit-iter + 1`` batches of
 ``--onebit-batch-size`` uniform (instance, label) pairs, i.e. that many one-bit
 observations, and predicts with ``predict_top_k``. Reports per library and input the
 training and prediction time, the peak RSS of its process (its own ``VmHWM``, Linux:
@@ -34,6 +42,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -146,7 +155,6 @@ predict_s = time.perf_counter() - start
 np.save(out, top)
 print(json.dumps({"train_s": train_s, "predict_s": predict_s, "peak_mib": peak_mib()}))
 """
-ONEBIT_NAME = "onebit-dask (averaged step, in-process)"
 
 
 def run(python: str, code: str, *args: str):
@@ -181,6 +189,31 @@ def positive_bits(X, Y, bits: int, seed: int, path: str) -> int:
     return int(hit.sum())
 
 
+def found_positives(X, Y, bits: int, rank: int, path: str):
+    """Fit onebit-dask with learner-chosen queries on the label matrix ``(X, Y)`` (``bits``
+    bits in 10 batches) and write the positives they found as an XC file: each instance
+    with its labels found positive (instances with none left out). Returns the fitted
+    estimator, its training seconds and the number of positives found."""
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+
+    from onebit_dask import OneBitMultiLabel
+
+    start = time.perf_counter()
+    est = OneBitMultiLabel(rank, batch_size=bits // 10, n_iter=9, queries="model",
+                           engine="local", random_state=0, progress=False).fit(X, Y)
+    seconds = time.perf_counter() - start
+    rows, labels = est.queries_asked_
+    hit = np.asarray(Y[rows, labels]).ravel() > 0
+    found = sp.csr_matrix((np.ones(int(hit.sum())), (rows[hit], labels[hit])), shape=Y.shape)
+    found.sum_duplicates()
+    keep = np.flatnonzero(np.diff(found.indptr) > 0)
+    with open(path, "wb") as f:
+        f.write(f"{keep.size} {X.shape[1]} {Y.shape[1]}\n".encode())
+        dump_svmlight_file(X[keep], found[keep], f, zero_based=True, multilabel=True)
+    return est, seconds, int(found.nnz)
+
+
 def _fill(top: np.ndarray, Y_test) -> np.ndarray:
     """Rows with fewer than ``K`` predictions (``-1``) completed by labels that are not
     among the row's positives, so every row lists ``K`` distinct labels and a missing
@@ -202,6 +235,9 @@ def main(argv=None) -> int:
     p.add_argument("--d2", type=int, default=10_000)
     p.add_argument("--bits", type=int, nargs="*", default=[],
                    help="also train on the positive bits of this many uniform draws")
+    p.add_argument("--found", type=int, nargs="*", default=[],
+                   help="bit budgets of onebit-dask's learner-chosen queries whose positives "
+                        "found the libraries are given")
     p.add_argument("--onebit-rank", type=int, default=50,
                    help="rank 3 cannot hold 10^4 labels: see EXPERIMENTS.md, 'Extreme label "
                         "counts: where the gap is'")
@@ -237,11 +273,30 @@ def main(argv=None) -> int:
                 inputs.append((f"{bits} bits ({positives} positive)", path))
             else:
                 print(f"# {bits} bits: no positive bit, nothing to train on")
+        X_test, _ = read_xc(paths["test"], n_features=X_train.shape[1],
+                            n_labels=Y_train.shape[1])
+        for bits in args.found:
+            path = os.path.join(tmp, f"found_{bits}.txt")
+            est, seconds, positives = found_positives(X_train, Y_train, bits,
+                                                      args.onebit_rank, path)
+            given = f"{bits} bits chosen by the model ({positives} positives found)"
+            inputs.append((given, path))
+            start = time.perf_counter()
+            top, _ = est.predict_top_k(X_test, K)
+            metrics = top_k_metrics(Y_test, top, p_l, ks=(1, 3, 5))
+            results.append({"library": "onebit-dask (queries='model', in-process)",
+                            "given": given, "missing": 0.0, "train_s": round(seconds, 2),
+                            "predict_s": round(time.perf_counter() - start, 2),
+                            "peak_mib": None,
+                            **{key: round(metrics[key], 4) for key in (
+                                "precision_at_1", "precision_at_3", "precision_at_5",
+                                "ndcg_at_5", "psp_at_5")}})
         bits = args.onebit_batch_size * (args.onebit_iter + 1)
         runs = [] if args.no_peers else [
             (given, train, name, args.python, code, ())
             for (given, train), (name, code) in itertools.product(inputs, PEERS.items())]
-        runs.insert(0, (f"label matrix: {bits} uniform bits", paths["train"], ONEBIT_NAME,
+        runs.insert(0, (f"label matrix: {bits} uniform bits", paths["train"],
+                        f"onebit-dask (step={args.onebit_step!r}, in-process)",
                         sys.executable, ONEBIT, (args.onebit_rank, args.onebit_batch_size,
                                                  args.onebit_iter, args.onebit_step)))
         for given, train, name, python, code, extra in runs:

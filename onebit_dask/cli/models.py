@@ -81,8 +81,8 @@ def _run_predict(args) -> int:
             raise ValueError(f"--rows={args.rows} is not allowed: give N >= 1")
         if args.by == "proba" and attrs.get("calibration") is None:
             raise ValueError("--by proba is not allowed with this model: it has no fitted "
-                             "link (fitted by partial_fit, or saved from a checkpoint); use "
-                             "--by score")
+                             "link (fitted by partial_fit, or a checkpoint before its last "
+                             "iteration); use --by score")
         rows = args.rows if args.rows is not None or args.json else TEXT_ROWS
         X = read_features(args.data, n_features=attrs["n_features_in"], rows=rows)
         n = X.shape[0]

@@ -172,7 +172,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             if validation is not None:
                 _validate(state, validation, engine)
             forked = fork is not None and fork <= t < n_iter  # two branches: no checkpoint
-            if checkpoint is not None and checkpoint.due(t, last) and not forked:
+            if checkpoint is not None and checkpoint.due(t, last) and not (forked or last):
                 checkpoint.write(state, engine)
                 if pooled and engine.keeps_lineage:  # restarted blocks: no pools
                     rebuild_pools(settings, state, engine, batches, source, features, t + 1)
@@ -187,6 +187,8 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         calibrate(state, engine, held_out_batch(source, settings, state.d1), features=features)
     if pooled:
         engine.map(B.drop_pool)
+    if checkpoint is not None and first <= n_iter:  # the last: the model with its link
+        checkpoint.write(state, engine)
     keep(state, engine)
 
 
