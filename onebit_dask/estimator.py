@@ -427,8 +427,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         n_labels : int, optional
             ``d2`` of single-label observations; defaults to ``Y.max() + 1``.
         eval_set : tuple (X_test, Y_test), optional
-            Held-out features (dense or sparse, ``d1`` columns) and their 0/1 label
-            matrix (``d2`` columns; for a binary target, their 1-D classes):
+            Held-out features (dense or sparse, ``d1`` columns; a dask array of dense
+            chunks is read a row chunk at a time at each evaluation, never whole) and
+            their 0/1 label matrix (``d2`` columns, a dask array gathered a row chunk at
+            a time; for a binary target, their 1-D classes):
             ``history_`` records, at each evaluated iteration, ``auc`` (macro over the
             labels with both classes in the test set), ``precision_at_k`` and
             ``ndcg_at_k`` for ``k = 1, 3, 5``, and, when a label matrix was fitted,

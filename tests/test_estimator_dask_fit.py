@@ -130,3 +130,27 @@ def test_a_dask_array_fits_as_the_computed_array_on_a_cluster(client2, monkeypat
     assert_same_model(want, got, X)
     assert_same_model(want, persisted, X)
     assert_same_model(want, here, X)
+
+
+@pytest.mark.parametrize("features_", ["none", "auto"])
+def test_a_dask_eval_set_is_read_a_chunk_at_a_time(features_, monkeypatch):
+    """``eval_set=(X_test, Y_test)`` as dask arrays: the held-out metrics of every
+    evaluated iteration equal those of the computed arrays (the products a chunk of rows
+    at a time: equal to 1e-12, continuous features, no ties), and the test features are
+    never computed whole."""
+    X, Y = _data()
+    X_test, Y_test = _data(n=250, seed=1)
+    fit = dict(rank=2, batch_size=1500, n_iter=3, random_state=5, engine="local",
+               features=features_)
+    want = OneBitMultiLabel(**fit).fit(X, Y, eval_set=(X_test, Y_test))
+    guard_whole_computes(monkeypatch)
+    got = OneBitMultiLabel(**fit).fit(X, Y, eval_set=(da.from_array(X_test, chunks=(60, 12)),
+                                                      da.from_array(Y_test, chunks=(60, 9))))
+    keys = [k for k in want.history_[0] if k.startswith(("auc", "precision", "ndcg", "psp"))]
+    assert keys
+    for a, b in zip(want.history_, got.history_):
+        for key in keys:
+            assert b[key] == pytest.approx(a[key], abs=1e-12), key
+    with pytest.raises(ValueError, match="eval_set X_test has 7 features, but the training "
+                                         "data have 12"):
+        OneBitMultiLabel(**fit).fit(X, Y, eval_set=(da.from_array(X_test[:, :7]), Y_test))

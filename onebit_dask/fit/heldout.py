@@ -19,6 +19,8 @@ from ..utils.validation import check_features
 from ..engine import blocks as B
 from ..engine import topk
 from ..metrics.names import RANKING_KS
+from ..data.chunked_rows import ChunkedRows
+from ..data.dask_inputs import chunked_features, gathered_labels, is_dask_array
 from ..data.label_matrix import check_label_matrix
 
 TOP_K = max(RANKING_KS)  # precision, nDCG and PSP at each k of RANKING_KS
@@ -70,6 +72,11 @@ class HeldOut:
     """A held-out set: features ``X_test`` (dense or CSR, ``d1`` columns) and its 0/1
     label matrix ``Y_test`` (``d2`` columns).
 
+    A dask array ``X_test`` (dense chunks) is checked and read a row chunk at a time
+    (:func:`~onebit_dask.data.dask_inputs.chunked_features`): each evaluation computes
+    its chunks in turn for the ``n_test x l`` products, never the array whole; a dask
+    ``Y_test`` is gathered into a CSR matrix a row chunk at a time.
+
     Parameters
     ----------
     eval_set : tuple ``(X_test, Y_test)``
@@ -82,7 +89,16 @@ class HeldOut:
             raise TypeError(f"eval_set={type(eval_set).__name__} is not allowed: pass a pair "
                             "(X_test, Y_test) of features and a 0/1 label matrix")
         X, Y = eval_set
-        self.X = check_features(X, n_features=d1, name="eval_set X_test")
+        if is_dask_array(X):
+            self.X, _ = chunked_features(X, name="eval_set X_test")
+            if self.X.shape[1] != d1:
+                raise ValueError(f"eval_set X_test has {self.X.shape[1]} features, but the "
+                                 f"training data have {d1}: pass test features of {d1} "
+                                 "columns")
+        else:
+            self.X = check_features(X, n_features=d1, name="eval_set X_test")
+        if is_dask_array(Y):
+            Y = gathered_labels(Y, name="eval_set Y_test")
         self.Y = check_label_matrix(Y, self.X.shape[0], name="eval_set Y_test")
         if self.Y.shape[1] != d2:
             raise ValueError(f"eval_set Y_test has {self.Y.shape[1]} labels, but the training "
@@ -101,7 +117,13 @@ class HeldOut:
         (on ``phi(X_test)`` with a :class:`~onebit_dask.features.FeatureMap`)."""
         from ..metrics import ranking
 
-        XA = np.asarray(self.X @ A) if feature_map is None else feature_map.product(self.X, A)
+        def product(X):
+            return np.asarray(X @ A) if feature_map is None else feature_map.product(X, A)
+
+        if isinstance(self.X, ChunkedRows):  # a dask X_test: a chunk at a time
+            XA = np.vstack([product(self.X.chunk(k)) for k in range(len(self.X.chunks))])
+        else:
+            XA = product(self.X)
         k = min(TOP_K, self.Y.shape[1])
         outs = engine.map(B.ranking_pieces, XA, k, per_block=self._blocks)
         aucs = np.concatenate([o[0] for o in outs])
