@@ -12,7 +12,9 @@ prewhiten`` gives them the baselines' dense transformed features instead
 (``features="none"``), to compare. ``defaults`` is the estimator with every default
 (``features="auto"``, ``step="auto"``) on the raw rows of the bits; ``defaults_proba``
 the same model ranked by its probabilities (``predict_proba``,
-``predict_top_k(by="proba")``). Reported on the test split: macro AUC (labels with both
+``predict_top_k(by="proba")``); ``pooled`` the defaults with ``step="pooled"`` (every
+step the initial estimate of all the batches so far, docs/ALGORITHM.md section 9f).
+Reported on the test split: macro AUC (labels with both
 classes), P@1/3/5 and the training time (the map's estimation included), means over
 seeds. The upper bound is one-vs-rest logistic regression on the full training label
 matrix::

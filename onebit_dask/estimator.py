@@ -227,15 +227,16 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         (EXPERIMENTS.md, "Extreme label counts").
     features : {"auto", "none", "standardize", "ridge", "whiten"}, default "auto"
         The feature map ``phi(x) = T^T D^{-1} (x - mu)`` the model is learned through,
-        estimated once before the fit from the training features (every row of a label
+        estimated before the fit from the training features (every row of a label
         matrix, file or store; the observations' rows for ``fit(X, labels, bits)``;
         the first call's rows for ``partial_fit``) and applied through the factors: a
         sparse ``X`` stays sparse (``docs/ALGORITHM.md`` section 10). ``"none"``: the
         features as they are (the paper's setting). ``"standardize"``: each feature
         centred and divided by its deviation. ``"ridge"``: each feature centred and
         divided by ``sqrt(var_f + lambda)``, with the empirical-Bayes ridge
-        ``lambda`` of the initial batch's bits (section 10b): a feature seen in few rows
-        is not blown up by its small variance. ``"whiten"``: also the
+        ``lambda`` of the initial batch's bits (section 10b), estimated again from all
+        the bits so far at each pooled step (section 9f): a feature seen in few rows is
+        not blown up by its small variance. ``"whiten"``: also the
         ``whiten_components`` leading principal directions of the standardised features
         scaled to unit variance (exact up to 4096 features, ARPACK above). ``"auto"``:
         ``"none"`` on a planted problem (its features are ``N(0, I)``), else

@@ -28,7 +28,8 @@ def assert_same_fit(a, b, X=None, history: bool = True, link: bool = True) -> No
 
     Compared exactly: the factors ``Q_``, ``V_``, ``A_`` and ``B_``, ``n_steps_`` and
     ``n_samples_seen_``, ``calibration_`` (``link=True``: the link of ``predict_proba``,
-    or that neither has one; ``partial_fit`` fits none, nor a checkpoint before its last iteration), and
+    or that neither has one; ``partial_fit`` fits none, nor a checkpoint before its
+    last iteration), and
     (``history=True``) the histories without what is measured (:func:`computed`). With
     features ``X`` (``n x d1``), also ``decision_function(X)``
     and ``predict_top_k(X, 4)``.

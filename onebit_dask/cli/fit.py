@@ -78,7 +78,7 @@ def add_fit(sub):
                         "standardize for dense features, ridge for sparse ones, none for the "
                         "synthetic problem), none, standardize, ridge (each feature centred and "
                         "divided by sqrt(variance + lambda), lambda from the initial batch's "
-                        "bits), "
+                        "bits, and from all the bits so far at each pooled step), "
                         "or whiten (also the leading principal directions to unit variance)")
     e.add_argument("--whiten-components", type=integer(1), default=None, metavar="Q",
                    help="with --features whiten: the directions whitened (default "

@@ -33,6 +33,10 @@ class Source(Protocol):
     classes : ndarray of shape (2,) or None
         The two classes of a binary target (``fit(X, y)`` with a 1-D ``y``), whose one
         label is ``y == classes[1]``; ``None`` for labels ``0 .. d2 - 1``.
+    uniform_rows : bool
+        Whether a batch's bits draw their rows uniformly from the rows ``features()``
+        returns (a label matrix's uniform pairs), so that a label's asked rows sum to
+        ``n_j`` times their mean in expectation (``docs/ALGORITHM.md`` section 9f).
     """
 
     d1: int
@@ -41,6 +45,7 @@ class Source(Protocol):
     planted: Any
     row_numbers: float
     classes: Any
+    uniform_rows: bool
 
     def n_batches(self, batch_size: int) -> int | None:
         """Distinct batches of ``batch_size`` the data hold (``None``: fresh forever)."""
@@ -81,7 +86,7 @@ class BaseSource:
     n = None  # a source that holds its rows sets n
     classes = None  # a binary target's two classes (as_source sets them)
     queryable = False  # whether a query policy may choose the pairs (a label matrix)
-    uniform_rows = False  # whether uniform batches draw rows uniformly, as the map's mean's
+    uniform_rows = False  # whether the bits draw rows uniformly (the Source docstring)
 
     @property
     def row_numbers(self) -> float:

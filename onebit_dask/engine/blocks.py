@@ -274,7 +274,8 @@ def pool_batch(block: Block, data, model: StepModel) -> Block:
     """Add a batch's per-label sums, as the initial batch's (``model.A`` is ``None``), to
     the block's pool (the first batch's start it); ``out = None``."""
     active, _ = data.activate(model, block.slots.get("B"), block.slots.get("b"))
-    if model.uniform_rows and model.features is not None and model.thresholds:
+    if (model.uniform_rows and model.features is not None and model.thresholds
+            and scipy.sparse.issparse(active.X_neg)):  # dense sums take no less room
         exact = exact_labels(active) if block.pool is None else block.pool.exact
         keep = np.isin(active.labels, exact)
         active = active._replace(X_neg=row_scaled(keep.astype(float), active.X_neg),

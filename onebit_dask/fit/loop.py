@@ -23,7 +23,7 @@ from .algorithm import init_dense, init_randomized, step
 from ..engine import placement
 from ..engine import blocks as B
 from ..engine.blocks import Evaluation, StepModel
-from ..ops.features import fit_feature_map, ridge_basis, ridge_map, ridge_of
+from ..ops.features import fitted_map_and_basis, ridge_basis, ridge_map, ridge_of
 from ..ops.kernels import one_blas_thread
 from . import steps
 from .progress import StepProgress
@@ -31,18 +31,21 @@ from .queries import QueriedBatches
 from .state import FitSettings, FitState, restore
 from .validation import ValidationBits
 
-def map_features(settings: FitSettings, state: FitState, rows, bits=None) -> None:
+def map_features(settings: FitSettings, state: FitState, rows, bits=None,
+                 pooled: bool = False) -> None:
     """Estimate the feature map of ``settings.features`` from the training features
     ``rows()`` (:func:`onebit_dask.features.fit_feature_map`; an array, CSR matrix or
     ``RowChunks``, asked for only when there is a map) and, for the ridge map, the
     initial batch's bits ``bits()`` (``(X_rows, labels, y)`` pieces), its time counted
-    as training time."""
+    as training time. ``pooled`` (a fit whose steps pool, with thresholds): also keep
+    the ridge map's basis in ``state.ridge_basis`` (docs/ALGORITHM.md section 9f)."""
     if settings.features == "none":
         return
     start = time.perf_counter()
-    state.feature_map = fit_feature_map(rows(), settings.features,
-                                        settings.whiten_components, state.rng, bits,
-                                        state.d2)
+    state.feature_map, basis = fitted_map_and_basis(rows(), settings.features,
+                                                    settings.whiten_components, state.rng,
+                                                    bits, state.d2)
+    state.ridge_basis = basis if pooled and settings.threshold != "none" else None
     state.fit_s += time.perf_counter() - start
 
 
@@ -99,13 +102,22 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     if saved is not None:
         restore(state, saved)
         first = state.n_steps + 1
-    else:
-        map_features(settings, state, source.features, initial_bits(source, settings))
+    n_iter = settings.n_iter
+    fork, branches = steps.RULES[settings.step].fork(n_iter), None
+    if fork is not None and fork < first <= n_iter:
+        raise ValueError(
+            f"the checkpoint holds iteration {first - 1} of a fit with step='select', "
+            f"after its fork at iteration {fork}, where the two branches are not written "
+            "(a checkpoint of a fit whose step='auto' meant 'moment'): resume it with "
+            "step='moment', or start again with another checkpoint path")
+    pooled = steps.pools_after(settings.step, max(first - 1, 0), n_iter)  # section 9f
+    if saved is None:
+        map_features(settings, state, source.features, initial_bits(source, settings),
+                     pooled)
         engine.start(state.bounds)
-    state.blas = engine.blas()
-    pooled = steps.RULES[settings.step].keeps_pool
-    if pooled:
+    elif pooled and settings.threshold != "none":  # the ridge map's basis, once more
         state.ridge_basis = ridge_basis(source.features, settings.features)
+    state.blas = engine.blas()
     features = shared_features(state, engine)
     placed = source.place(engine, state.bounds)
     if settings.policy.uniform:
@@ -118,7 +130,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         state.found_rows, state.asked = source.n, chosen.asked
         batches = lambda t: chosen(t, state, engine)  # noqa: E731
     given, source = source, placed  # the data as given (here) and as the engine holds them
-    if pooled and first > 0 and steps.pools_after(settings.step, first - 1, settings.n_iter):
+    if pooled and first > 0:
         rebuild_pools(settings, state, engine, batches, source, features, first)
     problem, planted = source.planted, None
     if problem is not None:
@@ -133,14 +145,6 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         validation = ValidationBits(given, settings.n_iter + 1, settings.batch_size,
                                     settings.n_shards, settings.validation_fraction)
         validation.place(engine, state.bounds)
-    n_iter = settings.n_iter
-    fork, branches = steps.RULES[settings.step].fork(n_iter), None
-    if fork is not None and fork < first <= n_iter:
-        raise ValueError(
-            f"the checkpoint holds iteration {first - 1} of a fit with step='select', "
-            f"after its fork at iteration {fork}, where the two branches are not written "
-            "(a checkpoint of a fit whose step='auto' meant 'moment'): resume it with "
-            "step='moment', or start again with another checkpoint path")
     with StepProgress(n_iter + 1, done=first, enabled=settings.progress) as bar:
         upcoming = prepare(engine, batches(first), state.bounds) if first <= n_iter else None
         for t in range(first, n_iter + 1):
@@ -187,6 +191,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
         calibrate(state, engine, held_out_batch(source, settings, state.d1), features=features)
     if pooled:
         engine.map(B.drop_pool)
+    state.ridge_basis = None
     if checkpoint is not None and first <= n_iter:  # the last: the model with its link
         checkpoint.write(state, engine)
     keep(state, engine)
@@ -202,10 +207,10 @@ def _validate(state, validation, engine) -> None:
 
 
 def _select(state, validation, engine) -> None:
-    """Take back the best iterate the validation bits selected."""
-    state.best_iteration, top = validation.finish(engine, state.n_steps)
-    if top is not None:
-        state.top = top
+    """Take back the best iterate the validation bits selected, with its feature map."""
+    state.best_iteration, best = validation.finish(engine, state.n_steps)
+    if best is not None:
+        state.top, state.feature_map = best
     state.validation_score = np.array([h["validation_auc"] for h in state.history])
 
 
@@ -282,15 +287,15 @@ def advance_branches(settings, state, engine, branches, data, n_obs, source, pla
     state.history.append(branches.records[steps.RULES[settings.step].branches[0]][-1])
 
 
-def initial_model(settings: FitSettings, state: FitState, source, features) -> StepModel:
-    """The :class:`StepModel` of the initial batch, and of every step of a pooled rule
-    (whose batches join the blocks' pools: docs/ALGORITHM.md section 9f); ``source``
-    ``None`` for ``partial_fit``'s given batch."""
+def initial_model(settings: FitSettings, state: FitState, source, features,
+                  pooled: bool) -> StepModel:
+    """The :class:`StepModel` of the initial batch, and of every pooled step (whose
+    batches join the blocks' pools, ``pooled``: docs/ALGORITHM.md section 9f);
+    ``source`` ``None`` for ``partial_fit``'s given batch."""
     return StepModel(None, None if source is None else source.projection(None),
                      settings.threshold != "none", features,
                      observed=settings.threshold == "shares", found=state.found_rows,
-                     pooled=steps.RULES[settings.step].keeps_pool,
-                     uniform_rows=getattr(source, "uniform_rows", False))
+                     pooled=pooled, uniform_rows=source is not None and source.uniform_rows)
 
 
 def pooled_map(state: FitState, engine):
@@ -309,7 +314,7 @@ def rebuild_pools(settings, state, engine, batches, source, features, first: int
     an engine that restarts them after each checkpoint it writes: ``keeps_lineage``):
     batches ``0, ..., first - 1`` added in the order the fit added them (a checkpoint
     holds the state, not the batches)."""
-    model = initial_model(settings, state, source, features)
+    model = initial_model(settings, state, source, features, True)
     for t in range(first):
         data, _ = prepare(engine, batches(t), state.bounds)
         engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))
@@ -323,7 +328,8 @@ def _update(settings, state, engine, data, n_obs, source, evaluation, features):
     observed = settings.threshold == "shares"
     rule = steps.RULES[settings.step]
     if state.n_steps < 0 or rule.pooled(state.n_steps, settings.n_iter):  # section 9f
-        model = initial_model(settings, state, source, features)
+        pooled = state.n_steps >= 0 or steps.pools_after(settings.step, 0, settings.n_iter)
+        model = initial_model(settings, state, source, features, pooled)
         start = None if state.n_steps < 0 else state.top
         if model.pooled:
             engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))

@@ -61,16 +61,18 @@ class FitSettings:
             check_chosen(settings["queries"], rule or settings["step"], settings["threshold"],
                          warmup=settings["query_warmup"], n_iter=settings["n_iter"],
                          validation_fraction=fraction)
+        if rule is None and partial:
+            why = ("its two branches run over a fit's second half"
+                   if steps.RULES[settings["step"]].branches else
+                   "its pooled steps re-read the fit's earlier batches")
+            raise ValueError(f"step={settings['step']!r} is not allowed in partial_fit (one "
+                             f"step at a time on the batch given: {why}): pass "
+                             "step='moment'")
         if rule is None:
-            where = ("in partial_fit (one step at a time on the batch given: its two "
-                     "branches run over a fit's second half, its pooled steps re-read the "
-                     "fit's earlier batches)" if partial else
-                     f"with validation_fraction={fraction!r} (the validation bits would "
-                     "choose within one branch)")
-            raise ValueError(f"step={settings['step']!r} is not allowed {where}: pass "
-                             "step='moment' or "
-                             "step='refine'" + ("" if partial else
-                                                ", or validation_fraction=None"))
+            raise ValueError(f"step={settings['step']!r} is not allowed with "
+                             f"validation_fraction={fraction!r} (the validation bits would "
+                             "choose within one branch): pass step='pooled' or "
+                             "step='refine', or validation_fraction=None")
         settings["step"] = rule
         settings["query_warmup"] = warmup_batches(settings["query_warmup"], settings["n_iter"])
         if planted and settings["features"] == "auto":  # a planted problem's N(0, I)

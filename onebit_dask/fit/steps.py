@@ -2,7 +2,7 @@
 
 A rule says, for step ``t`` (from 0) of a fit of ``n_iter`` steps, the step size
 ``eta_t`` (docs/ALGORITHM.md section 2), whether the step is a moment step (every row
-counts: sections 9c-9d), whether the labels' shares take the Gaussian scale, whether
+counts: section 9c), whether the labels' shares take the Gaussian scale, whether
 the fit runs two branches from a fork on (``"select"``: section 9e, :mod:`.select`),
 and whether each step is the initial estimate of all the batches so far (``"pooled"``:
 section 9f).

@@ -117,7 +117,7 @@ class ValidationBits:
         self.X = _stack([p[0] for p in parts])
         self.labels = np.concatenate([p[1] for p in parts])
         self.y = np.concatenate([p[2] for p in parts])
-        self.best = (-np.inf, -1, None)  # (score, iteration, top state)
+        self.best = (-np.inf, -1, None, None)  # (score, iteration, top state, feature map)
 
     def place(self, engine, bounds) -> None:
         """Share each block's ``(labels, y)`` with ``engine`` once."""
@@ -134,8 +134,9 @@ class ValidationBits:
 
     def update(self, engine, A, top, iteration: int, feature_map=None) -> dict:
         """Score the current iterate (factor ``A``, client state ``top``; scores on
-        ``phi(X)`` with a :class:`~onebit_dask.features.FeatureMap`); keep it when it
-        beats the best so far (ties keep the earlier). Returns ``validation_auc`` (the
+        ``phi(X)`` with a :class:`~onebit_dask.features.FeatureMap`); keep it, with its
+        map (a pooled step re-estimates the ridge map), when it beats the best so far
+        (ties keep the earlier). Returns ``validation_auc`` (the
         macro AUC of the validation bits, the score) and ``validation_pairs_auc`` for the
         history."""
         outs = engine.map(validation_sums, per_block=self.pieces(A, feature_map))
@@ -143,16 +144,17 @@ class ValidationBits:
         score = macro / n_labels if n_labels else float("nan")
         if self.best[1] < 0 or score > self.best[0]:  # NaN: no pairs, keep the first
             engine.map(blocks.copy_state, BEST)
-            self.best = (score, iteration, top)
+            self.best = (score, iteration, top, feature_map)
         return {"validation_auc": float(score),
                 "validation_pairs_auc": float(U / pairs) if pairs > 0 else float("nan")}
 
     def finish(self, engine, last: int):
         """Put the best iterate back in the blocks (unless it is the last) and drop the
-        copies; returns ``(best iteration, its top state or None if it is the last)``."""
-        _, iteration, top = self.best
+        copies; returns ``(best iteration, its top state and feature map, or None if it
+        is the last)``."""
+        _, iteration, top, feature_map = self.best
         engine.map(blocks.settle, BEST, iteration != last)
-        return iteration, (None if iteration == last else top)
+        return iteration, (None if iteration == last else (top, feature_map))
 
 
 def _stack(blocks):

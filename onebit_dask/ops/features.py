@@ -223,26 +223,34 @@ def fit_feature_map(X, features: str, n_components=None, random_state=None, bits
     ``LinearOperator`` that centres and scales implicitly (each product one pass over
     ``X``: ``O(nnz(X) q)``), with ``q < min(n, d1)``.
     """
+    return fitted_map_and_basis(X, features, n_components, random_state, bits, n_labels)[0]
+
+
+def fitted_map_and_basis(X, features: str, n_components=None, random_state=None, bits=None,
+                         n_labels=None):
+    """``(map, basis)``: :func:`fit_feature_map`'s map, and for the ridge map the
+    training features' ``(mu, var_f)`` a pooled step re-estimates the ridge on
+    (:func:`ridge_parts`, :func:`ridge_of`; ``None`` for another map), from the same
+    pass over ``X``."""
     if features == "none":
-        return None
+        return None, None
     with one_blas_thread():  # as the fit's products: the same bits on every machine load
         return _fit(as_chunks(X), features, n_components, random_state, bits, n_labels)
 
 
-def _fit(rows: RowChunks, features: str, n_components, random_state, bits,
-         n_labels) -> FeatureMap:
+def _fit(rows: RowChunks, features: str, n_components, random_state, bits, n_labels):
     mean, var, nnz = _moments(rows)
     if features == "auto":
         features = "standardize" if nnz * DENSE_SHARE > rows.n * rows.d1 else "ridge"
     if features == "ridge":
         if bits is None or n_labels is None:
             raise TypeError("features='ridge' needs the initial batch's bits and n_labels")
-        return ridge_map(mean, var, ridge_from_bits(bits(), mean, var, n_labels))
+        return ridge_map(mean, var, ridge_from_bits(bits(), mean, var, n_labels)), (mean, var)
     scale = np.sqrt(var)
     scale[scale == 0] = 1.0
     empty = FeatureMap(mean, scale, np.zeros((rows.d1, 0)), np.zeros(0))
     if features == "standardize":
-        return empty
+        return empty, None
     q = min(DEFAULT_COMPONENTS if n_components is None else int(n_components), rows.d1)
     if rows.d1 <= EXACT_FEATURES:
         lam, U = np.linalg.eigh(_covariance(rows, mean, scale))
@@ -252,7 +260,7 @@ def _fit(rows: RowChunks, features: str, n_components, random_state, bits,
     keep = lam > RANK_TOLERANCE * max(lam[0] if lam.size else 0.0, 0.0)
     lam, U = lam[keep], U[:, keep]
     U = U * canonical_signs(U)
-    return FeatureMap(mean, scale, np.ascontiguousarray(U), 1.0 / np.sqrt(lam))
+    return FeatureMap(mean, scale, np.ascontiguousarray(U), 1.0 / np.sqrt(lam)), None
 
 
 def _moments(rows: RowChunks):

@@ -3,7 +3,8 @@ a file dataset: :func:`.datafiles.run_files`).
 
 A method returns per-iteration arrays ``spectral_error``, ``frobenius_error``,
 ``hamming_loss``, ``auc``, ``n_samples``, ``fit_s`` (cumulative training seconds) and
-``n_active`` (observations with a non-zero residual, all of them in a moment step; NaN
+``n_active`` (observations with a non-zero residual, all of them in a moment or pooled
+step; NaN
 for the baselines), at most ``n_iter + 1`` entries (a method without iterations gives
 one entry, stored at its last iteration), and the training time ``wall_s``.
 ``uses_step`` says whether the ``step`` dimension applies; a method without it is run

@@ -59,10 +59,11 @@ def test_randomized_init_on_dask_equals_in_process(client2):
     assert_same_fit(a, b)
 
 
-@pytest.mark.parametrize("step", ["moment", "refine", "select"])
+@pytest.mark.parametrize("step", ["moment", "pooled", "refine", "select"])
 def test_moment_step_on_dask_equals_in_process(client2, step):
     """The moment step on label-block shards: the initial batch's draws at every step, the
-    thresholds' shares averaged, the low-rank part from ``V``; ``"refine"``: moment steps,
+    thresholds' shares averaged, the low-rank part from ``V``; ``"pooled"``: each step the
+initial estimate of the blocks' pools; ``"refine"``: pooled steps,
     then residual steps at the balanced scale; ``"select"``: both branches from the fork,
     each block scoring its bits (explicit draws), one branch kept."""
     base = EXPLICIT if step == "select" else PROBLEM

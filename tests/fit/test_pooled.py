@@ -121,6 +121,10 @@ def test_pooled_is_refused_where_it_has_no_earlier_batches(bits):
     est = OneBitMultiLabel(6, step="pooled", batch_size=M)
     with pytest.raises(ValueError, match="step='pooled' is not allowed in partial_fit"):
         est.partial_fit(X_rows[:M], labels[:M], y[:M], n_labels=d2)
+    with pytest.raises(ValueError, match=r"step='refine' is not allowed in partial_fit \(.*"
+                                         r"pooled steps re-read .*\): pass step='moment'$"):
+        OneBitMultiLabel(6, step="refine").partial_fit(X_rows[:M], labels[:M], y[:M],
+                                                        n_labels=d2)
     with pytest.raises(ValueError, match="step='pooled' is not allowed with queries='model'"):
         OneBitMultiLabel(6, step="pooled", queries="model", n_iter=3).fit(X, Y)
 
@@ -169,3 +173,26 @@ def test_a_pool_of_uniform_rows_sums_the_asked_rows_at_their_mean(bits, monkeypa
     assert _gap(mean, exact, bits[4]) < 1e-9
     kept, labels = np.sum(seen, axis=0)
     assert 0 < kept < labels  # some labels' negative sums kept, some at their mean
+
+
+def test_the_best_iterate_on_the_validation_bits_keeps_its_own_map(bits, monkeypatch):
+    """Each pooled step re-estimates the ridge map: the iterate the validation bits select
+    comes back with the map it was scored with (the calibration and the predictions use
+    it), not the last step's. The maps do move (the check can fail)."""
+    from onebit_dask.fit import validation
+
+    X, Y = bits[5], bits[6]
+    maps, update = {}, validation.ValidationBits.update
+
+    def first_is_best(self, engine, A, top, iteration, feature_map=None):
+        maps[iteration] = feature_map
+        record = update(self, engine, A, top, iteration, feature_map)
+        if iteration == 0:
+            self.best = (np.inf, *self.best[1:])
+        return record
+    monkeypatch.setattr(validation.ValidationBits, "update", first_is_best)
+    est = OneBitMultiLabel(6, batch_size=M, n_iter=T, step="pooled", features="ridge",
+                           validation_fraction=0.5, random_state=0, engine="local").fit(X, Y)
+    assert est.best_iteration_ == 0
+    np.testing.assert_array_equal(est.feature_map_.scale, maps[0].scale)
+    assert np.max(np.abs(maps[T].scale / maps[0].scale - 1)) > 1e-3

@@ -349,10 +349,10 @@ def test_refine_takes_pooled_steps_then_residual_steps_that_keep_falling(pooled_
     are residual steps (only the bits the model gets wrong are active), and with the
     balanced scale they still lower the error at every step."""
     problem, _ = pooled_problem
-    moment = _moment_errors(problem, "pooled")
+    pooled = _moment_errors(problem, "pooled")
     history = _history(problem, "refine")
     refine = [h["frobenius_error"] for h in history]
-    assert refine[:5] == moment[:5]
+    assert refine[:5] == pooled[:5]
     assert all(b < a for a, b in zip(refine[4:], refine[5:])), refine
     active = [h["n_active"] for h in history]
     assert active[:5] == [100_000] * 5 and max(active[5:]) < 50_000, active
