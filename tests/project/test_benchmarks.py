@@ -151,12 +151,23 @@ def test_xc_peers_benchmark_onebit_row_smoke():
     proc = run_bench("bench_xc_peers.py", "--smoke", "--no-peers")
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
-    assert [r["library"] for r in results] == ["onebit-dask (averaged step, in-process)"]
+    assert [r["library"] for r in results] == ["onebit-dask (step='moment', in-process)"]
     row = results[0]
     assert row["given"] == "label matrix: 400000 uniform bits" and row["missing"] == 0
     assert all(0 <= row[key] <= 1 for key in ("precision_at_1", "precision_at_3",
                                                "precision_at_5", "ndcg_at_5", "psp_at_5"))
     assert row["train_s"] > 0 and row["peak_mib"] > 0
+
+
+def test_xc_peers_benchmark_found_positives_smoke():
+    # onebit-dask's learner-chosen queries and the file of the positives they found
+    proc = run_bench("bench_xc_peers.py", "--smoke", "--no-peers", "--found", "20000")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    assert [r["library"] for r in results] == ["onebit-dask (queries='model', in-process)",
+                                               "onebit-dask (step='moment', in-process)"]
+    assert "20000 bits chosen by the model" in results[0]["given"]
+    assert 0 <= results[0]["precision_at_1"] <= 1
 
 
 def test_topk_index_benchmark_smoke():

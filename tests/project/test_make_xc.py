@@ -64,3 +64,25 @@ def test_bench_convert_smoke():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["n"] == 3000 and (result["d1"], result["d2"]) == (2000, 5000)
     assert result["convert_peak_mib"] >= result["import_floor_mib"] > 0
+
+
+def test_bench_pooled_and_bench_scorer_smoke(tmp_path):
+    """The pooled-step and scorer benchmarks on two tiny generated files: every rule's
+    line and the means, and the scorer's lines, each with precisions in [0, 1]."""
+    from tests.support.helpers import run_bench
+
+    _make(tmp_path / "train.txt", "--seed", "0")
+    _make(tmp_path / "test.txt", "--seed", "1")
+    files = (str(tmp_path / "train.txt"), str(tmp_path / "test.txt"))
+    proc = run_bench("bench_pooled.py", *files, "--bits", "20000", "--batches", "4",
+                     "--rank", "3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["step"] for r in lines] == ["moment", "pooled", "auto", "one"]
+    assert all(0 <= r["precision_at_1"] <= 1 for r in lines)
+    assert lines[2]["kept"] in ("pooled", "refine") and "means over seeds" in proc.stdout
+    proc = run_bench("bench_scorer.py", *files, "--bits", "20000", "--batches", "4",
+                     "--rank", "3", "--rows", "300", "--scales", "0.1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 2 and all(0 <= r["precision_at_5"] <= 1 for r in lines)
