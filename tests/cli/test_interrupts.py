@@ -602,3 +602,47 @@ def test_ctrl_c_while_predict_scores_or_writes(predicted, monkeypatch, form, whe
     assert out.getvalue() in ("", whole), out.getvalue()[:200]
     if when == "writing":
         assert out.getvalue() == whole  # the signal came during the write: it is whole
+
+
+def test_a_ctrl_c_inside_a_figures_png_write_keeps_the_old_figure_whole(tmp_path, monkeypatch,
+                                                                       capsys):
+    """A Ctrl-C that lands while ``report --plots`` writes a PNG (half of its bytes
+    written), deterministically: the command ends with 130 and one line, the figures
+    written before it are whole, the interrupted one is the previous run's file, whole,
+    and no temporary file is left."""
+    import hashlib
+
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from onebit_dask.cli.main import main
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    cube = tmp_path / "cube.zarr"
+    plots = tmp_path / "plots"
+    assert main(["sweep", str(spec), "--out", str(cube), "--workers", "0", "--quiet"]) == 0
+    assert main(["report", str(cube), "--plots", str(plots), "--quiet"]) == 0
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in plots.iterdir()}
+    assert len(before) >= 2, before
+    capsys.readouterr()
+    savefig, calls = Figure.savefig, []
+
+    def cut_in_the_second(self, fh, **kwargs):
+        calls.append(1)
+        if len(calls) < 2:
+            return savefig(self, fh, **kwargs)
+        import io
+        whole = io.BytesIO()
+        savefig(self, whole, **kwargs)
+        fh.write(whole.getvalue()[: len(whole.getvalue()) // 2])
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Figure, "savefig", cut_in_the_second)
+    assert main(["report", str(cube), "--plots", str(plots), "--quiet"]) == 130
+    assert capsys.readouterr().err == "onebit-dask: interrupted\n"
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in plots.iterdir()}
+    assert after == before  # every name there before, each file whole (the first rewritten
+    #                         with the same bytes, the second untouched), nothing else
+    for name in after:
+        with Image.open(plots / name) as image:
+            image.load()
