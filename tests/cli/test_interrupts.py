@@ -313,7 +313,6 @@ def test_a_ctrl_c_while_a_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch, ho
     would be nobody's (refused as not a lock, for good), a whole one a stale lock next
     to the store. Raised there (as Python raises it at a call's return), or signalled
     there (held back until the lock is taken, then given back): no lock file."""
-    import signal
 
     from onebit_dask.io.stores import lock as lock_module
     from onebit_dask.io.stores.lock import StoreLock
@@ -324,7 +323,7 @@ def test_a_ctrl_c_while_a_lock_is_taken_leaves_no_lock(tmp_path, monkeypatch, ho
         fsync(fd)
         if how == "raised":
             raise KeyboardInterrupt
-        os.kill(os.getpid(), signal.SIGINT)
+        sigint_to_the_main_thread()
 
     monkeypatch.setattr(lock_module.os, "fsync", interrupted)
     store = tmp_path / "s.zarr"
@@ -385,7 +384,6 @@ def test_a_ctrl_c_inside_a_garbage_collectors_callback_still_stops_the_command(m
     ignored in ... _gc_callback") and the command went on to its end. The interrupt comes
     again once the callback has returned."""
     import gc
-    import signal
     import time
 
     from onebit_dask.cli import sweeps
@@ -395,7 +393,7 @@ def test_a_ctrl_c_inside_a_garbage_collectors_callback_still_stops_the_command(m
     def callback(phase, info):
         if phase == "start" and not sent:
             sent.append(os.getpid())
-            os.kill(os.getpid(), signal.SIGINT)
+            sigint_to_the_main_thread()
             sum(i for i in range(1000))  # Python code of the callback: the signal is seen here
 
     def busy(args):
@@ -519,9 +517,21 @@ def test_ctrl_c_while_the_saved_models_metadata_are_consolidated(tmp_path, monke
         assert OneBitMultiLabel.load(model).n_features_in_ == 20
 
 
+def sigint_to_the_main_thread():
+    """SIGINT sent to this process's main thread, where Python runs its handler. Sent to
+    the process (``os.kill``), a signal the main thread blocks (``sigint_deferred``) goes
+    to another thread (pytest-xdist's, a client's), and under load that thread may take it
+    after the command is over: the ``KeyboardInterrupt`` then ends the test process."""
+    import signal
+    import threading
+
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
 class CtrlCOnWrite:
-    """A redirected stdout (a file, not a terminal) that sends SIGINT to this process as
-    its first write returns: a Ctrl-C while the command's output is being written."""
+    """A redirected stdout (a file, not a terminal) that sends SIGINT to this process's
+    main thread as its first write returns: a Ctrl-C while the command's output is being
+    written."""
 
     def __init__(self):
         import io
@@ -529,12 +539,10 @@ class CtrlCOnWrite:
         self.buffer, self.writes = io.StringIO(), 0
 
     def write(self, text):
-        import signal
-
         self.buffer.write(text)
         self.writes += 1
         if self.writes == 1:
-            os.kill(os.getpid(), signal.SIGINT)
+            sigint_to_the_main_thread()
             sum(range(1000))  # Python code: the handler runs here
         return len(text)
 
@@ -581,7 +589,6 @@ def test_ctrl_c_while_predict_scores_or_writes(predicted, monkeypatch, form, whe
     first rows, as if they were all)."""
     import contextlib
     import io
-    import signal
 
     from onebit_dask import OneBitMultiLabel
     from onebit_dask.cli.main import main
@@ -591,7 +598,7 @@ def test_ctrl_c_while_predict_scores_or_writes(predicted, monkeypatch, form, whe
         top_k = OneBitMultiLabel.predict_top_k
 
         def interrupted(self, *a, **k):
-            os.kill(os.getpid(), signal.SIGINT)
+            sigint_to_the_main_thread()
             return top_k(self, *a, **k)
 
         monkeypatch.setattr(OneBitMultiLabel, "predict_top_k", interrupted)
