@@ -280,8 +280,7 @@ def pool_batch(block: Block, data, model: StepModel) -> Block:
         keep = np.isin(active.labels, exact)
         active = active._replace(X_neg=row_scaled(keep.astype(float), active.X_neg),
                                  exact=exact)
-        if scipy.sparse.issparse(active.X_neg):
-            active.X_neg.eliminate_zeros()
+        active.X_neg.eliminate_zeros()
     pool = active if block.pool is None else merged_sums([block.pool, active])
     return replace(block, pool=pool, out=None)
 
@@ -303,7 +302,7 @@ def exact_labels(active: ActiveRows) -> np.ndarray:
 
 def ridge_moments(block: Block, mean: np.ndarray) -> Block:
     """``out``: the block's share of the sums over labels that the empirical-Bayes ridge
-    of the pooled bits takes (:func:`~onebit_dask.ops.features.ridge_moments` of the
+    of the pooled bits takes (:func:`~onebit_dask.ops.features.ridge_parts` of the
     pool's sums of positive rows and counts)."""
     pool = block.pool
     S = pool.X if pool.features is None else pool.X[:, :-1]  # homogeneous rows [S_j, mass]

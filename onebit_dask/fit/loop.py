@@ -32,20 +32,20 @@ from .state import FitSettings, FitState, restore
 from .validation import ValidationBits
 
 def map_features(settings: FitSettings, state: FitState, rows, bits=None,
-                 pooled: bool = False) -> None:
+                 keep_basis: bool = False) -> None:
     """Estimate the feature map of ``settings.features`` from the training features
     ``rows()`` (:func:`onebit_dask.features.fit_feature_map`; an array, CSR matrix or
     ``RowChunks``, asked for only when there is a map) and, for the ridge map, the
     initial batch's bits ``bits()`` (``(X_rows, labels, y)`` pieces), its time counted
-    as training time. ``pooled`` (a fit whose steps pool, with thresholds): also keep
-    the ridge map's basis in ``state.ridge_basis`` (docs/ALGORITHM.md section 9f)."""
+    as training time. ``keep_basis`` (a fit whose steps pool, with thresholds): also
+    keep the ridge map's basis in ``state.ridge_basis`` (docs/ALGORITHM.md section 9f)."""
     if settings.features == "none":
         return
     start = time.perf_counter()
     state.feature_map, basis = fitted_map_and_basis(rows(), settings.features,
                                                     settings.whiten_components, state.rng,
                                                     bits, state.d2)
-    state.ridge_basis = basis if pooled and settings.threshold != "none" else None
+    state.ridge_basis = basis if keep_basis else None
     state.fit_s += time.perf_counter() - start
 
 
@@ -111,11 +111,12 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
             "(a checkpoint of a fit whose step='auto' meant 'moment'): resume it with "
             "step='moment', or start again with another checkpoint path")
     pooled = steps.pools_after(settings.step, max(first - 1, 0), n_iter)  # section 9f
+    keep_basis = pooled and settings.threshold != "none"  # a ridge re-estimated a step
     if saved is None:
         map_features(settings, state, source.features, initial_bits(source, settings),
-                     pooled)
+                     keep_basis)
         engine.start(state.bounds)
-    elif pooled and settings.threshold != "none":  # the ridge map's basis, once more
+    elif keep_basis:  # the ridge map's basis, once more
         state.ridge_basis = ridge_basis(source.features, settings.features)
     state.blas = engine.blas()
     features = shared_features(state, engine)
@@ -334,7 +335,7 @@ def _update(settings, state, engine, data, n_obs, source, evaluation, features):
         if model.pooled:
             engine.map(B.pool_batch, model, per_block=engine.by_block(data, model))
             data = None  # the blocks' pools
-            if start is not None and state.ridge_basis is not None and model.thresholds:
+            if start is not None and state.ridge_basis is not None:  # None: no thresholds
                 model = model._replace(features=pooled_map(state, engine))
         n_pooled = n_obs + (0 if start is None else state.n_samples_seen)
         if settings.dense_init(d1, d2):
