@@ -47,11 +47,12 @@ from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_diges
                                      check_version, checked_codecs, consolidate as
                                      consolidate_metadata, missing_chunk, unreadable_chunk)
 from ..metrics.names import RANKING_KS
+from .cell import IN_PROCESS
 from .noise import parse_noise
 from .spec import SweepSpec
 
 FORMAT = FORMAT_OF["cube"]
-FORMAT_VERSION = 8  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
+FORMAT_VERSION = 9  # 3: the spec's ``method`` is the cube's ``estimator`` dimension;
 #                     4: every chunk is written at creation, so a missing one is damage;
 #                     5: zstd chunks with their frame checksum, the attributes' digest;
 #                     6: a file cube's grid has the queries dimension;
@@ -59,10 +60,13 @@ FORMAT_VERSION = 8  # 3: the spec's ``method`` is the cube's ``estimator`` dimen
 #                        ``units`` on the numeric coordinates, their values' digest;
 #                     8: the digest of each package array's metadata (arrays_sha256);
 #                        the noise settings on two index dimensions, noise_model x
-#                        noise_level (:func:`noise_axes`)
+#                        noise_level (:func:`noise_axes`);
+#                     9: the per-cell strings (worker, host, engine) of zarr's ``string``
+#                        data type, coordinates of the variables (``coordinates``)
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 COORDS_CHECKED_SINCE = 7  # the first format with the coordinates' digest (coords_sha256)
 ARRAYS_CHECKED_SINCE = 8  # the first format with the arrays' metadata digest (arrays_sha256)
+PLACES_AS_COORDS_SINCE = 9  # the first format whose per-cell strings are zarr ``string``s
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
@@ -99,9 +103,10 @@ FILE_ITERATION_VARIABLES = {  # a cube of file datasets (.datafiles): held-out m
 CELL_VARIABLES = {
     "wall_s": ("s", "training wall time of the cell (per-iteration evaluation excluded)"),
     "worker": ("", "address of the Dask worker that ran the cell; for a cell fitted across "
-                   "the cluster (engine 'dask') the scheduler's address; empty in-process"),
+                   "the cluster (engine 'dask') the scheduler's address; 'in-process' for a "
+                   "cell the runner's process fitted"),
     "host": ("", "host name of the machine that ran the cell (the runner's for engine 'dask' "
-                 "and in-process; at most 64 characters)"),
+                 "and in-process)"),
     "engine": ("", "'local': the cell's fit ran in one process (one task); 'dask': it ran "
                    "with the Dask engine, its shards on all the workers"),
 }
@@ -133,9 +138,8 @@ DIGEST_REQUIRED = ("format", "format_version", "spec_name", "spec_text", "spec_f
 LATER_ATTRS = ("placement", "blas")  # set by the runner at the end of a run (set_attrs)
 XARRAY_ATTRS = ("coordinates",)  # xarray's own, rewritten when a user appends with xarray
 CONVENTIONS = "CF-1.10"
-STRINGS = ("worker", "host", "engine")
-STRING_LENGTH = 64  # the per-cell strings' fixed length: xarray opens a zarr ``string`` array
-#                    as numpy's StringDType, which ``Dataset.where`` cannot promote
+STRINGS = ("worker", "host", "engine")  # per cell; coordinates of the other variables
+OLD_STRING_DTYPE = np.dtype("<U64")  # theirs in formats 4 to 8 (fixed-length UTF-32)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a planted cube's
 FILE_VARIABLES = {**FILE_ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a file cube's
 COORDS = {
@@ -337,14 +341,17 @@ def _build(path: str, spec: SweepSpec) -> None:
     for name in variables(spec):
         per_iteration = name in iteration_variables(spec)
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
+        attrs = variable_attrs(name)
         if name in STRINGS:
-            dtype, fill = f"<U{STRING_LENGTH}", ""
+            dtype, fill = str, ""
+        else:
+            attrs["coordinates"] = " ".join(STRINGS)
         array = group.create_array(
             name, shape=(*shape, n_it) if per_iteration else shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
-            attributes=variable_attrs(name), config=ALL_CHUNKS, **checked_codecs())
-        array[...] = fill
+            attributes=attrs, config=ALL_CHUNKS, **checked_codecs())
+        array[...] = unwritten(name)
     group = zarr.open_group(path, mode="r+", use_consolidated=False)
     group.attrs.update(arrays_sha256=arrays_digests(group, [*ds.variables, *variables(spec)]))
     _sign(group, LATER_ATTRS)
@@ -390,11 +397,29 @@ def missing_part(group) -> str | None:
     """``"NAME/KEY"`` of the first chunk of the cube's variables (:func:`stored_variables`) in
     ``group`` that is missing (every chunk of a cube of format 4 or later is written when
     it is created), or ``None``. The coordinates are not asked: xarray writes them again
-    when a user appends a variable, without the chunks equal to the fill value."""
-    for name in (name for name in stored_variables(group) if name in group):
+    when a user appends a variable, without the chunks equal to the fill value; nor, from
+    format 9 on, the per-cell strings, which are coordinates too
+    (:func:`_places_problem` checks them)."""
+    version = group.attrs.get("format_version")
+    rewritten = STRINGS if isinstance(version, int) and version >= PLACES_AS_COORDS_SINCE \
+        else ()
+    for name in (name for name in stored_variables(group)
+                 if name in group and name not in rewritten):
         gone = missing_chunk(group[name])
         if gone is not None:
             return f"{name}/{gone[2]}"
+    return None
+
+
+def _places_problem(group) -> str | None:
+    """What is wrong with the per-cell strings of a cube of format 9 or later: a done cell
+    without one (a chunk missing, which reads as the fill value ``""``, or edited). Every
+    cell written has all three (the worker :data:`IN_PROCESS` when not on a worker), so a
+    chunk xarray dropped as all ``""`` held no done cell."""
+    done = group["done"][...]
+    for name in STRINGS:
+        if (done & (group[name][...] == "")).any():
+            return f"the array {name!r} holds no value for a done cell (a chunk missing or edited)"
     return None
 
 
@@ -413,10 +438,19 @@ def _attrs_problem(attrs: dict, required=DIGEST_REQUIRED) -> str | None:
     return None
 
 
-def _dtype_of(name: str) -> np.dtype:
+def unwritten(name: str):
+    """The value of the variable ``name`` in a cell not written: NaN, ``False`` for the
+    flags, ``""`` for the strings."""
+    return {"done": False, "failed": False}.get(name, "" if name in STRINGS else np.nan)
+
+
+def _dtype_of(name: str, version: int) -> np.dtype:
+    """The dtype of the variable ``name`` in a cube of format ``version``."""
     if name in FLAGS:
         return np.dtype(bool)
-    return np.dtype(f"<U{STRING_LENGTH}") if name in STRINGS else np.dtype("f8")
+    if name in STRINGS:
+        return np.dtypes.StringDType() if version >= PLACES_AS_COORDS_SINCE else OLD_STRING_DTYPE
+    return np.dtype("f8")
 
 
 def cube_problem(group, attrs: dict) -> str | None:
@@ -441,12 +475,16 @@ def cube_problem(group, attrs: dict) -> str | None:
     for name in stored_variables(group):
         if name not in group:
             return f"the array {name!r} is missing"
-        if group[name].dtype != _dtype_of(name):
+        if group[name].dtype != _dtype_of(name, version):
             return (f"the array {name!r} has dtype {group[name].dtype}, expected "
-                    f"{_dtype_of(name)}")
+                    f"{_dtype_of(name, version)}")
     gone = missing_part(group)
     if gone is not None:
         return f"the chunk {gone} is missing"
+    if version >= PLACES_AS_COORDS_SINCE:
+        problem = _places_problem(group)
+        if problem is not None:
+            return problem
     if checked:
         for name in package_arrays(group):
             bad = unreadable_chunk(group[name])
@@ -660,7 +698,7 @@ class CubeWriter:
                     self.arrays[name].set_coordinate_selection(
                         it_sel, np.repeat(np.array(rows), repeat, axis=0))
                 per_cell = {"wall_s": [float(r["wall_s"]) for _, _, r, _ in ok],
-                            **{k: [w[k][:STRING_LENGTH] for *_, w in ok] for k in STRINGS}}
+                            **{k: [w[k] for *_, w in ok] for k in STRINGS}}
                 for name, vals in per_cell.items():
                     self.arrays[name].set_coordinate_selection(
                         grid_sel, np.repeat(np.array(vals), repeat))

@@ -423,3 +423,34 @@ def by_noise_setting(ds):
     return ds.sel(noise_model=xr.DataArray([m for m, _ in settings], dims="noise"),
                   noise_level=xr.DataArray([lv for _, lv in settings], dims="noise")
                   ).assign_coords(noise=("noise", labels))
+
+
+def places_as_format_8(path) -> dict:
+    """Rewrite the per-cell strings (``worker``, ``host``, ``engine``) of the cube at
+    ``path`` as formats 4 to 8 stored them: fixed-length UTF-32 variables (``""`` for a
+    worker in-process), not coordinates of the other variables. Returns their values as
+    written. The cube's attributes are the caller's to set (its format, its digests)."""
+    import numpy as np
+    import zarr
+
+    from onebit_dask.io.stores.zarr_format import ALL_CHUNKS, checked_codecs
+    from onebit_dask.sweep import cube as store
+    from onebit_dask.utils.warnings import ignored
+
+    group = zarr.open_group(path, mode="r+", use_consolidated=False)
+    written = {name: np.array(group[name][...].tolist(), dtype=str) for name in store.STRINGS}
+    written["worker"][written["worker"] == "in-process"] = ""
+    with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
+        for name in store.STRINGS:
+            old = group[name]
+            dims, attrs, chunks = old.metadata.dimension_names, dict(old.attrs), old.chunks
+            del group[name]
+            group.create_array(name, data=written[name].astype("<U64"), chunks=chunks,
+                               dimension_names=dims, attributes=attrs, config=ALL_CHUNKS,
+                               **checked_codecs())
+    for name in store.stored_variables(group):
+        if name not in store.STRINGS:
+            attrs = dict(group[name].attrs)
+            attrs.pop("coordinates")
+            group[name].attrs.put(attrs)
+    return written

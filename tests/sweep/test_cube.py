@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import time
 
 import numpy as np
@@ -11,6 +12,7 @@ from onebit_dask.io.stores.zarr_format import group_attrs
 from onebit_dask.sweep import cube as store
 from onebit_dask.sweep import plan
 from onebit_dask.sweep.spec import parse_spec
+from tests.support.helpers import places_as_format_8
 
 SPEC = parse_spec("""
 name: tiny
@@ -413,13 +415,17 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
     "missing coordinate chunk": (lambda p: os.remove(os.path.join(p, "step", "c", "0")),
                                  r"is damaged.{1,2}the coordinate 'step' differs from what "
                                  r"was written \(a chunk missing or edited\)"),
+    "missing per-cell string chunks": (
+        lambda p: shutil.rmtree(os.path.join(p, "worker", "c")),
+        r"is damaged.{1,2}the array 'worker' holds no value for a done cell \(a chunk missing "
+        r"or edited\)"),
     "edited byte order": (lambda p: _big_endian(p, "auc"),
                           r"is damaged.{1,2}the metadata of the array auc \(its zarr.json"),
     "edited byte order of a coordinate": (
         lambda p: _big_endian(p, "d1"),
         r"is damaged.{1,2}the metadata of the array d1 \(its zarr.json"),
     "version 99": (lambda p: _cube_attrs(p, lambda a: a.update(format_version=99)),
-                   r"was written by a newer onebit-dask \(format v99, this reads up to v8\): "
+                   r"was written by a newer onebit-dask \(format v99, this reads up to v9\): "
                    r"upgrade onebit-dask$"),
 }
 
@@ -432,7 +438,7 @@ def test_a_swept_cube_is_signed_through_its_writes(swept, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         attrs = store.check_cube(swept)
-    assert attrs["format_version"] == 8 and {"placement", "blas"} <= set(
+    assert attrs["format_version"] == 9 and {"placement", "blas"} <= set(
         attrs["attrs_digested"])
     path = str(tmp_path / "cube.zarr")
     store.create(path, SPEC)
@@ -490,6 +496,7 @@ def test_a_cube_of_format_4_is_read_with_one_warning(swept, tmp_path):
     from onebit_dask.sweep.report import report
 
     path = _copy_cube(swept, tmp_path)
+    places_as_format_8(path)
     _cube_attrs(path, lambda a: (a.update(format_version=4), a.pop("attrs_sha256"),
                                  a.pop("attrs_digested"), a.pop("arrays_sha256")))
     with pytest.warns(UserWarning, match="older onebit-dask without checksums") as seen:
@@ -533,6 +540,7 @@ def test_a_cube_whose_format_version_was_lowered_is_refused(swept, tmp_path):
 
 def _as_format_7(path):
     """The cube at ``path`` as format 7 wrote it: without ``arrays_sha256``, signed."""
+    places_as_format_8(path)
     def edit(attrs):
         attrs.pop("arrays_sha256")
         attrs.update(format_version=7, attrs_digested=[k for k in attrs["attrs_digested"]
@@ -608,6 +616,7 @@ def test_a_cube_of_format_6_opens_as_before(cube):
     from onebit_dask.io.stores.zarr_format import checked_codecs
     from onebit_dask.utils.warnings import ignored
 
+    places_as_format_8(cube)
     group = zarr.open_group(cube, mode="r+", use_consolidated=False)
     with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
         for name in ("estimator", "noise_model", "step"):
@@ -728,3 +737,69 @@ def test_a_fresh_cube_opens_and_loads_with_warnings_as_errors(noise_cube):
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": root})
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# -- format 9: the per-cell strings are zarr strings, coordinates of the variables -------------
+ZARR_V3_TYPES = {"string", "float64", "bool", "int64"}  # data types with a Zarr v3 spec
+
+
+def test_every_array_of_a_swept_cube_has_a_zarr_v3_data_type(noise_cube):
+    """No array of a fresh cube is of a data type without a Zarr v3 specification (format 8
+    wrote the per-cell strings as fixed-length UTF-32); the strings open as coordinates,
+    so ``Dataset.where`` on a numeric condition masks every variable of the lazy cube."""
+    import json
+
+    import xarray as xr
+    import zarr
+
+    group = zarr.open_group(noise_cube, mode="r", use_consolidated=False)
+    for name, array in group.arrays():
+        with open(os.path.join(noise_cube, name, "zarr.json")) as fh:
+            kind = json.load(fh)["data_type"]
+        assert kind in ZARR_V3_TYPES, (name, kind)
+    for name in store.STRINGS:
+        assert group[name].metadata.to_dict()["data_type"] == "string", name
+    ds = xr.open_zarr(noise_cube)
+    assert set(store.STRINGS) <= set(ds.coords) and not set(store.STRINGS) & set(ds.data_vars)
+    done = ds["done"].values
+    assert (ds["engine"].values[done] == "local").all()
+    assert (ds["host"].values[done] == store.this_host()).all()
+    assert (ds["engine"].values[~done] == "").all()
+    level = float(np.nanmedian(ds["auc"].isel(iteration=-1).values))
+    kept = ds.where(ds["auc"].isel(iteration=-1) > level).load()  # format 8 raised here
+    final = ds["auc"].isel(iteration=-1).values
+    np.testing.assert_array_equal(np.isfinite(kept["auc"].isel(iteration=-1).values),
+                                  np.isfinite(final) & (final > level))
+    np.testing.assert_array_equal(kept["host"].values, ds["host"].values)
+    means = ds["auc"].groupby(ds["engine"].compute()).mean(...).compute()
+    assert list(means["engine"].values) == ["", "local"]  # not run: every value NaN
+    auc = ds["auc"].values
+    np.testing.assert_allclose(float(means.sel(engine="local")), np.nanmean(auc[done]),
+                               rtol=1e-12)
+    assert np.isnan(float(means.sel(engine="")))
+
+
+def test_a_cube_of_format_8_opens_as_before(noise_cube, tmp_path):
+    """Format 8 stored the per-cell strings as fixed-length UTF-32 variables: such a cube
+    opens (checked, its metadata digest whole) with the same values, and a run on it is
+    refused with the message of an older format."""
+    import zarr
+    from onebit_dask.io.stores.zarr_format import arrays_digests
+    from onebit_dask.utils.warnings import ignored
+
+    path = str(tmp_path / "cube.zarr")
+    shutil.copytree(noise_cube, path)
+    written = places_as_format_8(path)
+    group = zarr.open_group(path, mode="r+", use_consolidated=False)
+    names = list(group.attrs["arrays_sha256"])
+    with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
+        store.set_attrs(path, format_version=8, arrays_sha256=arrays_digests(group, names))
+    ds = store.open_cube(path)
+    assert ds.attrs["format_version"] == 8
+    assert set(store.STRINGS) <= set(ds.data_vars) and ds["host"].dtype == np.dtype("<U64")
+    for name in store.STRINGS:
+        np.testing.assert_array_equal(ds[name].values, written[name])
+    fresh = store.open_cube(noise_cube)
+    np.testing.assert_array_equal(ds["auc"].values, fresh["auc"].values)
+    with pytest.raises(store.StoreError, match="older onebit-dask .*format 8.*--overwrite"):
+        plan.check_output(path, NOISE_SPEC, False)

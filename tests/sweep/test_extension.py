@@ -468,7 +468,7 @@ fixed: {n_test: 100, n_shards: 2}
         assert array.chunks != array.shape  # the grid split into several chunks
         if array.dtype == bool:
             array[...] = rng.random(array.shape) < 0.5
-        elif array.dtype.kind == "U":
+        elif array.dtype.kind in "UT":
             array[...] = rng.integers(0, 100, array.shape).astype(str)
         else:
             array[...] = rng.random(array.shape)
@@ -479,7 +479,7 @@ fixed: {n_test: 100, n_shards: 2}
     assert zarr.open_array(os.path.join(path, "done"), mode="r").chunks[:-2] != chunks[:-2]
     for name in store.variables(old):
         was, now = before[name], after[name]
-        fill = {"b": False, "U": ""}.get(now.dtype.kind, np.nan)
+        fill = {"b": False, "U": "", "T": ""}.get(now.dtype.kind, np.nan)
         expected = xr.full_like(now, fill)
         at = {d: was[d].values for d in was.dims}
         expected.loc[at] = was.values

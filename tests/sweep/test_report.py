@@ -132,7 +132,7 @@ def test_half_finished_cube_says_how_many_seeds(tmp_path):
     for index, params in FACETED.cells():
         if params["d1"] == 20 and params["seed"] < 2 or params["d1"] == 40 and params["seed"] == 0:
             planted = dict(result, frobenius_error=[0.5, 0.25, 0.1 + 0.1 * params["seed"]])
-            writer.add(index, False, params, planted, {"worker": "", "host": "h",
+            writer.add(index, False, params, planted, {"worker": "in-process", "host": "h",
                                                        "engine": "local"})
     writer.flush()
     with warnings.catch_warnings():
@@ -173,7 +173,8 @@ def test_datasets_that_set_batch_size_and_names_with_slashes_plot(tmp_path):
             "spectral_error", "frobenius_error", "hamming_loss", "auc")}
         result.update(n_samples=[1.0 * params["batch_size"] * (i + 1) for i in range(3)],
                       fit_s=[0.1, 0.2, 0.3], n_active=[10.0, 5.0, 5.0], wall_s=1.0)
-        writer.add(index, False, params, result, {"worker": "", "host": "h", "engine": "local"})
+        writer.add(index, False, params, result, {"worker": "in-process", "host": "h",
+                                                   "engine": "local"})
     writer.flush()
     cells = collect(open_cube(path))
     assert sorted(zip(cells.params["dataset"], cells.params["batch_size"])) == sorted(
@@ -242,10 +243,13 @@ def test_a_cube_of_format_7_with_its_noise_dimension_reports_the_same(cube, tmp_
 
     from onebit_dask.io.stores.zarr_format import checked_codecs
     from onebit_dask.sweep import cube as store
+    from onebit_dask.utils.warnings import ignored
     from tests.support.helpers import by_noise_setting
 
     new = store.open_cube(cube).load()
-    old = by_noise_setting(new).drop_encoding()
+    old = by_noise_setting(new).drop_encoding().reset_coords(list(store.STRINGS))
+    for name in store.STRINGS:  # format 7's per-cell strings: fixed-length variables
+        old[name] = old[name].astype("<U64").where(old[name] != "in-process", "")
     old = old.transpose(*(d for d in new["auc"].dims if d != "noise_level"
                           for d in (("noise",) if d == "noise_model" else (d,))))
     assert old["auc"].dims[5] == "noise" and old["noise_model"].dims == ("noise",)
@@ -254,9 +258,10 @@ def test_a_cube_of_format_7_with_its_noise_dimension_reports_the_same(cube, tmp_
     old.attrs.update(format_version=7, coords_sha256={
         name: store.coord_digest(old[name].values) for name in old.coords})
     path = str(tmp_path / "format7.zarr")
-    old.to_zarr(path, zarr_format=3, consolidated=False, write_empty_chunks=True,
-                encoding={name: {"compressors": checked_codecs()["compressors"]}
-                          for name in old.variables})
+    with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
+        old.to_zarr(path, zarr_format=3, consolidated=False, write_empty_chunks=True,
+                    encoding={name: {"compressors": checked_codecs()["compressors"]}
+                              for name in old.variables})
     store._sign(zarr.open_group(path, mode="r+"))
     assert "noise" in store.open_cube(path).dims
     assert report(path)[0] == report(cube)[0]

@@ -55,7 +55,7 @@ def test_cube_is_complete_and_sensible(in_process):
         xr.open_zarr(in_process)
     ds = by_noise_setting(open_cube(in_process).load())
     assert ds["done"].all()
-    assert (ds["engine"] == "local").all() and (ds["worker"] == "").all()
+    assert (ds["engine"] == "local").all() and (ds["worker"] == "in-process").all()
     # fit_s is cumulative; n_active <= the batch; both from the estimator's history
     assert (ds["fit_s"].diff("iteration") >= 0).all()
     assert ((ds["n_active"] > 0) & (ds["n_active"] <= 4000)).all()
