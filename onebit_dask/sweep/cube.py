@@ -47,7 +47,6 @@ from ..io.stores.zarr_format import (ALL_CHUNKS, DamagedStoreError, arrays_diges
                                      check_version, checked_codecs, consolidate as
                                      consolidate_metadata, missing_chunk, unreadable_chunk)
 from ..metrics.names import RANKING_KS
-from .cell import IN_PROCESS
 from .noise import parse_noise
 from .spec import SweepSpec
 
@@ -414,8 +413,8 @@ def missing_part(group) -> str | None:
 def _places_problem(group) -> str | None:
     """What is wrong with the per-cell strings of a cube of format 9 or later: a done cell
     without one (a chunk missing, which reads as the fill value ``""``, or edited). Every
-    cell written has all three (the worker :data:`IN_PROCESS` when not on a worker), so a
-    chunk xarray dropped as all ``""`` held no done cell."""
+    cell written has all three (the worker :data:`~onebit_dask.sweep.cell.IN_PROCESS` when
+    not on a worker), so a chunk xarray dropped as all ``""`` held no done cell."""
     done = group["done"][...]
     for name in STRINGS:
         if (done & (group[name][...] == "")).any():

@@ -111,7 +111,8 @@ def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
     without a step rule (stored along every step) also to the steps ``spec`` appends, as
     a run stores its cells. The new cube is written a block of its chunks at a time (the
     steps whole), each chunk once, whole (what the old cube does not hold: the value of
-    a cell not written, :func:`~onebit_dask.sweep.cube.unwritten`); a block with nothing of the old cube is left as the build wrote it."""
+    a cell not written, :func:`~onebit_dask.sweep.cube.unwritten`); a block with nothing
+    of the old cube is left as the build wrote it."""
     import zarr
 
     from .methods import METHODS
