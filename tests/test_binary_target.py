@@ -92,6 +92,52 @@ def test_a_saved_model_keeps_its_classes(fitted, tmp_path):
         OneBitMultiLabel.load(path)
 
 
+@pytest.mark.parametrize("classes", [np.array(["no", "yes"], dtype=object),
+                                     np.array([3, 7], dtype=np.int32),
+                                     np.array([-1.0, 2.0], dtype=np.float32),
+                                     np.array([False, True]),
+                                     np.array(["no", "yes"])], ids=str)
+def test_a_saved_model_keeps_the_data_type_of_its_classes(classes, tmp_path):
+    """``classes_`` loads with the data type it was fitted with (``classes_dtype``), so
+    ``predict`` of the loaded model equals the fitted one's, dtype included: without it an
+    object array comes back as ``<U``, ``int32`` as ``int64``, ``float32`` as ``float64``."""
+    X, y, _ = planted(600, 0)
+    y = np.where(y == "yes", classes[1], classes[0]).astype(classes.dtype)
+    est = OneBitMultiLabel(1, batch_size=3000, n_iter=1, engine="local",
+                           random_state=0).fit(X, y)
+    assert est.classes_.dtype == classes.dtype
+    loaded = OneBitMultiLabel.load(est.save(tmp_path / "m.zarr"))
+    assert loaded.classes_.dtype == classes.dtype
+    np.testing.assert_array_equal(loaded.classes_, classes)
+    assert loaded.predict(X).dtype == est.predict(X).dtype == classes.dtype
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+
+
+def test_a_classes_dtype_that_does_not_hold_the_classes_is_damage(fitted, tmp_path):
+    """An edited ``classes_dtype`` is refused: by the digest, and, signed again, by the
+    check that the data type holds the classes (``<U1`` would cut ``"yes"``)."""
+    from onebit_dask.persist.model_store import signed_attrs
+
+    path = fitted[0].save(tmp_path / "m.zarr")
+    meta_file = os.path.join(path, "zarr.json")
+    meta = json.load(open(meta_file))
+    assert meta["attributes"]["classes_dtype"] == "<U3"
+    for kind, signed in (("<U1", False), ("<U1", True), ("not a dtype", True),
+                         (None, True)):
+        attrs = {k: v for k, v in meta["attributes"].items() if k != "attrs_sha256"}
+        attrs["classes_dtype"] = kind
+        if kind is None:
+            del attrs["classes_dtype"]
+        edited = signed_attrs(attrs) if signed else {**meta["attributes"],
+                                                     "classes_dtype": kind}
+        json.dump({**meta, "attributes": edited}, open(meta_file, "w"))
+        if kind is None:  # a version-7 store written before classes_dtype: as before
+            np.testing.assert_array_equal(OneBitMultiLabel.load(path).classes_, ["no", "yes"])
+            continue
+        with pytest.raises(DamagedStoreError, match="classes_dtype" if signed else "SHA-256"):
+            OneBitMultiLabel.load(path)
+
+
 def test_other_targets_are_refused_in_scikit_learns_words():
     X = np.random.default_rng(0).standard_normal((30, 4))
     with pytest.raises(ValueError, match="Only binary classification is supported. The type "

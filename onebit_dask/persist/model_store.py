@@ -70,15 +70,17 @@ VERSION = 7  # 2: checksums, dimension names, rng_state integers as decimal stri
 #             zstd chunks with their frame checksum; 5: consolidated metadata (for
 #             xarray and other readers; the package reads each array's own); 6: calibration,
 #             and a checkpoint's pairs asked under chosen queries; 7: classes (a
-#             binary target's)
+#             binary target's) and, in the stores written since it was added,
+#             classes_dtype (their NumPy data type)
 DIGEST_SINCE = 4  # the first version whose attributes carry their digest
 DIGESTED = ("format", "version", "params", "n_features_in", "n_labels", "n_steps",
             "n_samples_seen", "fit_s", "bounds", "history", "data", "rng_state",
             "feature_components", "best_iteration", "validation_score", "blas", "versions",
             "checksums", "checkpoint",
-            "calibration", "queries_asked", "classes")  # every attribute a store may have
+            "calibration", "queries_asked", "classes", "classes_dtype")  # every attribute
 # the attributes that versions before these do not digest
-SINCE = {"calibration": 6, "queries_asked": 6, "classes": 7}
+SINCE = {"calibration": 6, "queries_asked": 6, "classes": 7, "classes_dtype": 7}
+WHEN_PRESENT = ("classes_dtype",)  # digested only where present (added within version 7)
 KEY_CHUNK = 1 << 20  # pair keys per chunk of a checkpoint's asked_keys and asked_found
 DIGESTED_TEXT = "params, history, bounds, rng_state, checksums and the rest"
 SLOTS = ("Q", "V", "B")
@@ -287,13 +289,18 @@ def signed_attrs(attrs: dict) -> dict:
     if unknown:
         raise ValueError(f"the model store attributes {sorted(unknown)} are not in DIGESTED")
     attrs = json.loads(json.dumps(attrs))
-    return {**attrs, "attrs_sha256": attrs_digest(attrs, digested(attrs["version"]))}
+    return {**attrs, "attrs_sha256": attrs_digest(attrs, digested(attrs))}
 
 
-def digested(version: int) -> tuple:
-    """The attributes whose digest a store of ``version`` carries (:data:`DIGESTED`, less
-    those added later: :data:`SINCE`)."""
-    return tuple(k for k in DIGESTED if SINCE.get(k, 0) <= version)
+def digested(attrs: dict) -> tuple:
+    """The attributes whose digest a store with the attributes ``attrs`` carries
+    (:data:`DIGESTED`, less those added after its version, :data:`SINCE`, and those of
+    :data:`WHEN_PRESENT` it does not have: a version-7 store written before
+    ``classes_dtype`` was added digests without it; one that has it digests it, so
+    removing or adding it is seen as an edit)."""
+    version = attrs["version"]
+    return tuple(k for k in DIGESTED if SINCE.get(k, 0) <= version
+                 and (k not in WHEN_PRESENT or k in attrs))
 
 
 def write_store_atomic(path: str, top, engine, attrs: dict, features=None,
@@ -355,9 +362,20 @@ def read_attrs(path: str, name: str = "model") -> dict:
                               "writer was interrupted has none)")
     where = f"model store {path!r}"
     if check_version(attrs, VERSION, DIGEST_SINCE, where, lacks="a digest of its attributes"):
-        check_attrs_digest(attrs, digested(attrs["version"]), where, DIGESTED_TEXT)
+        check_attrs_digest(attrs, digested(attrs), where, DIGESTED_TEXT)
     check_attrs(attrs, where)
     return attrs
+
+
+def _holds(classes, kind: str) -> bool:
+    """Whether the NumPy data type ``kind`` (a ``dtype.str``: booleans, integers, floats,
+    fixed-length or object strings) holds the values ``classes`` unchanged."""
+    try:
+        dtype = np.dtype(kind)
+    except TypeError:
+        return False
+    return (classes is not None and dtype.kind in "biufUO"
+            and np.asarray(classes, dtype=dtype).tolist() == classes)
 
 
 def check_attrs(attrs: dict, where: str) -> None:
@@ -392,6 +410,10 @@ def check_attrs(attrs: dict, where: str) -> None:
             and all(isinstance(c, (str, int, float)) for c in classes)):
         raise DamagedStoreError(f"{where} is damaged: the attribute classes={classes!r} is not "
                                 "the two distinct classes of a one-label model")
+    kind = attr(attrs, "classes_dtype", str, where, optional=True)
+    if kind is not None and not _holds(classes, kind):
+        raise DamagedStoreError(f"{where} is damaged: the attribute classes_dtype={kind!r} is "
+                                f"not a data type of its classes {classes!r}")
     bounds = attr(attrs, "bounds", list, where)
     if (len(bounds) < 2 or not all(isinstance(b, int) and not isinstance(b, bool)
                                    for b in bounds)

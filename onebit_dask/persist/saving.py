@@ -119,6 +119,7 @@ def model_attrs(params: dict, state) -> dict:
         "best_iteration": state.best_iteration, "validation_score": state.validation_score,
         "calibration": state.calibration, "blas": state.blas,
         "classes": None if state.classes is None else state.classes.tolist(),
+        "classes_dtype": None if state.classes is None else state.classes.dtype.str,
     })
 
 
@@ -138,8 +139,8 @@ def read_state(path: str, attrs: dict, engine) -> dict:
             "feature_map": feature_map, "top": top,
             "best_iteration": attrs.get("best_iteration"),  # None in an older store
             "blas": attrs.get("blas"), "calibration": attrs.get("calibration"),
-            "classes": (None if attrs.get("classes") is None
-                        else np.asarray(attrs["classes"])),
+            "classes": (None if attrs.get("classes") is None  # an older store: no dtype
+                        else np.asarray(attrs["classes"], dtype=attrs.get("classes_dtype"))),
             "asked": model_io.read_asked(path, attrs),
             "validation_score": (None if attrs.get("validation_score") is None
                                  else np.asarray(attrs["validation_score"], dtype=float))}
