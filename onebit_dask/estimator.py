@@ -25,6 +25,7 @@ from .utils.validation import (RANDOM_STATE, check_features, check_observations,
 from .data.arrays import ArraySource
 from .fit.heldout import HeldOut
 from .ops.thresholds import THRESHOLDS
+from .data.dask_inputs import check_not_a_task_key
 from .data.inputs import as_source
 from .data.label_matrix import (LabelMatrixSource, binary_target, check_label_count,
                                 check_label_matrix, drawn_pairs, is_one_dimensional)
@@ -580,6 +581,7 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         first = not hasattr(self, "A_")
         self._validate_params()
         X = self._validate_X(X, reset=first)
+        check_not_a_task_key(Y)
         binary = None  # a 1-D target's two classes
         if bits is None and is_one_dimensional(Y):
             if not first and self._state.classes is None:

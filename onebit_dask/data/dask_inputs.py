@@ -38,6 +38,22 @@ def _sparse_refusal(kind: str) -> str:
             "chunks, or the features as one scipy.sparse CSR matrix (X.compute())")
 
 
+def check_not_a_task_key(Y, name: str = "Y") -> None:
+    """Refuse a dask task key (a tuple ``(name, i, ...)``) passed where a block of labels
+    belongs: what ``dask_ml.wrappers.Incremental`` hands ``partial_fit`` for a 2-D
+    ``y``, whose blocks it addresses by their row index only (its ``_partial.fit`` builds
+    the key ``(y.name, i)``, which names no block of a 2-D array)."""
+    if (isinstance(Y, tuple) and len(Y) >= 2 and isinstance(Y[0], str)
+            and all(isinstance(i, int) for i in Y[1:])):
+        raise TypeError(f"{name}={Y!r} is a dask task key, not a block of labels: "
+                        "dask_ml.wrappers.Incremental passes a 2-D label matrix's blocks so "
+                        "(it indexes y's blocks by row only), and takes a 1-D binary target "
+                        "only; fit a dask label matrix with OneBitMultiLabel.fit(X, Y), which "
+                        "reads dask arrays a chunk at a time, or call partial_fit on its "
+                        "blocks yourself (for k in range(Y.numblocks[0]): est.partial_fit("
+                        "X.blocks[k].compute(), Y.blocks[k].compute()))")
+
+
 def check_dask_shape(X, name: str = "X") -> None:
     """Refuse, computing nothing, a dask array ``X`` of features that is not 2-D, whose
     chunk sizes are unknown, that has no row or no column, or that holds no numbers
