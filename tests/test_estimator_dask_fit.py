@@ -154,3 +154,54 @@ def test_a_dask_eval_set_is_read_a_chunk_at_a_time(features_, monkeypatch):
     with pytest.raises(ValueError, match="eval_set X_test has 7 features, but the training "
                                          "data have 12"):
         OneBitMultiLabel(**fit).fit(X, Y, eval_set=(da.from_array(X_test[:, :7]), Y_test))
+
+
+def _sparse_data(n=400, d1=30, d2=9, seed=0):
+    """Non-negative sparse features (about 10 % non-zero, tf-idf-like) and labels."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(seed)
+    X = scipy.sparse.random(n, d1, density=0.1, format="csr", random_state=rng) * 3
+    Y = (rng.random((n, d2)) < 0.3).astype(np.int8)
+    return X, Y
+
+
+@pytest.mark.parametrize("params", [dict(), dict(features="none", threshold="none")])
+def test_a_dask_array_of_sparse_chunks_fits_as_its_csr_matrix(params, monkeypatch):
+    """A dask ``X`` of ``scipy.sparse`` chunks (row and column chunks) is gathered a row
+    chunk at a time into the CSR matrix the in-memory sparse path holds (never densified:
+    ``toarray`` of 60 rows or more fails the test) and fits as that matrix, bit for bit; an
+    ``eval_set`` of sparse chunks gives the metrics of its CSR matrix."""
+    import scipy.sparse
+
+    X, Y = _sparse_data()
+    X_test, Y_test = _sparse_data(n=150, seed=1)
+    fit = dict(rank=2, batch_size=1500, n_iter=3, n_shards=3, random_state=5,
+               engine="local") | params
+    want = OneBitMultiLabel(**fit).fit(X, Y, eval_set=(X_test, Y_test))
+    Xd = da.from_array(X, chunks=(90, 20), asarray=False)
+    Xd_test = da.from_array(X_test, chunks=(60, 30), asarray=False)
+    assert scipy.sparse.issparse(Xd._meta)
+    guard_whole_computes(monkeypatch)
+    toarray = scipy.sparse.csr_matrix.toarray
+
+    def densified(self, *args, **kwargs):  # a label's sums (at most d2 = 9 rows) may be
+        assert self.shape[0] < 60, f"rows of X densified: {self.shape}"
+        return toarray(self, *args, **kwargs)
+
+    monkeypatch.setattr(scipy.sparse.csr_matrix, "toarray", densified)
+    got = OneBitMultiLabel(**fit).fit(Xd, Y, eval_set=(Xd_test, Y_test))
+    monkeypatch.undo()
+    assert_same_model(want, got, X.toarray())
+    assert [h.get("auc") for h in got.history_] == [h.get("auc") for h in want.history_]
+
+
+def test_sparse_chunks_a_meta_does_not_announce_are_refused_in_one_message():
+    import scipy.sparse
+
+    X, Y = _sparse_data()
+    Xd = da.from_array(X.toarray(), chunks=(100, -1)).map_blocks(
+        scipy.sparse.csr_matrix, meta=np.empty((0, 0)))
+    with pytest.raises(TypeError, match="X is a dask array of csr_matrix chunks whose meta "
+                                        "says numpy: .*asarray=False"):
+        OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(Xd, Y)

@@ -1,6 +1,8 @@
-"""Dask arrays given to ``fit``: features ``X`` checked chunk by chunk, as
-:class:`ChunkedRows` (:func:`chunked_features`), and a label matrix ``Y`` gathered into
-this process's CSR matrix a row chunk at a time (:func:`gathered_labels`).
+"""Dask arrays given to ``fit``: features ``X`` of dense chunks checked chunk by chunk,
+as :class:`ChunkedRows` (:func:`chunked_features`); features of ``scipy.sparse`` chunks
+and a label matrix ``Y`` gathered into this process's CSR matrix a row chunk at a time
+(:func:`gathered_sparse`, :func:`gathered_labels`), as the in-memory sparse path holds
+them.
 
 Nothing here computes ``X`` whole: its checks are dask reductions of two flags a
 chunk (on the cluster of the current client, else in this process's threads), its chunks
@@ -24,18 +26,54 @@ def is_dask_array(X) -> bool:
 
 
 def _computed(block) -> np.ndarray:
-    """A chunk computed (by the current client's cluster, or in threads here); a sparse
-    chunk, which :func:`chunked_features` could not tell from the array's meta, refused."""
-    value = block.compute()
-    if not isinstance(value, np.ndarray):
-        raise TypeError(_sparse_refusal(type(value).__name__))
-    return value
+    """A chunk computed (by the current client's cluster, or in threads here; a sparse
+    chunk the array's meta did not announce is refused as it is computed,
+    :func:`_dense_chunk`)."""
+    return block.compute()
+
+
+def _dense_chunk(block) -> np.ndarray:
+    """A chunk as a C-contiguous array; a sparse chunk, which the array's meta did not
+    announce, refused."""
+    if not isinstance(block, np.ndarray):
+        raise TypeError(_sparse_refusal(type(block).__name__))
+    return np.ascontiguousarray(block)
+
+
+def _flags(block: np.ndarray) -> tuple[bool, bool]:
+    """``(every entry finite, an entry non-zero)`` of a chunk."""
+    return bool(np.isfinite(block).all()), bool((block != 0).any())
 
 
 def _sparse_refusal(kind: str) -> str:
-    return (f"X is a dask array of {kind} chunks: a dask array X is accepted with dense "
-            "(numpy) chunks only; pass X.map_blocks(lambda b: b.toarray()) for dense "
-            "chunks, or the features as one scipy.sparse CSR matrix (X.compute())")
+    return (f"X is a dask array of {kind} chunks whose meta says numpy: a dask array of "
+            "sparse chunks must say so in its meta, e.g. da.from_array(X_csr, chunks=(rows, "
+            "-1), asarray=False) or X.map_blocks(scipy.sparse.csr_matrix), so that its "
+            "chunks are gathered into one CSR matrix (never densified)")
+
+
+def has_sparse_chunks(X) -> bool:
+    """Whether the dask array ``X`` says (by its meta) that its chunks are
+    ``scipy.sparse`` matrices."""
+    import scipy.sparse
+
+    return scipy.sparse.issparse(getattr(X, "_meta", None))
+
+
+def gathered_sparse(X):
+    """The dask array ``X`` of ``scipy.sparse`` chunks (:func:`has_sparse_chunks`) as one
+    CSR matrix in this process, computed a row chunk at a time (the chunks of a row
+    joined side by side): what the in-memory sparse path holds, never densified. A chunk
+    that computes to a dense array is taken as its CSR matrix."""
+    import dask
+    import scipy.sparse
+
+    parts = []
+    for k in range(X.numblocks[0]):
+        row = dask.compute(*[X.blocks[k, j] for j in range(X.numblocks[1])])
+        parts.append(scipy.sparse.hstack([scipy.sparse.csr_matrix(b) for b in row],
+                                         format="csr"))
+    return scipy.sparse.vstack(parts, format="csr")
 
 
 def check_not_a_task_key(Y, name: str = "Y") -> None:
@@ -81,22 +119,21 @@ def chunked_features(X, name: str = "X") -> tuple[ChunkedRows, bool]:
     and whether any entry is non-zero.
 
     Refused before any work, naming ``name``: what :func:`check_dask_shape` refuses,
-    sparse chunks, and (from one reduction: two flags a chunk, on the current client's
-    cluster if there is one) NaN or infinite entries, the first one named as
-    ``check_features`` names it.
+    sparse chunks (:func:`gathered_sparse` reads those), and (from one pass: two flags a
+    chunk, on the current client's cluster if there is one) NaN or infinite entries, the
+    first one named as ``check_features`` names it.
     """
     import dask
-    import dask.array as da
 
     check_dask_shape(X, name)
     meta = getattr(X, "_meta", None)
     if meta is not None and not isinstance(meta, np.ndarray):
         raise TypeError(_sparse_refusal(type(meta).__name__))
     dtype = np.dtype(np.float32 if X.dtype == np.float32 else np.float64)
-    X = X.rechunk({1: -1}).astype(dtype).map_blocks(np.ascontiguousarray, dtype=dtype)
+    X = X.rechunk({1: -1}).astype(dtype).map_blocks(_dense_chunk, dtype=dtype)
     blocks = [X.blocks[k, 0] for k in range(X.numblocks[0])]
     offsets = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    flags = dask.compute(*[(da.isfinite(b).all(), (b != 0).any()) for b in blocks])
+    flags = dask.compute(*[dask.delayed(_flags)(b) for b in blocks])
     for k, (finite, _) in enumerate(flags):
         if not finite:  # the chunk's first bad entry, named as check_features names it
             check_finite(_computed(blocks[k]), name=name, row_offset=int(offsets[k]))

@@ -12,7 +12,7 @@ from ..utils.validation import check_features, check_observations
 from .synthetic.problem import FullObservationProblem, SyntheticProblem
 from .arrays import ArraySource
 from .dask_inputs import (check_dask_shape, chunked_features, gathered_labels,
-                          is_dask_array)
+                          gathered_sparse, has_sparse_chunks, is_dask_array)
 from .label_matrix import (LabelMatrixSource, binary_target, check_label_matrix,
                            check_learnable, is_one_dimensional)
 from .synthetic.source import ProblemSource
@@ -49,10 +49,12 @@ def as_source(X, Y=None, bits=None, *, n_labels=None, random_state=None):
       (:class:`~onebit_dask.data.arrays.ArraySource`).
 
     ``X`` is a dense array or a ``scipy.sparse`` matrix (kept sparse, as CSR), or, with
-    a label matrix ``Y``, a dask array of dense chunks: it is checked chunk by chunk and
+    a label matrix ``Y``, a dask array: of dense chunks, it is checked chunk by chunk and
     never computed whole here (:func:`~onebit_dask.data.dask_inputs.chunked_features`:
     a :class:`~onebit_dask.data.chunked_rows.ChunkedRows`, whose chunks the workers of a
-    Dask engine compute). A dask ``Y`` is gathered into a CSR matrix here, a row chunk
+    Dask engine compute); of ``scipy.sparse`` chunks, it is gathered into one CSR matrix
+    a row chunk at a time (:func:`~onebit_dask.data.dask_inputs.gathered_sparse`) and
+    fitted as that matrix. A dask ``Y`` is gathered into a CSR matrix here, a row chunk
     at a time (:func:`~onebit_dask.data.dask_inputs.gathered_labels`). Every check runs
     here, before any work.
     """
@@ -106,9 +108,10 @@ def _no_target() -> ValueError:
 
 
 def _dask_source(X, Y, bits, n_labels, random_state):
-    """The label matrix of a dask array ``X`` (checked chunk by chunk, never computed
-    whole here) and labels ``Y``; its shape and the rows of ``Y`` are checked before
-    anything is computed."""
+    """The label matrix of a dask array ``X`` (of dense chunks: checked chunk by chunk,
+    never computed whole here; of sparse chunks: gathered into CSR a chunk at a time) and
+    labels ``Y``; its shape and the rows of ``Y`` are checked before anything is
+    computed."""
     check_dask_shape(X)
     if Y is None:
         raise _no_target()
@@ -120,7 +123,10 @@ def _dask_source(X, Y, bits, n_labels, random_state):
     if rows != X.shape[0]:
         raise ValueError(f"Y has {rows} rows, but X has {X.shape[0]}: pass one row of Y per "
                          "row of X")
-    X, has_feature = chunked_features(X)
+    if has_sparse_chunks(X):  # the sparse path's CSR matrix, never densified
+        X, has_feature = check_features(gathered_sparse(X), training=True), None
+    else:
+        X, has_feature = chunked_features(X)
     if is_dask_array(Y):
         Y = Y.compute() if Y.ndim == 1 else gathered_labels(Y)  # a 1-D y: n classes
     return _label_matrix_source(X, Y, n_labels, random_state, has_feature)

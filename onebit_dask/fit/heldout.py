@@ -20,7 +20,8 @@ from ..engine import blocks as B
 from ..engine import topk
 from ..metrics.names import RANKING_KS
 from ..data.chunked_rows import ChunkedRows
-from ..data.dask_inputs import chunked_features, gathered_labels, is_dask_array
+from ..data.dask_inputs import (check_dask_shape, chunked_features, gathered_labels,
+                                gathered_sparse, has_sparse_chunks, is_dask_array)
 from ..data.label_matrix import check_label_matrix
 
 TOP_K = max(RANKING_KS)  # precision, nDCG and PSP at each k of RANKING_KS
@@ -75,7 +76,8 @@ class HeldOut:
     A dask array ``X_test`` (dense chunks) is checked and read a row chunk at a time
     (:func:`~onebit_dask.data.dask_inputs.chunked_features`): each evaluation computes
     its chunks in turn for the ``n_test x l`` products, never the array whole; a dask
-    ``Y_test`` is gathered into a CSR matrix a row chunk at a time.
+    ``Y_test``, and a dask ``X_test`` of sparse chunks, are gathered into a CSR matrix a
+    row chunk at a time (:func:`~onebit_dask.data.dask_inputs.gathered_sparse`).
 
     Parameters
     ----------
@@ -89,7 +91,10 @@ class HeldOut:
             raise TypeError(f"eval_set={type(eval_set).__name__} is not allowed: pass a pair "
                             "(X_test, Y_test) of features and a 0/1 label matrix")
         X, Y = eval_set
-        if is_dask_array(X):
+        if is_dask_array(X) and has_sparse_chunks(X):  # the sparse path's CSR matrix
+            check_dask_shape(X, name="eval_set X_test")
+            self.X = check_features(gathered_sparse(X), n_features=d1, name="eval_set X_test")
+        elif is_dask_array(X):
             self.X, _ = chunked_features(X, name="eval_set X_test")
             if self.X.shape[1] != d1:
                 raise ValueError(f"eval_set X_test has {self.X.shape[1]} features, but the "
