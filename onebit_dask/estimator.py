@@ -23,7 +23,8 @@ from .utils.checks import check_int, check_rank
 from .utils.validation import (RANDOM_STATE, check_features, check_observations,
                                validate_params)
 from .data.arrays import ArraySource
-from .fit.heldout import HeldOut
+from .fit import evaluation
+from .fit.evaluation import HeldOut
 from .ops.thresholds import THRESHOLDS
 from .data.dask_inputs import check_not_a_task_key
 from .data.inputs import as_source
@@ -968,9 +969,10 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
                              "pass a problem of the same shape")
         check_source(self.features, problem)
         test_set = problem.test_set()
-        per_block = fitting.evaluations(problem, test_set.labels, self._state.bounds)
+        per_block = evaluation.planted_evaluations(problem, test_set.labels,
+                                                   self._state.bounds)
         outs = self._live_blocks().map(evaluation_pieces, per_block=per_block)
-        return fitting.planted_metrics(problem, test_set, self.A_, self.n_labels_, outs)
+        return evaluation.planted_metrics(problem, test_set, self.A_, self.n_labels_, outs)
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path, *, overwrite=False, storage_options=None) -> str:

@@ -210,7 +210,7 @@ def _run_fit(args) -> int:
         checkpoint = _check_model_options(args)
         heldout = None
         if args.test_data is not None:
-            from ..fit.heldout import HeldOut, read_test_data
+            from ..fit.evaluation import HeldOut, read_test_data
 
             test = read_test_data(args.test_data, d1, d2, name="--test-data",
                                   training=f"--data {args.data!r}")

@@ -7,6 +7,9 @@
 * :mod:`.algorithm`: the initialisation and the steps, reduced in block order;
 * :mod:`.select`: ``step="select"``'s branches, kept by progressive validation;
 * :mod:`.validation`: the bits held out of each batch to score a fit;
-* :mod:`.heldout`: the ranking metrics of ``eval_set``, block by block;
+* :mod:`.evaluation`: what ``history_`` records at an evaluated iteration (the planted
+  truth's metrics, ``eval_set``'s ranking metrics), block by block;
+* :mod:`.calibration`: ``predict_proba``'s link, fitted on held-out bits;
+* :mod:`.queries`: the batches of learner-chosen queries;
 * :mod:`.progress`: the progress bar.
 """

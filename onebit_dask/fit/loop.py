@@ -16,13 +16,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..metrics import planted as metrics
 from . import select as progressive
 from .calibration import calibrate, held_out_batch
+from .evaluation import planted_evaluations, planted_metrics
 from .algorithm import init_dense, init_randomized, step
 from ..engine import placement
 from ..engine import blocks as B
-from ..engine.blocks import Evaluation, StepModel
+from ..engine.blocks import StepModel
 from ..ops.features import fitted_map_and_basis, ridge_basis, ridge_map, ridge_of
 from ..ops.kernels import one_blas_thread
 from . import steps
@@ -66,30 +66,12 @@ def prepare(engine, shards, bounds):
     return engine.prepare(shards, bounds), sum(sh.n_obs for sh in shards)
 
 
-def evaluations(problem, labels, bounds) -> list:
-    """One :class:`~onebit_dask.engine.blocks.Evaluation` per label block: the evaluated
-    ``labels`` it owns."""
-    truth = problem.planted()
-    return [Evaluation(truth, labels[(labels >= lo) & (labels < hi)])
-            for lo, hi in zip(bounds[:-1], bounds[1:])]
-
-
-def planted_metrics(problem, test_set, A, d2: int, outs) -> dict:
-    """The test metrics from the blocks' evaluation pieces (``[gram, B rows, b rows]``
-    each)."""
-    gram = sum(o[0] for o in outs)
-    B_eval = np.concatenate([o[1] for o in outs])
-    b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
-    return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], A, gram, B_eval,
-                                     d2, b_eval=b_eval)
-
-
 def fit_source(settings: FitSettings, state: FitState, engine, source, checkpoint=None,
                heldout=None) -> None:
     """Run a whole fit of ``source`` on ``engine`` into ``state`` (``n_iter + 1``
     batches), resuming ``checkpoint`` (:class:`onebit_dask.persist.Checkpoint`) if it
     holds this fit, and recording the held-out metrics of ``heldout``
-    (:class:`onebit_dask.data.heldout.HeldOut`)."""
+    (:class:`onebit_dask.fit.evaluation.HeldOut`)."""
     if checkpoint is None:
         return _run(settings, state, engine, source, None, heldout)
     with checkpoint:  # its one writer, from resume to the last write
@@ -136,7 +118,7 @@ def _run(settings, state, engine, source, checkpoint, heldout) -> None:
     problem, planted = source.planted, None
     if problem is not None:
         test_set = problem.test_set()
-        planted = (problem, test_set, evaluations(problem, test_set.labels, state.bounds))
+        planted = (problem, test_set, planted_evaluations(problem, test_set.labels, state.bounds))
     ranking = None
     if heldout is not None:
         heldout.place(engine, state.bounds)

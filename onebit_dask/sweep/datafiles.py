@@ -153,7 +153,7 @@ def make_estimator(params: dict, fixed: dict, client=None):
 
 def heldout_set(params: dict):
     """``(X_test, Y_test)`` of a file cell's test set."""
-    from ..fit.heldout import read_test_data
+    from ..fit.evaluation import read_test_data
 
     return read_test_data(params["test_path"], params["d1"], params["d2"],
                           name=f"datasets.{params['dataset']}.test",

@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from onebit_dask.estimator import OneBitMultiLabel
-from onebit_dask.fit.heldout import read_test_data
+from onebit_dask.fit.evaluation import read_test_data
 from onebit_dask.metrics.names import RANKING
 from onebit_dask.sweep import methods, run_sweep
 from onebit_dask.sweep.cube import open_cube

@@ -1,12 +1,23 @@
-r"""Ranking metrics of a model on held-out data ``(X_test, Y_test)``, block by block.
+r"""What a fit records about its model at an evaluated iteration (``history_``): the
+planted truth's metrics and the ranking metrics of held-out data, each from the pieces the
+label blocks compute where they live.
 
-Each label block scores the test rows on its own labels, ``X_test A b_j + b_j0``
-(:func:`onebit_dask.engine.blocks.ranking_pieces`), and returns its labels' ROC AUCs and,
-per row, its ``K`` best labels; the client merges the candidates
-(:func:`~onebit_dask.engine.topk.best_k`) and computes, from the top ``K`` labels of
-each row, precision@k, nDCG@k and (with the training labels' propensities)
-propensity-scored precision@k (:mod:`onebit_dask.ranking`). Nothing of size
-``n_test x d2`` is formed on the client.
+* The planted problem (:func:`planted_evaluations`, :func:`planted_metrics`): each block
+  returns the Gram matrix and the rows of the test labels it owns
+  (:func:`onebit_dask.engine.blocks.evaluation_pieces`); the client adds them in block
+  order and computes the errors (:mod:`onebit_dask.metrics.planted`).
+* Held-out data ``(X_test, Y_test)`` (:class:`HeldOut`): each label block scores the test
+  rows on its own labels, ``X_test A b_j + b_j0``
+  (:func:`onebit_dask.engine.blocks.ranking_pieces`), and returns its labels' ROC AUCs and,
+  per row, its ``K`` best labels; the client merges the candidates
+  (:func:`~onebit_dask.engine.topk.best_k`) and computes, from the top ``K`` labels of each
+  row, precision@k, nDCG@k and (with the training labels' propensities)
+  propensity-scored precision@k (:mod:`onebit_dask.metrics.ranking`). Nothing of size
+  ``n_test x d2`` is formed on the client.
+
+The bits that choose among iterates are elsewhere: the validation bits
+(:mod:`.validation`), progressive validation (:mod:`.select`) and the link's held-out
+bits (:mod:`.calibration`).
 """
 
 from __future__ import annotations
@@ -23,8 +34,27 @@ from ..data.chunked_rows import ChunkedRows
 from ..data.dask_inputs import (check_dask_shape, chunked_features, gathered_labels,
                                 gathered_sparse, has_sparse_chunks, is_dask_array)
 from ..data.label_matrix import check_label_matrix
+from ..metrics import planted as metrics
 
 TOP_K = max(RANKING_KS)  # precision, nDCG and PSP at each k of RANKING_KS
+
+
+def planted_evaluations(problem, labels, bounds) -> list:
+    """One :class:`~onebit_dask.engine.blocks.Evaluation` per label block: the evaluated
+    ``labels`` it owns."""
+    truth = problem.planted()
+    return [B.Evaluation(truth, labels[(labels >= lo) & (labels < hi)])
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def planted_metrics(problem, test_set, A, d2: int, outs) -> dict:
+    """The test metrics from the blocks' evaluation pieces (``[gram, B rows, b rows]``
+    each)."""
+    gram = sum(o[0] for o in outs)
+    B_eval = np.concatenate([o[1] for o in outs])
+    b_eval = None if outs[0][2] is None else np.concatenate([o[2] for o in outs])
+    return metrics.evaluate_factored(test_set, problem.truth_rows(0, 0)[0], A, gram, B_eval,
+                                     d2, b_eval=b_eval)
 
 
 def read_test_data(path, d1: int, d2: int, *, name: str, training: str):
