@@ -469,6 +469,40 @@ def _leaves(R: np.ndarray, leaf_size: int, min_leaf: int, branch: int, n_iter: i
     return leaves
 
 
+ROW_HASH = np.random.default_rng(0x6F6E6562).integers(1, 2**63, size=64, dtype=np.uint64) | 1
+"""Odd multipliers that mix a row's 64-bit words into one key (:func:`distinct_rows`)."""
+
+
+def distinct_rows(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, rep_of)``: one row of each group of bitwise-equal rows of the float64
+    matrix ``R`` (``R[first]``, ``first`` the lowest row of each group) and each row's
+    group (``R[first][rep_of]`` is ``R`` bit for bit).
+
+    Each row's 64-bit words are mixed into one key (multiplications by odd constants,
+    shifts and xors, wrapping), the keys grouped by one sort, and every row compared
+    bitwise with its group's first: two distinct rows with one key (a collision, which
+    the check finds) make it group the rows by sorting their bytes instead. The groups
+    come in the order of their keys: an order of the index's leaves, which the search's
+    exactness does not depend on."""
+    words = np.ascontiguousarray(R).view(np.uint64)
+    key = words[:, 0] * ROW_HASH[0]
+    for c in range(1, words.shape[1]):
+        key ^= (words[:, c] * ROW_HASH[c % ROW_HASH.size] + (key << np.uint64(6))
+                + (key >> np.uint64(2)))
+    _, first, rep_of = np.unique(key, return_index=True, return_inverse=True)
+    rep_of = rep_of.ravel()
+    if not (words[first][rep_of] == words).all():
+        return _distinct_by_bytes(R)
+    return first, rep_of
+
+
+def _distinct_by_bytes(R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_rows` by sorting the rows' bytes (groups in byte order)."""
+    keys = np.ascontiguousarray(R).view(np.dtype((np.void, R.itemsize * R.shape[1]))).ravel()
+    _, first, rep_of = np.unique(keys, return_index=True, return_inverse=True)
+    return first, rep_of.ravel()
+
+
 def build_index(B: np.ndarray, b=None, *, leaf_size: int = 256, min_leaf: int = 32,
                 branch: int = 64, n_iter: int = 6, seed: int = 0) -> LabelIndex:
     r"""Cluster the label rows :math:`r_j = [B_j, b_j]` into leaves for :func:`top_k`.
@@ -503,9 +537,7 @@ def build_index(B: np.ndarray, b=None, *, leaf_size: int = 256, min_leaf: int = 
     R = np.column_stack([B, np.zeros(d2) if b is None else np.asarray(b, dtype=np.float64)])
     if not np.isfinite(R).all():
         raise ValueError("label rows must be finite")
-    # bitwise duplicates: one representative, its labels in increasing order
-    keys = R.view(np.dtype((np.void, R.itemsize * (dim + 1)))).ravel()
-    _, first, rep_of = np.unique(keys, return_index=True, return_inverse=True)
+    first, rep_of = distinct_rows(R)  # bitwise duplicates: one representative
     R = R[first]
     leaves = _leaves(R, leaf_size, min_leaf, branch, n_iter, seed)
     perm = np.concatenate(leaves).astype(np.int64)  # position -> representative
@@ -513,7 +545,8 @@ def build_index(B: np.ndarray, b=None, *, leaf_size: int = 256, min_leaf: int = 
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.size)
     position = inv[rep_of.ravel()]  # label -> position
-    members = np.argsort(position, kind="stable").astype(np.int64)
+    small = np.min_scalar_type(max(perm.size - 1, 0))  # a radix sort for a few positions
+    members = np.argsort(position.astype(small), kind="stable").astype(np.int64)
     counts = np.bincount(position, minlength=perm.size).astype(np.int64)
     ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     R = R[perm]

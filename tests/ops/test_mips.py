@@ -200,3 +200,31 @@ def test_build_rejects_non_finite_rows():
         mips.build_index(B)
     with pytest.raises(ValueError):
         mips.build_index(np.zeros((10, 2)), np.full(10, np.inf))
+
+
+def _partition(first, rep_of):
+    """The groups as sets of rows, whatever their order."""
+    return sorted(tuple(np.flatnonzero(rep_of == g)) for g in range(len(first)))
+
+
+def test_distinct_rows_groups_bitwise_equal_rows_and_survives_a_collision(monkeypatch):
+    """The hashed grouping equals the grouping by the rows' bytes (``-0.0`` and ``0.0``
+    apart, equal rows far apart together, each group's first row its lowest); with every
+    key colliding (multipliers of 0) the bitwise check sends it to the bytes' grouping,
+    which gives the same groups (without the check, all rows would be one group)."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 7))
+    R = base[rng.integers(0, 40, size=5000)]
+    R[17] = 0.0
+    R[4000] = 0.0
+    R[4000, 3] = -0.0
+    keys = R.view(np.dtype((np.void, R.itemsize * R.shape[1]))).ravel()
+    want = np.unique(keys, return_index=True, return_inverse=True)[1:]  # by the bytes
+    got = mips.distinct_rows(R)
+    assert _partition(*got) == _partition(*want)
+    np.testing.assert_array_equal(R[got[0]][got[1]].view(np.uint64), R.view(np.uint64))
+    assert all(got[0][g] == np.flatnonzero(got[1] == g)[0] for g in range(len(got[0])))
+    assert got[1][17] != got[1][4000]
+    monkeypatch.setattr(mips, "ROW_HASH", np.zeros(4, dtype=np.uint64))
+    collided = mips.distinct_rows(R)
+    assert _partition(*collided) == _partition(*want) and len(collided[0]) > 1
