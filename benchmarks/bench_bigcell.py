@@ -71,7 +71,7 @@ def fit_alone(args) -> dict:
 
 
 def cell_in_sweep(args, tmp: str) -> dict:
-    from onebit_dask.sweep.cube import open_cube
+    from onebit_dask.sweep.cube import open_cells, open_cube
 
     spec = os.path.join(tmp, "bigcell.yaml")
     with open(spec, "w") as fh:
@@ -83,7 +83,8 @@ def cell_in_sweep(args, tmp: str) -> dict:
     cube = open_cube(out).squeeze()
     last = cube.sel(iteration=args.n_iter)
     cell = {"wall": wall, "fit_s": float(last["fit_s"]), "sampler": cube.attrs["sampler"],
-            "engine": str(cube["engine"].values), "done": bool(cube["done"].values),
+            "engine": str(open_cells(out).squeeze()["engine"].values),
+            "done": bool(cube["done"].values),
             **{key: float(last[key]) for key in METRICS}}
     shutil.rmtree(out, ignore_errors=True)
     return cell

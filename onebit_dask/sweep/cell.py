@@ -12,8 +12,6 @@ import time
 
 from .methods import METHODS
 
-IN_PROCESS = "in-process"  # the worker of a cell fitted in the runner's process
-
 
 def compute_cell(params: dict, fixed: dict):
     """Run one cell here (on a worker, or in the runner): ``(result, where, seconds)``.
@@ -22,7 +20,7 @@ def compute_cell(params: dict, fixed: dict):
     """
     start = time.perf_counter()
     result = METHODS[params["method"]].run(params, fixed)
-    worker = IN_PROCESS  # not on a worker (a process without distributed is not one)
+    worker = ""  # not on a worker (a process without distributed is not one)
     if "distributed" in sys.modules:
         from distributed import get_worker
 

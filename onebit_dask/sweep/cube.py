@@ -61,11 +61,14 @@ FORMAT_VERSION = 9  # 3: the spec's ``method`` is the cube's ``estimator`` dimen
 #                        the noise settings on two index dimensions, noise_model x
 #                        noise_level (:func:`noise_axes`);
 #                     9: the per-cell strings (worker, host, engine) of zarr's ``string``
-#                        data type, coordinates of the variables (``coordinates``)
+#                        data type, in the group ``cells`` (:data:`CELLS`)
 CHECKED_SINCE = 5  # the first format with checksums and the attributes' digest
 COORDS_CHECKED_SINCE = 7  # the first format with the coordinates' digest (coords_sha256)
 ARRAYS_CHECKED_SINCE = 8  # the first format with the arrays' metadata digest (arrays_sha256)
-PLACES_AS_COORDS_SINCE = 9  # the first format whose per-cell strings are zarr ``string``s
+CELLS_SINCE = 9  # the first format with the per-cell strings in the group CELLS
+CELLS = "cells"  # the group of the per-cell strings: xarray's open_zarr(cube) leaves it out
+CELLS_TEXT = ("where each cell ran (worker, host, engine), over the cube's grid: "
+              "open_cells(cube), or xarray.open_datatree(cube)")
 RENAMED = {"method": "estimator"}  # spec key -> cube dimension (``.sel(method=)`` is taken)
 CHUNK_CELLS = 4096  # cells per chunk at most (fewer when a cell has many iterations)
 ITERATION_VARIABLES = {
@@ -102,8 +105,7 @@ FILE_ITERATION_VARIABLES = {  # a cube of file datasets (.datafiles): held-out m
 CELL_VARIABLES = {
     "wall_s": ("s", "training wall time of the cell (per-iteration evaluation excluded)"),
     "worker": ("", "address of the Dask worker that ran the cell; for a cell fitted across "
-                   "the cluster (engine 'dask') the scheduler's address; 'in-process' for a "
-                   "cell the runner's process fitted"),
+                   "the cluster (engine 'dask') the scheduler's address; empty in-process"),
     "host": ("", "host name of the machine that ran the cell (the runner's for engine 'dask' "
                  "and in-process)"),
     "engine": ("", "'local': the cell's fit ran in one process (one task); 'dask': it ran "
@@ -137,8 +139,8 @@ DIGEST_REQUIRED = ("format", "format_version", "spec_name", "spec_text", "spec_f
 LATER_ATTRS = ("placement", "blas")  # set by the runner at the end of a run (set_attrs)
 XARRAY_ATTRS = ("coordinates",)  # xarray's own, rewritten when a user appends with xarray
 CONVENTIONS = "CF-1.10"
-STRINGS = ("worker", "host", "engine")  # per cell; coordinates of the other variables
-OLD_STRING_DTYPE = np.dtype("<U64")  # theirs in formats 4 to 8 (fixed-length UTF-32)
+STRINGS = ("worker", "host", "engine")  # per cell, in the group CELLS (format 9 on)
+OLD_STRING_DTYPE = np.dtype("<U64")  # theirs in formats 4 to 8 (fixed-length UTF-32, at the root)
 VARIABLES = {**ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a planted cube's
 FILE_VARIABLES = {**FILE_ITERATION_VARIABLES, **CELL_VARIABLES, **FLAGS}  # a file cube's
 COORDS = {
@@ -337,22 +339,21 @@ def _build(path: str, spec: SweepSpec) -> None:
     shape = cube_shape(spec)
     grid = cell_chunks(shape, spec.n_iterations)
     n_it = spec.n_iterations
+    group.create_group(CELLS, attributes={"description": CELLS_TEXT})
     for name in variables(spec):
         per_iteration = name in iteration_variables(spec)
         dtype, fill = {"done": (bool, False), "failed": (bool, False)}.get(name, ("f8", np.nan))
-        attrs = variable_attrs(name)
         if name in STRINGS:
             dtype, fill = str, ""
-        else:
-            attrs["coordinates"] = " ".join(STRINGS)
         array = group.create_array(
-            name, shape=(*shape, n_it) if per_iteration else shape,
+            array_key(name), shape=(*shape, n_it) if per_iteration else shape,
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
-            attributes=attrs, config=ALL_CHUNKS, **checked_codecs())
+            attributes=variable_attrs(name), config=ALL_CHUNKS, **checked_codecs())
         array[...] = unwritten(name)
     group = zarr.open_group(path, mode="r+", use_consolidated=False)
-    group.attrs.update(arrays_sha256=arrays_digests(group, [*ds.variables, *variables(spec)]))
+    group.attrs.update(arrays_sha256=arrays_digests(
+        group, [*ds.variables, *(array_key(name) for name in variables(spec))]))
     _sign(group, LATER_ATTRS)
 
 
@@ -370,6 +371,17 @@ def _sign(group, extra=()) -> None:
                         "attrs_sha256": attrs_digest(signed, ("attrs_digested", *keys))})
 
 
+def array_key(name: str, version: int = FORMAT_VERSION) -> str:
+    """Where the variable ``name`` is in a cube of format ``version``: ``cells/NAME`` for
+    the per-cell strings from format 9 on, else ``NAME``."""
+    return f"{CELLS}/{name}" if name in STRINGS and version >= CELLS_SINCE else name
+
+
+def _version(group) -> int:
+    version = group.attrs.get("format_version")
+    return version if isinstance(version, int) and not isinstance(version, bool) else 0
+
+
 def stored_variables(group) -> dict:
     """The variables of the cube ``group`` by its kind (attribute ``data``):
     :data:`FILE_VARIABLES` or :data:`VARIABLES`."""
@@ -381,7 +393,8 @@ def package_arrays(group) -> list[str]:
     variables (:func:`stored_variables`) and the coordinates along its dimensions (a
     variable a user added is not one of them)."""
     kind = stored_variables(group)
-    names = [name for name in kind if name in group]
+    keys = [array_key(name, _version(group)) for name in kind]
+    names = [key for key in keys if key in group]
     dims = {"iteration"}
     if "done" in group:
         dims |= set(group["done"].metadata.dimension_names or ())
@@ -396,29 +409,12 @@ def missing_part(group) -> str | None:
     """``"NAME/KEY"`` of the first chunk of the cube's variables (:func:`stored_variables`) in
     ``group`` that is missing (every chunk of a cube of format 4 or later is written when
     it is created), or ``None``. The coordinates are not asked: xarray writes them again
-    when a user appends a variable, without the chunks equal to the fill value; nor, from
-    format 9 on, the per-cell strings, which are coordinates too
-    (:func:`_places_problem` checks them)."""
-    version = group.attrs.get("format_version")
-    rewritten = STRINGS if isinstance(version, int) and version >= PLACES_AS_COORDS_SINCE \
-        else ()
-    for name in (name for name in stored_variables(group)
-                 if name in group and name not in rewritten):
-        gone = missing_chunk(group[name])
+    when a user appends a variable, without the chunks equal to the fill value."""
+    keys = (array_key(name, _version(group)) for name in stored_variables(group))
+    for key in (key for key in keys if key in group):
+        gone = missing_chunk(group[key])
         if gone is not None:
-            return f"{name}/{gone[2]}"
-    return None
-
-
-def _places_problem(group) -> str | None:
-    """What is wrong with the per-cell strings of a cube of format 9 or later: a done cell
-    without one (a chunk missing, which reads as the fill value ``""``, or edited). Every
-    cell written has all three (the worker :data:`~onebit_dask.sweep.cell.IN_PROCESS` when
-    not on a worker), so a chunk xarray dropped as all ``""`` held no done cell."""
-    done = group["done"][...]
-    for name in STRINGS:
-        if (done & (group[name][...] == "")).any():
-            return f"the array {name!r} holds no value for a done cell (a chunk missing or edited)"
+            return f"{key}/{gone[2]}"
     return None
 
 
@@ -448,13 +444,14 @@ def _dtype_of(name: str, version: int) -> np.dtype:
     if name in FLAGS:
         return np.dtype(bool)
     if name in STRINGS:
-        return np.dtypes.StringDType() if version >= PLACES_AS_COORDS_SINCE else OLD_STRING_DTYPE
+        return np.dtypes.StringDType() if version >= CELLS_SINCE else OLD_STRING_DTYPE
     return np.dtype("f8")
 
 
 def cube_problem(group, attrs: dict) -> str | None:
     """What is wrong with the cube ``group`` whose attributes are ``attrs`` (``None``: it
-    is whole): for format 4 on, a variable missing or of another dtype, a chunk missing;
+    is whole): for format 4 on, a variable missing or of another dtype, a chunk missing
+    (from format 9 the per-cell strings' in the group ``cells``, :func:`array_key`);
     for format 5 on, the attributes' digest and a chunk that cannot be decoded; for format
     8 on, the metadata of each array the package wrote (``arrays_sha256``). Only the
     package's arrays and attributes are checked."""
@@ -472,18 +469,15 @@ def cube_problem(group, attrs: dict) -> str | None:
     if not isinstance(version, int) or version < 4:
         return None
     for name in stored_variables(group):
-        if name not in group:
-            return f"the array {name!r} is missing"
-        if group[name].dtype != _dtype_of(name, version):
-            return (f"the array {name!r} has dtype {group[name].dtype}, expected "
+        key = array_key(name, version)
+        if key not in group:
+            return f"the array {key!r} is missing"
+        if group[key].dtype != _dtype_of(name, version):
+            return (f"the array {key!r} has dtype {group[key].dtype}, expected "
                     f"{_dtype_of(name, version)}")
     gone = missing_part(group)
     if gone is not None:
         return f"the chunk {gone} is missing"
-    if version >= PLACES_AS_COORDS_SINCE:
-        problem = _places_problem(group)
-        if problem is not None:
-            return problem
     if checked:
         for name in package_arrays(group):
             bad = unreadable_chunk(group[name])
@@ -600,12 +594,13 @@ def damage(path: str, spec: SweepSpec, whole: bool = True) -> str | None:
             group = zarr.open_group(os.fspath(path), mode="r", use_consolidated=False)
             shape = cube_shape(spec)
             for name in variables(spec):
-                if name not in group:
-                    return f"the array {name!r} is missing"
+                key = array_key(name, _version(group))
+                if key not in group:
+                    return f"the array {key!r} is missing"
                 want = ((*shape, spec.n_iterations) if name in iteration_variables(spec)
                         else shape)
-                if group[name].shape != want:
-                    return f"the array {name!r} has shape {group[name].shape}, expected {want}"
+                if group[key].shape != want:
+                    return f"the array {key!r} has shape {group[key].shape}, expected {want}"
             problem = cube_problem(group, dict(group.attrs)) if whole else None
             if problem is not None:
                 return problem
@@ -680,7 +675,7 @@ class CubeWriter:
             import zarr
 
             group = zarr.open_group(self.path, mode="r+", use_consolidated=False)
-            self.arrays = {name: group[name].with_config(ALL_CHUNKS)
+            self.arrays = {name: group[array_key(name)].with_config(ALL_CHUNKS)
                            for name in variables(self.spec)}
         n_it = self.spec.n_iterations
         ok = [(idx, p, r, w) for idx, p, r, w in self.pending if r is not None]
@@ -728,6 +723,24 @@ def consolidate(path: str) -> None:
     then opens the cube without a warning."""
     with quiet_zarr():
         consolidate_metadata(os.fspath(path))
+
+
+def open_cells(path) -> xr.Dataset:
+    """Where each cell of the cube at ``path`` ran: ``worker``, ``host`` and ``engine``
+    over the cube's grid, with its coordinates and attributes, once :func:`check_cube` has
+    found it whole (lazy; a cube of format 8 or older holds them among its variables)."""
+    path = os.fspath(path)
+    attrs = check_cube(path)
+    with quiet_zarr():
+        ds = xr.open_zarr(path, consolidated=False)
+        if attrs.get("format_version", 0) < CELLS_SINCE:
+            return ds[list(STRINGS)]
+        cells = xr.open_zarr(path, group=CELLS, consolidated=False)
+    grid = set(ds["done"].dims)
+    cells = cells.assign_coords({name: coord for name, coord in ds.coords.items()
+                                 if set(coord.dims) <= grid})
+    cells.attrs = dict(ds.attrs)
+    return cells
 
 
 def open_cube(path) -> xr.Dataset:

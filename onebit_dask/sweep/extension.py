@@ -15,8 +15,8 @@ import os
 import numpy as np
 
 from ..io.stores.zarr_format import ALL_CHUNKS
-from .cube import (FILE_VARIABLES, RENAMED, VARIABLES, XARRAY_ATTRS, build_aside, dims,
-                   flags, noise_axes, quiet_zarr, unwritten, variables)
+from .cube import (CELLS, FILE_VARIABLES, RENAMED, VARIABLES, XARRAY_ATTRS, array_key,
+                   build_aside, dims, flags, noise_axes, quiet_zarr, unwritten, variables)
 from .spec import SweepSpec
 
 
@@ -49,7 +49,7 @@ def user_entries(path: str, attrs: dict) -> dict:
     import zarr
 
     kind = FILE_VARIABLES if attrs.get("data") == "files" else VARIABLES
-    ours = {"zarr.json", *kind, *(attrs.get("coords_sha256") or {})}
+    ours = {"zarr.json", CELLS, *kind, *(attrs.get("coords_sha256") or {})}
     found = {}
     with quiet_zarr():
         group = zarr.open_group(path, mode="r", use_consolidated=False)
@@ -128,7 +128,7 @@ def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
     step, est = names.index("step"), names.index("estimator")
     once = np.array([not METHODS[m].uses_step for m in was["estimator"]])
     for name in variables(spec):
-        source, target = src[name], dst[name].with_config(ALL_CHUNKS)
+        source, target = src[array_key(name)], dst[array_key(name)].with_config(ALL_CHUNKS)
         block = list(target.chunks)
         block[step] = target.shape[step]
         for region in _blocks(target.shape, tuple(block)):

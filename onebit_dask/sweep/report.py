@@ -124,7 +124,7 @@ def collect(ds, progress: bool = False, path: str = "the cube",
     names = FILE_SERIES if on_files(ds) else SERIES
     series = {name: np.empty((n_done, n_it)) for name in names}
     wall = np.empty(n_done)
-    variables = ds[[*names, "wall_s"]].reset_coords(drop=True)  # not the per-cell strings
+    variables = ds[[*names, "wall_s"]]
     got = 0
     for axes, mask in _slabs(done):
         where = {dims[axis]: key for axis, key in axes.items()}

@@ -427,9 +427,9 @@ def by_noise_setting(ds):
 
 def places_as_format_8(path) -> dict:
     """Rewrite the per-cell strings (``worker``, ``host``, ``engine``) of the cube at
-    ``path`` as formats 4 to 8 stored them: fixed-length UTF-32 variables (``""`` for a
-    worker in-process), not coordinates of the other variables. Returns their values as
-    written. The cube's attributes are the caller's to set (its format, its digests)."""
+    ``path`` as formats 4 to 8 stored them: fixed-length UTF-32 variables at the root, not
+    in the group ``cells``. Returns their values as written. The cube's attributes are
+    the caller's to set (its format, its digests)."""
     import numpy as np
     import zarr
 
@@ -438,19 +438,14 @@ def places_as_format_8(path) -> dict:
     from onebit_dask.utils.warnings import ignored
 
     group = zarr.open_group(path, mode="r+", use_consolidated=False)
-    written = {name: np.array(group[name][...].tolist(), dtype=str) for name in store.STRINGS}
-    written["worker"][written["worker"] == "in-process"] = ""
+    cells = group[store.CELLS]
+    written = {name: np.array(cells[name][...].tolist(), dtype=str) for name in store.STRINGS}
     with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
         for name in store.STRINGS:
-            old = group[name]
+            old = cells[name]
             dims, attrs, chunks = old.metadata.dimension_names, dict(old.attrs), old.chunks
-            del group[name]
             group.create_array(name, data=written[name].astype("<U64"), chunks=chunks,
                                dimension_names=dims, attributes=attrs, config=ALL_CHUNKS,
                                **checked_codecs())
-    for name in store.stored_variables(group):
-        if name not in store.STRINGS:
-            attrs = dict(group[name].attrs)
-            attrs.pop("coordinates")
-            group[name].attrs.put(attrs)
+    del group[store.CELLS]
     return written

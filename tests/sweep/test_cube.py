@@ -52,14 +52,18 @@ def test_layout(cube):
     for name in ("spectral_error", "frobenius_error", "hamming_loss", "auc", "n_samples",
                  "fit_s", "n_active"):
         assert ds[name].dims == (*store.dims(SPEC), "iteration")
-    for name in ("wall_s", "done", "failed", "worker", "host", "engine"):
+    for name in ("wall_s", "done", "failed"):
         assert ds[name].dims == store.dims(SPEC)
+    cells = store.open_cells(cube)
+    for name in ("worker", "host", "engine"):
+        assert cells[name].dims == store.dims(SPEC) and name not in ds.variables
     # every variable can be masked (the README's ds.where(..., drop=True))
     ds.where(ds["noise_model"].load() == "flip", drop=True).load()
     for name in store.VARIABLES:  # what other readers (CF tools, xarray) look for
-        assert ds[name].attrs["long_name"] and ds[name].attrs["description"]
-        assert ("units" in ds[name].attrs) == (name not in ("done", "failed", "worker",
-                                                             "host", "engine"))
+        var = cells[name] if name in store.STRINGS else ds[name]
+        assert var.attrs["long_name"] and var.attrs["description"]
+        assert ("units" in var.attrs) == (name not in ("done", "failed", "worker",
+                                                         "host", "engine"))
     assert ds["n_samples"].attrs["units"] == "1" and ds["n_active"].attrs["units"] == "1"
     assert ds["fit_s"].attrs["units"] == "s"
     for flag in ("done", "failed"):
@@ -113,6 +117,7 @@ def test_batched_writes_land_in_their_cells(cube):
     writer.flush()
     assert writer.written == len(cells)
     ds = store.open_cube(cube).load()
+    ds = ds.merge(store.open_cells(cube).load())
     done = ds["done"].values
     assert _on_spec(ds, "done").all() and not ds["failed"].any()
     assert done.sum() == len(cells) == done.size // 3  # 3 of 9 noise combinations asked
@@ -389,12 +394,19 @@ def _set_coordinate(path, name, value):
     zarr.open_group(path, mode="r+", use_consolidated=False)[name][0] = value
 
 
-def _flip_auc(path):
-    chunk = sorted(os.path.join(root, f) for root, _, files in os.walk(os.path.join(path, "auc"))
-                   for f in files if f != "zarr.json")[0]
+def _first_chunk(path, array):
+    return sorted(os.path.join(root, f) for root, _, files in os.walk(os.path.join(path, array))
+                  for f in files if f != "zarr.json")[0]
+
+
+def _flip(chunk):
     raw = bytearray(open(chunk, "rb").read())
     raw[int(len(raw) * 0.6)] ^= 0xFF
     open(chunk, "wb").write(bytes(raw))
+
+
+def _flip_auc(path):
+    _flip(_first_chunk(path, "auc"))
 
 
 CUBE_DAMAGES = {  # (damage, what the one line says)
@@ -415,10 +427,14 @@ CUBE_DAMAGES = {  # (damage, what the one line says)
     "missing coordinate chunk": (lambda p: os.remove(os.path.join(p, "step", "c", "0")),
                                  r"is damaged.{1,2}the coordinate 'step' differs from what "
                                  r"was written \(a chunk missing or edited\)"),
-    "missing per-cell string chunks": (
-        lambda p: shutil.rmtree(os.path.join(p, "worker", "c")),
-        r"is damaged.{1,2}the array 'worker' holds no value for a done cell \(a chunk missing "
-        r"or edited\)"),
+    "missing per-cell string chunk": (
+        lambda p: os.remove(_first_chunk(p, os.path.join("cells", "worker"))),
+        r"is damaged.{1,2}the chunk cells/worker/c/[0-9/]+ is missing"),
+    "flipped byte in a per-cell string": (
+        lambda p: _flip(_first_chunk(p, os.path.join("cells", "host"))),
+        r"is damaged.{1,2}the chunk cells/host/c/[0-9/]+ cannot be read"),
+    "flipped byte in done": (lambda p: _flip(_first_chunk(p, "done")),
+                             r"is damaged.{1,2}the chunk done/c/[0-9/]+ cannot be read"),
     "edited byte order": (lambda p: _big_endian(p, "auc"),
                           r"is damaged.{1,2}the metadata of the array auc \(its zarr.json"),
     "edited byte order of a coordinate": (
@@ -739,44 +755,71 @@ def test_a_fresh_cube_opens_and_loads_with_warnings_as_errors(noise_cube):
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
-# -- format 9: the per-cell strings are zarr strings, coordinates of the variables -------------
+# -- format 9: the per-cell strings are zarr strings, in the group ``cells`` -------------------
 ZARR_V3_TYPES = {"string", "float64", "bool", "int64"}  # data types with a Zarr v3 spec
 
 
 def test_every_array_of_a_swept_cube_has_a_zarr_v3_data_type(noise_cube):
     """No array of a fresh cube is of a data type without a Zarr v3 specification (format 8
-    wrote the per-cell strings as fixed-length UTF-32); the strings open as coordinates,
-    so ``Dataset.where`` on a numeric condition masks every variable of the lazy cube."""
+    wrote the per-cell strings as fixed-length UTF-32); the strings are in the group
+    ``cells``, so ``xr.open_zarr(cube)`` holds numbers and flags only and ``Dataset.where``
+    on a numeric condition masks every variable of the lazy cube; ``open_cells`` gives
+    where each cell ran, on the cube's grid."""
     import json
 
     import xarray as xr
     import zarr
 
     group = zarr.open_group(noise_cube, mode="r", use_consolidated=False)
-    for name, array in group.arrays():
+    for name, array in group.members(max_depth=None):
+        if not hasattr(array, "shape"):
+            continue
         with open(os.path.join(noise_cube, name, "zarr.json")) as fh:
             kind = json.load(fh)["data_type"]
         assert kind in ZARR_V3_TYPES, (name, kind)
     for name in store.STRINGS:
-        assert group[name].metadata.to_dict()["data_type"] == "string", name
+        assert name not in group
+        assert group[f"cells/{name}"].metadata.to_dict()["data_type"] == "string", name
     ds = xr.open_zarr(noise_cube)
-    assert set(store.STRINGS) <= set(ds.coords) and not set(store.STRINGS) & set(ds.data_vars)
-    done = ds["done"].values
-    assert (ds["engine"].values[done] == "local").all()
-    assert (ds["host"].values[done] == store.this_host()).all()
-    assert (ds["engine"].values[~done] == "").all()
+    assert not set(store.STRINGS) & set(ds.variables)
     level = float(np.nanmedian(ds["auc"].isel(iteration=-1).values))
     kept = ds.where(ds["auc"].isel(iteration=-1) > level).load()  # format 8 raised here
     final = ds["auc"].isel(iteration=-1).values
     np.testing.assert_array_equal(np.isfinite(kept["auc"].isel(iteration=-1).values),
                                   np.isfinite(final) & (final > level))
-    np.testing.assert_array_equal(kept["host"].values, ds["host"].values)
-    means = ds["auc"].groupby(ds["engine"].compute()).mean(...).compute()
+    cells = store.open_cells(noise_cube)
+    done = ds["done"].values
+    assert cells["engine"].dims == ds["done"].dims
+    assert (cells["engine"].values[done] == "local").all()
+    assert (cells["host"].values[done] == store.this_host()).all()
+    assert (cells["engine"].values[~done] == "").all()
+    assert list(cells["noise_model"].values) == list(ds["noise_model"].values)
+    means = ds["auc"].groupby(cells["engine"].compute()).mean(...).compute()
     assert list(means["engine"].values) == ["", "local"]  # not run: every value NaN
-    auc = ds["auc"].values
-    np.testing.assert_allclose(float(means.sel(engine="local")), np.nanmean(auc[done]),
-                               rtol=1e-12)
-    assert np.isnan(float(means.sel(engine="")))
+    np.testing.assert_allclose(float(means.sel(engine="local")),
+                               np.nanmean(ds["auc"].values[done]), rtol=1e-12)
+    tree = xr.open_datatree(noise_cube, engine="zarr")  # xarray's own view of both
+    np.testing.assert_array_equal(tree["cells"]["host"].values, cells["host"].values)
+
+
+def test_a_users_append_from_a_stale_copy_leaves_the_cells_alone(tmp_path):
+    """The per-cell strings are not coordinates of the cube's variables, so a variable a
+    user appends with xarray from a copy loaded before the cells ran (the review's case)
+    does not write them again: the cube stays whole and says where each cell ran."""
+    import xarray as xr
+
+    from onebit_dask.sweep import run_sweep
+    from onebit_dask.utils.warnings import ignored
+
+    path = str(tmp_path / "cube.zarr")
+    store.create(path, NOISE_SPEC)
+    stale = xr.open_zarr(path, consolidated=False).load()
+    run_sweep(NOISE_SPEC, path, progress=False)
+    with ignored(dict(category=UserWarning)):
+        stale[["auc"]].assign(auc_pct=stale.auc * 100)[["auc_pct"]].to_zarr(path, mode="a")
+    ds = store.open_cube(path)  # whole: checked
+    cells = store.open_cells(path)
+    assert (cells["engine"].values[ds["done"].values] == "local").all()
 
 
 def test_a_cube_of_format_8_opens_as_before(noise_cube, tmp_path):
@@ -791,7 +834,7 @@ def test_a_cube_of_format_8_opens_as_before(noise_cube, tmp_path):
     shutil.copytree(noise_cube, path)
     written = places_as_format_8(path)
     group = zarr.open_group(path, mode="r+", use_consolidated=False)
-    names = list(group.attrs["arrays_sha256"])
+    names = [name.removeprefix("cells/") for name in group.attrs["arrays_sha256"]]
     with ignored(dict(message=".*does not have a Zarr V3 specification.*")):
         store.set_attrs(path, format_version=8, arrays_sha256=arrays_digests(group, names))
     ds = store.open_cube(path)

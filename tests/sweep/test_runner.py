@@ -17,6 +17,7 @@ import zarr
 from onebit_dask.sweep import methods, run_sweep
 from onebit_dask.utils.errors import SweepRuntimeError
 from onebit_dask.sweep.spec import parse_spec
+from onebit_dask.sweep import cube as store
 from onebit_dask.sweep.cube import failures_path, open_cube
 from onebit_dask.testing import cube_values
 
@@ -55,7 +56,8 @@ def test_cube_is_complete_and_sensible(in_process):
         xr.open_zarr(in_process)
     ds = by_noise_setting(open_cube(in_process).load())
     assert ds["done"].all()
-    assert (ds["engine"] == "local").all() and (ds["worker"] == "in-process").all()
+    cells = by_noise_setting(store.open_cells(in_process).load())
+    assert (cells["engine"] == "local").all() and (cells["worker"] == "").all()
     # fit_s is cumulative; n_active <= the batch; both from the estimator's history
     assert (ds["fit_s"].diff("iteration") >= 0).all()
     assert ((ds["n_active"] > 0) & (ds["n_active"] <= 4000)).all()
@@ -72,10 +74,10 @@ def test_dask_workers_give_the_same_cube(in_process, tmp_path, client2):
     summary = run_sweep(parse_spec(SPEC_TEXT), path, client2, progress=False)
     assert summary.ran == 8
     xr.testing.assert_identical(cube_values(in_process), cube_values(path))
-    ds = by_noise_setting(open_cube(path))
-    assert (ds["engine"] == "local").all()
+    cells = by_noise_setting(store.open_cells(path))
+    assert (cells["engine"] == "local").all()
     workers = set(client2.scheduler_info()["workers"])
-    assert set(ds["worker"].values.ravel()) <= workers
+    assert set(cells["worker"].values.ravel()) <= workers
 
 
 def test_rerun_skips_done_cells(in_process):
@@ -248,10 +250,11 @@ def test_large_cells_run_across_the_cluster(tmp_path, client2):
         summary = run_sweep(spec, there, client2, progress=False)
     assert (summary.ran, summary.failed) == (6, 0)
     ds = open_cube(there).load()
-    engine = ds["engine"].squeeze()
+    cells = store.open_cells(there).load()
+    engine = cells["engine"].squeeze()
     assert (engine.sel(batch_size=8000) == "dask").all()
     assert (engine.sel(batch_size=2000) == "local").all()
-    worker = ds["worker"].squeeze()
+    worker = cells["worker"].squeeze()
     assert (worker.sel(batch_size=8000) == client2.scheduler.address).all()
     assert "batch draws >= 100000 numbers" in ds.attrs["placement"]
     assert set(worker.sel(batch_size=2000).values) <= set(client2.scheduler_info()["workers"])
