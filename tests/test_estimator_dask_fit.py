@@ -205,3 +205,14 @@ def test_sparse_chunks_a_meta_does_not_announce_are_refused_in_one_message():
     with pytest.raises(TypeError, match="X is a dask array of csr_matrix chunks whose meta "
                                         "says numpy: .*asarray=False"):
         OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(Xd, Y)
+
+
+def test_a_dask_array_of_a_coo_matrix_is_refused_saying_how_to_build_it():
+    """``da.from_array`` of a ``coo_matrix`` makes chunks dask cannot slice: one line that
+    says to build it from a CSR matrix (before: scipy's bare "not subscriptable")."""
+    X, Y = _sparse_data()
+    Xd = da.from_array(X.tocoo(), chunks=(100, -1), asarray=False)
+    with pytest.raises(TypeError, match=r"X's chunks cannot be computed \('coo_matrix' object "
+                                        r"is not subscriptable\): build the dask array from "
+                                        r"a CSR matrix"):
+        OneBitMultiLabel(2, batch_size=1000, n_iter=1, engine="local").fit(Xd, Y)

@@ -4,14 +4,16 @@ and a label matrix ``Y`` gathered into this process's CSR matrix a row chunk at 
 (:func:`gathered_sparse`, :func:`gathered_labels`), as the in-memory sparse path holds
 them.
 
-Nothing here computes ``X`` whole: its checks are dask reductions of two flags a
+Nothing here computes a dense ``X`` whole: its checks are dask reductions of two flags a
 chunk (on the cluster of the current client, else in this process's threads), its chunks
 are computed one at a time where rows are read in this process, and on a Dask engine on
-the workers (:meth:`onebit_dask.engine.dask_engine.DaskEngine.share_rows`).
+the workers (:meth:`onebit_dask.engine.dask_engine.DaskEngine.share_rows`). A sparse
+``X`` is computed a row chunk at a time into one CSR matrix (its ``nnz`` numbers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -30,6 +32,20 @@ def _computed(block) -> np.ndarray:
     chunk the array's meta did not announce is refused as it is computed,
     :func:`_dense_chunk`)."""
     return block.compute()
+
+
+@contextlib.contextmanager
+def _uncomputable(name: str):
+    """A dask array whose chunks dask cannot make (``da.from_array`` of a ``coo_matrix``,
+    which has no indexing) refused in one line, saying how to build it."""
+    try:
+        yield
+    except TypeError as exc:
+        if "not subscriptable" not in str(exc):
+            raise
+        raise TypeError(f"{name}'s chunks cannot be computed ({exc}): build the dask array "
+                        "from a CSR matrix, e.g. da.from_array(X.tocsr(), chunks=(rows, -1), "
+                        "asarray=False)") from None
 
 
 def _dense_chunk(block) -> np.ndarray:
@@ -70,7 +86,8 @@ def gathered_sparse(X):
 
     parts = []
     for k in range(X.numblocks[0]):
-        row = dask.compute(*[X.blocks[k, j] for j in range(X.numblocks[1])])
+        with _uncomputable("X"):
+            row = dask.compute(*[X.blocks[k, j] for j in range(X.numblocks[1])])
         parts.append(scipy.sparse.hstack([scipy.sparse.csr_matrix(b) for b in row],
                                          format="csr"))
     return scipy.sparse.vstack(parts, format="csr")
@@ -128,12 +145,15 @@ def chunked_features(X, name: str = "X") -> tuple[ChunkedRows, bool]:
     check_dask_shape(X, name)
     meta = getattr(X, "_meta", None)
     if meta is not None and not isinstance(meta, np.ndarray):
-        raise TypeError(_sparse_refusal(type(meta).__name__))
+        raise TypeError(f"{name} is a dask array of {type(meta).__name__} chunks: a dask "
+                        f"{name} must have numpy or scipy.sparse chunks; convert them, e.g. "
+                        f"{name}.map_blocks(lambda b: b.tocsr()) for a sparse format")
     dtype = np.dtype(np.float32 if X.dtype == np.float32 else np.float64)
     X = X.rechunk({1: -1}).astype(dtype).map_blocks(_dense_chunk, dtype=dtype)
     blocks = [X.blocks[k, 0] for k in range(X.numblocks[0])]
     offsets = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    flags = dask.compute(*[dask.delayed(_flags)(b) for b in blocks])
+    with _uncomputable(name):
+        flags = dask.compute(*[dask.delayed(_flags)(b) for b in blocks])
     for k, (finite, _) in enumerate(flags):
         if not finite:  # the chunk's first bad entry, named as check_features names it
             check_finite(_computed(blocks[k]), name=name, row_offset=int(offsets[k]))
