@@ -335,7 +335,8 @@ class OneBitMultiLabel(FactorPredictor, BaseEstimator):
         in-process) and, when the data come with a test
         set, ``spectral_error``, ``frobenius_error``, ``hamming_loss``, ``auc``; with
         ``fit(..., eval_set=...)``, the held-out ranking metrics (``auc``,
-        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``); with
+        ``precision_at_k``, ``ndcg_at_k``, ``psp_at_k``, ``k = 1, 3, 5``); with either,
+        ``eval_s`` (the seconds those metrics took, which ``fit_s`` leaves out); with
         ``validation_fraction``, ``validation_auc`` (the selection score: the mean of
         the labels' AUCs on the validation bits) and ``validation_pairs_auc`` (the same
         AUCs weighted by their pairs); with ``step="select"``, from the fork on,

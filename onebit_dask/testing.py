@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-MEASURED = ("fit_s", "wall_s", "client_bytes")
+MEASURED = ("fit_s", "wall_s", "client_bytes", "eval_s")
 """Entries of a history or a cube that are measured, not computed (seconds, bytes)."""
 
 PLACES = ("worker", "host", "engine")

@@ -231,12 +231,15 @@ def advance(settings, state, engine, data, n_obs, source, planted, ranking,
     record = {"iteration": state.n_steps, "n_samples": state.n_samples_seen,
               "n_active": n_active, "fit_s": state.fit_s,
               "client_bytes": engine.bytes_sent + engine.bytes_received - traffic}
+    start = time.perf_counter()
     if planted is not None:
         record.update(planted_metrics(planted[0], planted[1], state.top.Q, state.d2, outs))
     if ranking is not None:
         with one_blas_thread():
             record.update(ranking[0].metrics(engine, state.top.Q, ranking[1],
                                              state.feature_map))
+    if ranking is not None or planted is not None:
+        record["eval_s"] = time.perf_counter() - start  # not training: not in fit_s
     state.history.append(record)
 
 
