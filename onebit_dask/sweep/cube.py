@@ -350,7 +350,7 @@ def _build(path: str, spec: SweepSpec) -> None:
             chunks=(*grid, n_it) if per_iteration else grid, dtype=dtype, fill_value=fill,
             dimension_names=(*dims(spec), "iteration") if per_iteration else dims(spec),
             attributes=variable_attrs(name), config=ALL_CHUNKS, **checked_codecs())
-        array[...] = unwritten(name)
+        array[...] = fill
     group = zarr.open_group(path, mode="r+", use_consolidated=False)
     group.attrs.update(arrays_sha256=arrays_digests(
         group, [*ds.variables, *(array_key(name) for name in variables(spec))]))
@@ -431,12 +431,6 @@ def _attrs_problem(attrs: dict, required=DIGEST_REQUIRED) -> str | None:
                 "provenance) differ from what was written (their SHA-256 does not match "
                 "attrs_sha256)")
     return None
-
-
-def unwritten(name: str):
-    """The value of the variable ``name`` in a cell not written: NaN, ``False`` for the
-    flags, ``""`` for the strings."""
-    return {"done": False, "failed": False}.get(name, "" if name in STRINGS else np.nan)
 
 
 def _dtype_of(name: str, version: int) -> np.dtype:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..io.stores.zarr_format import ALL_CHUNKS
 from .cube import (CELLS, FILE_VARIABLES, RENAMED, VARIABLES, XARRAY_ATTRS, array_key,
-                   build_aside, dims, flags, noise_axes, quiet_zarr, unwritten, variables)
+                   build_aside, dims, flags, noise_axes, quiet_zarr, variables)
 from .spec import SweepSpec
 
 
@@ -110,9 +110,8 @@ def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
     ``tmp`` (of ``spec``), each position to the one of the same coordinates; a method
     without a step rule (stored along every step) also to the steps ``spec`` appends, as
     a run stores its cells. The new cube is written a block of its chunks at a time (the
-    steps whole), each chunk once, whole (what the old cube does not hold: the value of
-    a cell not written, :func:`~onebit_dask.sweep.cube.unwritten`); a block with nothing
-    of the old cube is left as the build wrote it."""
+    steps whole), each chunk once, whole (what the old cube does not hold: the fill
+    value); a block with nothing of the old cube is left as the build wrote it."""
     import zarr
 
     from .methods import METHODS
@@ -136,7 +135,7 @@ def _copy_cells(path: str, tmp: str, old: SweepSpec, spec: SweepSpec) -> None:
             held = [np.flatnonzero(b >= 0) for b in back]
             if not all(len(h) for h in held):
                 continue  # nothing of the old cube here
-            values = np.full(tuple(r.stop - r.start for r in region), unwritten(name),
+            values = np.full(tuple(r.stop - r.start for r in region), target.fill_value,
                              dtype=target.dtype)
             values[np.ix_(*held)] = source.get_orthogonal_selection(
                 tuple(b[h] for b, h in zip(back, held)))
