@@ -115,7 +115,8 @@ def test_a_saved_model_keeps_the_data_type_of_its_classes(classes, tmp_path):
 
 def test_a_classes_dtype_that_does_not_hold_the_classes_is_damage(fitted, tmp_path):
     """An edited ``classes_dtype`` is refused: by the digest, and, signed again, by the
-    check that the data type holds the classes (``<U1`` would cut ``"yes"``)."""
+    check that the data type holds the classes (``<U1`` would cut ``"yes"``; ``<i4``
+    cannot hold it at all)."""
     from onebit_dask.persist.model_store import signed_attrs
 
     path = fitted[0].save(tmp_path / "m.zarr")
@@ -123,7 +124,7 @@ def test_a_classes_dtype_that_does_not_hold_the_classes_is_damage(fitted, tmp_pa
     meta = json.load(open(meta_file))
     assert meta["attributes"]["classes_dtype"] == "<U3"
     for kind, signed in (("<U1", False), ("<U1", True), ("not a dtype", True),
-                         (None, True)):
+                         ("<i4", True), (None, True)):
         attrs = {k: v for k, v in meta["attributes"].items() if k != "attrs_sha256"}
         attrs["classes_dtype"] = kind
         if kind is None:

@@ -372,10 +372,10 @@ def _holds(classes, kind: str) -> bool:
     fixed-length or object strings) holds the values ``classes`` unchanged."""
     try:
         dtype = np.dtype(kind)
-    except TypeError:
+        return (classes is not None and dtype.kind in "biufUO"
+                and np.asarray(classes, dtype=dtype).tolist() == classes)
+    except (TypeError, ValueError, OverflowError):  # no dtype, or one the values cannot be
         return False
-    return (classes is not None and dtype.kind in "biufUO"
-            and np.asarray(classes, dtype=dtype).tolist() == classes)
 
 
 def check_attrs(attrs: dict, where: str) -> None:
