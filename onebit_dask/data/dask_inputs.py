@@ -76,7 +76,7 @@ def has_sparse_chunks(X) -> bool:
     return scipy.sparse.issparse(getattr(X, "_meta", None))
 
 
-def gathered_sparse(X):
+def gathered_sparse(X, name: str = "X"):
     """The dask array ``X`` of ``scipy.sparse`` chunks (:func:`has_sparse_chunks`) as one
     CSR matrix in this process, computed a row chunk at a time (the chunks of a row
     joined side by side): what the in-memory sparse path holds, never densified. A chunk
@@ -86,7 +86,7 @@ def gathered_sparse(X):
 
     parts = []
     for k in range(X.numblocks[0]):
-        with _uncomputable("X"):
+        with _uncomputable(name):
             row = dask.compute(*[X.blocks[k, j] for j in range(X.numblocks[1])])
         parts.append(scipy.sparse.hstack([scipy.sparse.csr_matrix(b) for b in row],
                                          format="csr"))

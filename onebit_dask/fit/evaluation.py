@@ -123,7 +123,8 @@ class HeldOut:
         X, Y = eval_set
         if is_dask_array(X) and has_sparse_chunks(X):  # the sparse path's CSR matrix
             check_dask_shape(X, name="eval_set X_test")
-            self.X = check_features(gathered_sparse(X), n_features=d1, name="eval_set X_test")
+            self.X = check_features(gathered_sparse(X, name="eval_set X_test"), n_features=d1,
+                                    name="eval_set X_test")
         elif is_dask_array(X):
             self.X, _ = chunked_features(X, name="eval_set X_test")
             if self.X.shape[1] != d1:

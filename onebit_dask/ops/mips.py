@@ -544,7 +544,7 @@ def build_index(B: np.ndarray, b=None, *, leaf_size: int = 256, min_leaf: int = 
     starts = np.concatenate([[0], np.cumsum([x.size for x in leaves])]).astype(np.int64)
     inv = np.empty_like(perm)
     inv[perm] = np.arange(perm.size)
-    position = inv[rep_of.ravel()]  # label -> position
+    position = inv[rep_of]  # label -> position
     small = np.min_scalar_type(max(perm.size - 1, 0))  # NumPy radix-sorts 8 and 16 bits
     members = np.argsort(position.astype(small), kind="stable").astype(np.int64)
     counts = np.bincount(position, minlength=perm.size).astype(np.int64)
